@@ -1,0 +1,250 @@
+"""The TFJob API (`tfjob.dev/v1`): the contract with users.
+
+Field names follow Kubeflow's `kubeflow.org/v1` TFJob so existing manifests port by changing `apiVersion`.
+Each field's description becomes the CRD schema doc (`kubectl explain tfjob.spec`); `crds/tfjob.yaml` is
+generated from these models by `tfjob_operator.crd`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tfjob_operator import constants
+
+
+class _Model(BaseModel):
+    # Unknown fields are refused (a typo must not be silently dropped); the CRD prunes them on a cluster.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ReplicaType(StrEnum):
+    """Replica types, in the order TF_CONFIG lists them."""
+
+    CHIEF = "Chief"
+    WORKER = "Worker"
+    PS = "PS"
+    EVALUATOR = "Evaluator"
+
+    @property
+    def tf_name(self) -> str:
+        """The lowercase name used in TF_CONFIG, pod names and labels."""
+        return self.value.lower()
+
+
+#: Spellings accepted as replica-type keys (any case); Kubeflow's `Master` is the chief.
+REPLICA_TYPE_ALIASES: dict[str, ReplicaType] = {
+    "chief": ReplicaType.CHIEF,
+    "master": ReplicaType.CHIEF,
+    "worker": ReplicaType.WORKER,
+    "ps": ReplicaType.PS,
+    "evaluator": ReplicaType.EVALUATOR,
+}
+
+
+class RestartPolicy(StrEnum):
+    ALWAYS = "Always"
+    ON_FAILURE = "OnFailure"
+    NEVER = "Never"
+    EXIT_CODE = "ExitCode"
+
+
+class CleanPodPolicy(StrEnum):
+    ALL = "All"
+    RUNNING = "Running"
+    NONE = "None"
+
+
+class SuccessPolicy(StrEnum):
+    DEFAULT = ""
+    ALL_WORKERS = "AllWorkers"
+
+
+class SchedulingPolicy(_Model):
+    """How the gang is scheduled: all pods or none."""
+
+    minAvailable: Annotated[int | None, Field(ge=1)] = Field(
+        None,
+        description="Pods that must be placed together before any starts. Default: every pod of the job.",
+    )
+    queue: str | None = Field(
+        None, description="Queue name for Volcano or Kueue (kueue.x-k8s.io/queue-name)."
+    )
+    priorityClass: str | None = Field(
+        None, description="PriorityClass of the gang; admission order is priority, then arrival."
+    )
+    minResources: dict[str, int | str] | None = Field(
+        None, description="Resources the gang needs as a whole (PodGroup minResources), e.g. {nvidia.com/gpu: 8}."
+    )
+    scheduleTimeoutSeconds: Annotated[int | None, Field(ge=1)] = Field(
+        None,
+        description="If the whole gang is not scheduled within this many seconds, its pods are recreated "
+        "and the job requeued with back-off. Default 300.",
+    )
+
+
+class RunPolicy(_Model):
+    """Policies that govern the job's run: clean-up, deadlines, retries, gang scheduling."""
+
+    cleanPodPolicy: CleanPodPolicy = Field(
+        CleanPodPolicy.RUNNING,
+        description="Which pods to delete when the job finishes: All, Running (default: pods still running, "
+        "such as PS and evaluator), or None.",
+    )
+    ttlSecondsAfterFinished: Annotated[int | None, Field(ge=0)] = Field(
+        None, description="Delete the finished job (and its pods) this many seconds after it finishes."
+    )
+    activeDeadlineSeconds: Annotated[int | None, Field(ge=1)] = Field(
+        None, description="Fail the job if it runs longer than this, counted from status.startTime."
+    )
+    backoffLimit: Annotated[int | None, Field(ge=0)] = Field(
+        None,
+        description="Gang restarts caused by failures before the job is failed. Disruptions (eviction, "
+        "preemption, node loss) do not count.",
+    )
+    schedulingPolicy: SchedulingPolicy | None = Field(None, description="Gang-scheduling settings.")
+    suspend: bool = Field(
+        False, description="true deletes the job's pods and keeps the job; false again recreates them."
+    )
+    managedBy: str | None = Field(
+        None,
+        description="Controller that manages this job. Empty or tfjob.dev/tfjob-operator: this operator; "
+        "anything else: this operator leaves the job alone (e.g. for MultiKueue).",
+    )
+
+
+class ReplicaSpec(_Model):
+    """One replica type: how many pods, when to restart them, and their pod template."""
+
+    replicas: Annotated[int, Field(ge=0)] = Field(1, description="Number of pods of this type.")
+    restartPolicy: RestartPolicy = Field(
+        RestartPolicy.NEVER,
+        description="Always | OnFailure | Never | ExitCode. ExitCode: exit codes 1-127 are permanent "
+        "failures, 128 and above (signals, the worker runtime's peer-lost codes) restart the gang.",
+    )
+    template: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Pod template (a Kubernetes PodTemplateSpec) for this replica type; kept as given.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class TFJobSpec(_Model):
+    """Desired state of a TFJob."""
+
+    tfReplicaSpecs: dict[ReplicaType, ReplicaSpec] = Field(
+        ...,
+        description="Replica types and their specs. Keys: Chief (or Master), Worker, PS, Evaluator; "
+        "any case is accepted.",
+    )
+    runPolicy: RunPolicy = Field(default_factory=RunPolicy, description="Run policies.")
+    successPolicy: SuccessPolicy = Field(
+        SuccessPolicy.DEFAULT,
+        description='"" (the chief, or worker 0 when there is no chief, decides success) or AllWorkers.',
+    )
+    enableDynamicWorker: bool = Field(
+        False,
+        description="Accepted for Kubeflow compatibility. Dynamic workers are not supported: true is refused.",
+    )
+
+    @field_validator("tfReplicaSpecs", mode="before")
+    @classmethod
+    def _normalise_replica_types(cls, value: Any) -> Any:
+        """Accept `worker`, `WORKER`, `Master` ... as keys; unknown keys are left for the enum to refuse."""
+        if not isinstance(value, dict):
+            return value
+        out: dict[Any, Any] = {}
+        for key, spec in value.items():
+            rtype = REPLICA_TYPE_ALIASES.get(str(key).lower())
+            out[rtype.value if rtype else key] = spec
+        return out
+
+
+class JobConditionType(StrEnum):
+    CREATED = "Created"
+    QUEUED = "Queued"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUSPENDED = "Suspended"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class JobCondition(_Model):
+    type: JobConditionType = Field(..., description="Condition type.")
+    status: str = Field(..., description='"True", "False" or "Unknown".')
+    reason: str | None = Field(None, description="One-word CamelCase reason for the last transition.")
+    message: str | None = Field(None, description="Human-readable details.")
+    lastUpdateTime: str | None = Field(None, description="Last time the condition was updated (RFC 3339).")
+    lastTransitionTime: str | None = Field(None, description="Last time the status changed (RFC 3339).")
+
+
+class ReplicaStatus(_Model):
+    active: int = Field(0, description="Pods running or about to run.")
+    ready: int = Field(0, description="Pods whose containers are all running and ready.")
+    succeeded: int = Field(0, description="Pods that exited 0.")
+    failed: int = Field(0, description="Pods that failed (in the current attempt).")
+
+
+class TFJobStatus(_Model):
+    """Observed state of a TFJob, written by the operator."""
+
+    conditions: list[JobCondition] = Field(default_factory=list, description="Conditions, oldest first.")
+    replicaStatuses: dict[str, ReplicaStatus] = Field(
+        default_factory=dict, description="Pod counts per replica type."
+    )
+    startTime: str | None = Field(None, description="When the operator first acted on the job.")
+    completionTime: str | None = Field(None, description="When the job succeeded or failed.")
+    lastReconcileTime: str | None = Field(None, description="Last time the operator reconciled the job.")
+    restartCount: int = Field(0, description="Whole-gang restarts, for any cause.")
+    failureRestarts: int = Field(
+        0, description="Gang restarts caused by failures; these count towards runPolicy.backoffLimit."
+    )
+    observedGeneration: int | None = Field(None, description="metadata.generation the status reflects.")
+    state: str | None = Field(None, description="The current state, for `kubectl get` (last true condition).")
+    workers: str | None = Field(None, description='Ready pods over all pods of the gang, e.g. "3/4".')
+
+
+class ObjectMeta(BaseModel):
+    # Kubernetes metadata is kept whole; only the fields the operator reads are typed.
+    model_config = ConfigDict(extra="allow")
+
+    name: str = ""
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class TFJob(BaseModel):
+    """A TFJob as stored: apiVersion, kind, metadata, spec, status."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    apiVersion: str = constants.API_VERSION
+    kind: str = constants.KIND
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: TFJobSpec
+    status: TFJobStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+    def replica_specs(self) -> list[tuple[ReplicaType, ReplicaSpec]]:
+        """Replica types present, in canonical order (Chief, Worker, PS, Evaluator)."""
+        specs = self.spec.tfReplicaSpecs
+        return [(rtype, specs[rtype]) for rtype in ReplicaType if rtype in specs]  # type: ignore[comparison-overlap]
+
+    def total_replicas(self) -> int:
+        return sum(spec.replicas for _, spec in self.replica_specs())
+
+    def has_chief(self) -> bool:
+        return any(rtype is ReplicaType.CHIEF and spec.replicas > 0 for rtype, spec in self.replica_specs())

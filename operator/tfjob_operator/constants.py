@@ -1,0 +1,50 @@
+"""Names shared by every part of the operator: the API group, label keys, annotations, ports.
+
+Each key is a constant with a sentence saying what it holds, so a reader finds the contract in one place.
+"""
+
+from typing import Final
+
+GROUP: Final = "tfjob.dev"
+VERSION: Final = "v1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "TFJob"
+PLURAL: Final = "tfjobs"
+SINGULAR: Final = "tfjob"
+SHORT_NAMES: Final = ("tfj",)
+
+#: Kubeflow's API version; manifests written for it are read as ours (same field names).
+KUBEFLOW_API_VERSION: Final = "kubeflow.org/v1"
+
+#: Label on every pod and the Service: the name of the TFJob that owns it.
+LABEL_JOB_NAME: Final = f"{GROUP}/job-name"
+#: Label on every pod: its replica type, lowercased (chief, worker, ps, evaluator).
+LABEL_REPLICA_TYPE: Final = f"{GROUP}/replica-type"
+#: Label on every pod: its index within its replica type, as a decimal string.
+LABEL_REPLICA_INDEX: Final = f"{GROUP}/replica-index"
+#: Label on the one pod whose success decides the job: the chief, or worker 0 when there is no chief.
+LABEL_JOB_ROLE: Final = f"{GROUP}/job-role"
+#: Label on every pod: the gang attempt it belongs to ("0" first, +1 per whole-gang restart).
+LABEL_ATTEMPT: Final = f"{GROUP}/attempt"
+#: Value of LABEL_JOB_ROLE on the deciding pod.
+ROLE_CHIEF: Final = "chief"
+
+#: Scheduling gate the built-in gang backend puts on pods until the whole gang has a placement.
+GANG_SCHEDULING_GATE: Final = f"{GROUP}/gang"
+#: Annotation on a TFJob that overrides the operator's gang backend for that job.
+ANNOTATION_GANG_BACKEND: Final = f"{GROUP}/gang-backend"
+
+#: Name of the container that receives TF_CONFIG when a pod has several containers.
+DEFAULT_CONTAINER_NAME: Final = "tensorflow"
+#: Name of the container port peers use to reach each other.
+DEFAULT_PORT_NAME: Final = "tfjob-port"
+#: Port used when the tensorflow container declares no port named tfjob-port.
+DEFAULT_PORT: Final = 2222
+
+#: Environment variables the operator injects into the training container.
+ENV_TF_CONFIG: Final = "TF_CONFIG"
+ENV_JOB_NAME: Final = "TFJOB_NAME"
+ENV_ATTEMPT: Final = "TFJOB_ATTEMPT"
+
+#: Longest DNS-1123 label: a pod hostname `<job>-<type>-<index>` must fit in it.
+MAX_DNS_LABEL: Final = 63

@@ -1,0 +1,127 @@
+"""The TFJob CustomResourceDefinition, generated from the API models (`tfjob crd` prints it).
+
+The pydantic JSON schema is turned into a structural openAPIV3Schema: references inlined, optional fields
+made plain (absent means unset), titles dropped, descriptions kept for `kubectl explain`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tfjob_operator import constants
+from tfjob_operator.api import TFJobSpec, TFJobStatus
+
+#: The checked-in CRD; a test fails when it differs from `generate()`.
+CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "tfjob.yaml"
+
+_DROP = {"title", "$defs"}
+
+
+def _structural(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_structural(x, defs) for x in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = defs[node["$ref"].split("/")[-1]]
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _structural(merged, defs)
+    if "anyOf" in node:
+        options = [o for o in node["anyOf"] if o.get("type") != "null"]
+        rest = {k: v for k, v in node.items() if k != "anyOf"}
+        types = {o.get("type") for o in options}
+        if types == {"integer", "string"}:
+            return {**_structural(rest, defs), "x-kubernetes-int-or-string": True}
+        if len(options) == 1:
+            merged = {**options[0], **rest}
+            if merged.get("default", 0) is None:
+                merged.pop("default")
+            return _structural(merged, defs)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROP:
+            continue
+        if key == "default" and value is None:
+            continue
+        if key == "additionalProperties" and value is False:
+            continue  # structural schemas forbid it beside properties; the API server prunes unknown fields
+        if key == "properties":
+            out[key] = {name: _structural(prop, defs) for name, prop in value.items()}
+        elif key == "propertyNames":
+            continue  # not part of structural schemas; keys are checked by the operator's validation
+        else:
+            out[key] = _structural(value, defs)
+    if out.get("x-kubernetes-preserve-unknown-fields"):
+        out.pop("additionalProperties", None)
+    if out.get("type") == "object" and out.get("additionalProperties") is True:
+        out.pop("additionalProperties")
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    return out
+
+
+def _model_schema(model: type) -> dict[str, Any]:
+    schema = model.model_json_schema(mode="validation")  # type: ignore[attr-defined]
+    return dict(_structural(schema, schema.get("$defs", {})))
+
+
+def generate() -> dict[str, Any]:
+    """The CRD object for tfjobs.tfjob.dev."""
+    spec_schema = _model_schema(TFJobSpec)
+    # runPolicy defaults to {} so that its own field defaults (cleanPodPolicy: Running) apply when it is absent.
+    spec_schema["properties"]["runPolicy"]["default"] = {}
+    status_schema = _model_schema(TFJobStatus)
+    spec_schema["description"] = "Desired state of the TFJob: replica types, run policy, success policy."
+    status_schema["description"] = "Observed state of the TFJob, written by the operator."
+    open_api = {
+        "type": "object",
+        "description": "A distributed TensorFlow training job, gang-scheduled, restarted as a whole.",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema,
+            "status": status_schema,
+        },
+        "required": ["spec"],
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{constants.PLURAL}.{constants.GROUP}"},
+        "spec": {
+            "group": constants.GROUP,
+            "names": {
+                "kind": constants.KIND,
+                "listKind": f"{constants.KIND}List",
+                "plural": constants.PLURAL,
+                "singular": constants.SINGULAR,
+                "shortNames": list(constants.SHORT_NAMES),
+                "categories": ["all"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": constants.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": open_api},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "State", "type": "string", "jsonPath": ".status.state"},
+                        {"name": "Workers", "type": "string", "jsonPath": ".status.workers",
+                         "description": "Ready pods / all pods of the gang"},
+                        {"name": "Restarts", "type": "integer", "jsonPath": ".status.restartCount"},
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def to_yaml() -> str:
+    header = "# Generated by `tfjob crd` from tfjob_operator/api.py. Do not edit by hand.\n"
+    return header + yaml.safe_dump(generate(), sort_keys=False, width=110)

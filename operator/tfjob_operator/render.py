@@ -1,0 +1,169 @@
+"""TFJob → the objects that run it: one headless Service and one Pod per replica. Pure: no I/O.
+
+DESIGN §4 is the specification: names `<job>-<type>-<i>`, labels, owner reference, hostname/subdomain so
+each peer's DNS name exists as soon as it has an IP, and TF_CONFIG in the training container.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfjob_operator import constants
+from tfjob_operator.api import ReplicaType, RestartPolicy, TFJob
+from tfjob_operator.validation import job_port, training_container_index
+
+LOOPBACK_HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How to address peers and which gang attempt the pods belong to."""
+
+    attempt: int = 0
+    #: Cluster DNS domain appended to `<ns>.svc` (e.g. "cluster.local"); None keeps the short form.
+    cluster_domain: str | None = None
+    #: Local mode: pod name → loopback port. When set, TF_CONFIG addresses are 127.0.0.1:<port>.
+    loopback_ports: Mapping[str, int] | None = None
+
+
+@dataclass
+class Rendered:
+    service: dict[str, Any]
+    pods: list[dict[str, Any]] = field(default_factory=list)
+
+    def objects(self) -> list[dict[str, Any]]:
+        return [self.service, *self.pods]
+
+
+def pod_name(job_name: str, rtype: ReplicaType, index: int) -> str:
+    return f"{job_name}-{rtype.tf_name}-{index}"
+
+
+def pod_names(job: TFJob) -> list[str]:
+    """Every pod name of the job, in TF_CONFIG order."""
+    return [pod_name(job.name, rtype, i) for rtype, spec in job.replica_specs() for i in range(spec.replicas)]
+
+
+def chief_pod_name(job: TFJob) -> str:
+    """The pod whose success decides the job: the chief, or worker 0 when there is no chief."""
+    rtype = ReplicaType.CHIEF if job.has_chief() else ReplicaType.WORKER
+    return pod_name(job.name, rtype, 0)
+
+
+def _owner_reference(job: TFJob) -> dict[str, Any]:
+    return {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.KIND,
+        "name": job.name,
+        "uid": job.metadata.uid or "",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def selector_labels(job: TFJob) -> dict[str, str]:
+    return {constants.LABEL_JOB_NAME: job.name}
+
+
+def peer_address(job: TFJob, rtype: ReplicaType, index: int, options: RenderOptions) -> str:
+    name = pod_name(job.name, rtype, index)
+    if options.loopback_ports is not None:
+        return f"{LOOPBACK_HOST}:{options.loopback_ports[name]}"
+    port = job_port(job.spec.tfReplicaSpecs[rtype].template)
+    host = f"{name}.{job.name}.{job.namespace}.svc"
+    if options.cluster_domain:
+        host += f".{options.cluster_domain}"
+    return f"{host}:{port}"
+
+
+def tf_config(job: TFJob, rtype: ReplicaType, index: int, options: RenderOptions) -> dict[str, Any]:
+    """The TF_CONFIG a pod receives: every peer by type, its own task, environment "cloud"."""
+    cluster = {
+        t.tf_name: [peer_address(job, t, i, options) for i in range(spec.replicas)]
+        for t, spec in job.replica_specs()
+        if spec.replicas > 0
+    }
+    return {"cluster": cluster, "task": {"type": rtype.tf_name, "index": index}, "environment": "cloud"}
+
+
+def render_service(job: TFJob) -> dict[str, Any]:
+    ports = sorted({job_port(spec.template) for _, spec in job.replica_specs()})
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": job.name,
+            "namespace": job.namespace,
+            "labels": selector_labels(job),
+            "ownerReferences": [_owner_reference(job)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector_labels(job),
+            "ports": [
+                {"name": constants.DEFAULT_PORT_NAME if i == 0 else f"{constants.DEFAULT_PORT_NAME}-{i}",
+                 "port": p, "targetPort": p, "protocol": "TCP"}
+                for i, p in enumerate(ports)
+            ],
+        },
+    }
+
+
+def _pod_restart_policy(policy: str) -> str:
+    # ExitCode is decided by the operator from the exit code, so the kubelet must not restart in place.
+    return "Never" if policy == RestartPolicy.EXIT_CODE else str(RestartPolicy(policy).value)
+
+
+def _set_env(container: dict[str, Any], values: Mapping[str, str]) -> None:
+    env = [e for e in container.get("env") or [] if e.get("name") not in values]
+    env.extend({"name": k, "value": v} for k, v in values.items())
+    container["env"] = env
+
+
+def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOptions) -> dict[str, Any]:
+    spec = job.spec.tfReplicaSpecs[rtype]
+    template = copy.deepcopy(spec.template)
+    meta = template.get("metadata") or {}
+    name = pod_name(job.name, rtype, index)
+    labels = {
+        **(meta.get("labels") or {}),
+        constants.LABEL_JOB_NAME: job.name,
+        constants.LABEL_REPLICA_TYPE: rtype.tf_name,
+        constants.LABEL_REPLICA_INDEX: str(index),
+        constants.LABEL_ATTEMPT: str(options.attempt),
+    }
+    if name == chief_pod_name(job):
+        labels[constants.LABEL_JOB_ROLE] = constants.ROLE_CHIEF
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": job.namespace,
+        "labels": labels,
+        "ownerReferences": [_owner_reference(job)],
+    }
+    if meta.get("annotations"):
+        metadata["annotations"] = dict(meta["annotations"])
+    pod_spec = template.get("spec") or {}
+    pod_spec["hostname"] = name
+    pod_spec["subdomain"] = job.name
+    pod_spec["restartPolicy"] = _pod_restart_policy(spec.restartPolicy)
+    container_index = training_container_index(template)
+    if container_index is not None:
+        env = {constants.ENV_JOB_NAME: job.name, constants.ENV_ATTEMPT: str(options.attempt)}
+        if job.total_replicas() > 1:
+            env = {constants.ENV_TF_CONFIG: json.dumps(tf_config(job, rtype, index, options)), **env}
+        _set_env(pod_spec["containers"][container_index], env)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def render(job: TFJob, options: RenderOptions | None = None) -> Rendered:
+    """Every object the job needs, Service first, pods in TF_CONFIG order."""
+    options = options or RenderOptions()
+    pods = [
+        render_pod(job, rtype, i, options) for rtype, spec in job.replica_specs() for i in range(spec.replicas)
+    ]
+    return Rendered(service=render_service(job), pods=pods)

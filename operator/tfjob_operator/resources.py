@@ -1,0 +1,202 @@
+"""Resource arithmetic and node-fit predicates over plain Kubernetes dicts.
+
+Shared by the gang admission (which places whole gangs) and the local scheduler stand-in (which binds
+single pods), so both agree on what "fits" means: requests, nodeSelector, required node affinity, taints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+GPU: str = "nvidia.com/gpu"
+
+#: Resources every comparison considers; anything else a pod requests is compared too when present.
+BASIC_RESOURCES: tuple[str, ...] = ("cpu", "memory", GPU)
+
+Resources = dict[str, Decimal]
+
+
+def parse_resources(raw: Mapping[str, Any] | None) -> Resources:
+    """Quantities like {"cpu": "500m", "memory": "1Gi"} as Decimals (cpu in cores, memory in bytes)."""
+    return {name: Decimal(parse_quantity(value)) for name, value in (raw or {}).items()}
+
+
+def add(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> Resources:
+    out = dict(a)
+    for name, value in b.items():
+        out[name] = out.get(name, Decimal(0)) + value
+    return out
+
+
+def subtract(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> Resources:
+    out = dict(a)
+    for name, value in b.items():
+        out[name] = out.get(name, Decimal(0)) - value
+    return out
+
+
+def covers(available: Mapping[str, Decimal], wanted: Mapping[str, Decimal]) -> bool:
+    """True when every wanted quantity is available (an absent resource counts as zero)."""
+    return all(value <= available.get(name, Decimal(0)) for name, value in wanted.items() if value > 0)
+
+
+def pod_requests(pod: Mapping[str, Any]) -> Resources:
+    """Effective requests of a pod as the scheduler sees them.
+
+    Sum over app containers, max with each init container, plus pod overhead; a container that sets only
+    limits requests its limits (Kubernetes defaulting).
+    """
+    spec = pod.get("spec") or {}
+
+    def container_requests(container: Mapping[str, Any]) -> Resources:
+        res = container.get("resources") or {}
+        limits = parse_resources(res.get("limits"))
+        requests = parse_resources(res.get("requests"))
+        return {**limits, **requests}
+
+    total: Resources = {}
+    for container in spec.get("containers") or []:
+        total = add(total, container_requests(container))
+    for container in spec.get("initContainers") or []:
+        for name, value in container_requests(container).items():
+            if value > total.get(name, Decimal(0)):
+                total[name] = value
+    return add(total, parse_resources(spec.get("overhead")))
+
+
+def node_allocatable(node: Mapping[str, Any]) -> Resources:
+    status = node.get("status") or {}
+    return parse_resources(status.get("allocatable") or status.get("capacity"))
+
+
+def node_is_ready(node: Mapping[str, Any]) -> bool:
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False
+    conditions = (node.get("status") or {}).get("conditions") or []
+    for cond in conditions:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return True  # a node that reports no Ready condition yet is taken as ready
+
+
+def _toleration_matches(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    effect = toleration.get("effect")
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key")
+    operator = toleration.get("operator") or "Equal"
+    if not key:
+        return operator == "Exists"  # empty key with Exists tolerates everything
+    if key != taint.get("key"):
+        return False
+    if operator == "Exists":
+        return True
+    return (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def untolerated_taint(pod: Mapping[str, Any], taints: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The first NoSchedule/NoExecute taint the pod does not tolerate, or None (for scheduler messages)."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    for taint in taints:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(_toleration_matches(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+def tolerates_taints(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """Every NoSchedule/NoExecute taint of the node is tolerated by the pod."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(_toleration_matches(t, taint) for t in tolerations):
+            return False
+    return True
+
+
+def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key = expr.get("key", "")
+    op = expr.get("operator")
+    values = list(expr.get("values") or [])
+    present = key in labels
+    value = labels.get(key)
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not present or value not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and values:
+        try:
+            left, right = int(value or ""), int(values[0])
+        except ValueError:
+            return False
+        return left > right if op == "Gt" else left < right
+    return False
+
+
+def matches_node_selector(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """nodeSelector and requiredDuringSchedulingIgnoredDuringExecution node affinity both hold."""
+    spec = pod.get("spec") or {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    required = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    )
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    # Terms are ORed; expressions within a term are ANDed (matchFields supports metadata.name only).
+    for term in terms:
+        exprs_ok = all(_expression_matches(e, labels) for e in term.get("matchExpressions") or [])
+        fields = {"metadata.name": (node.get("metadata") or {}).get("name", "")}
+        fields_ok = all(_expression_matches(e, fields) for e in term.get("matchFields") or [])
+        if exprs_ok and fields_ok:
+            return True
+    return False
+
+
+def node_accepts(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """The node is ready and the pod's selectors, affinity and tolerations allow it (capacity aside)."""
+    return node_is_ready(node) and matches_node_selector(pod, node) and tolerates_taints(pod, node)
+
+
+def is_terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def used_on_nodes(pods: Iterable[Mapping[str, Any]]) -> dict[str, Resources]:
+    """Requests of bound, non-terminal pods summed per node name."""
+    used: dict[str, Resources] = {}
+    for pod in pods:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name or is_terminal(pod):
+            continue
+        used[node_name] = add(used.get(node_name, {}), pod_requests(pod))
+    return used
+
+
+def format_resources(res: Mapping[str, Decimal]) -> str:
+    """Compact human form: "cpu=2, memory=4Gi, nvidia.com/gpu=1"."""
+    parts = []
+    for name in sorted(res):
+        value = res[name]
+        if name == "memory" and value >= 2**20:
+            shown = f"{value / 2**30:.3g}Gi" if value >= 2**30 else f"{value / 2**20:.3g}Mi"
+        else:
+            shown = f"{value.normalize():f}"
+        parts.append(f"{name}={shown}")
+    return ", ".join(parts)

@@ -1,0 +1,223 @@
+"""Reading a TFJob from a manifest: schema errors and semantic errors, each naming its field and the fix.
+
+`parse_tfjob` is the one entry point; the CLI, the operator and the admission webhook all use it, so a job
+is refused with the same words everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from tfjob_operator import constants
+from tfjob_operator.api import REPLICA_TYPE_ALIASES, ReplicaType, TFJob
+
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+ACCEPTED_API_VERSIONS = (constants.API_VERSION, constants.KUBEFLOW_API_VERSION)
+
+
+class InvalidSpec(ValueError):
+    """A TFJob that cannot run; `messages` name each bad field and say what to do."""
+
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__("; ".join(messages))
+        self.messages = messages
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if part == "[key]":
+            continue
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _friendly(error: Mapping[str, Any]) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    got = error.get("input")
+    if kind == "extra_forbidden":
+        return "unknown field (remove it, or check its spelling)"
+    if kind == "enum":
+        return f"{got!r} is not one of {ctx.get('expected')}"
+    if kind == "greater_than_equal":
+        return f"must be ≥ {ctx.get('ge')}, got {got}"
+    if kind == "missing":
+        return "required field is missing"
+    return f"{error['msg']} (got {got!r})"
+
+
+def _schema_messages(exc: ValidationError) -> list[str]:
+    messages = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        message = _friendly(error)
+        # An unknown replica-type key is reported on the key itself.
+        if "[key]" in loc:
+            message = (
+                f"unknown replica type {error.get('input')!r} "
+                "(use Chief, Master, Worker, PS or Evaluator)"
+            )
+        messages.append(f"{_path(loc)}: {message}")
+    return messages
+
+
+def training_container_index(template: Mapping[str, Any]) -> int | None:
+    """Index of the container that trains: the one named `tensorflow`, or the only one."""
+    containers = ((template or {}).get("spec") or {}).get("containers") or []
+    for i, container in enumerate(containers):
+        if isinstance(container, Mapping) and container.get("name") == constants.DEFAULT_CONTAINER_NAME:
+            return i
+    return 0 if len(containers) == 1 else None
+
+
+def _duplicate_type_messages(obj: Mapping[str, Any]) -> list[str]:
+    specs = ((obj.get("spec") or {}).get("tfReplicaSpecs")) or {}
+    if not isinstance(specs, Mapping):
+        return []
+    seen: dict[ReplicaType, str] = {}
+    messages = []
+    for key in specs:
+        rtype = REPLICA_TYPE_ALIASES.get(str(key).lower())
+        if rtype is None:
+            continue
+        if rtype in seen:
+            messages.append(
+                f"spec.tfReplicaSpecs: {seen[rtype]!r} and {key!r} are the same replica type "
+                f"({rtype.value}); keep one"
+            )
+        seen[rtype] = str(key)
+    return messages
+
+
+def semantic_messages(job: TFJob) -> list[str]:
+    """What the schema cannot say: names, counts, containers and ports that would make a job unrunnable."""
+    messages: list[str] = []
+    name = job.metadata.name
+    if not name:
+        messages.append("metadata.name: required (give the job a name)")
+    elif not _DNS_1035.match(name):
+        messages.append(
+            f"metadata.name: {name!r} is not a DNS-1035 label (lowercase letters, digits and '-', "
+            "starting with a letter, ending with a letter or digit)"
+        )
+    total = job.total_replicas()
+    for rtype, spec in job.replica_specs():
+        field = f"spec.tfReplicaSpecs.{rtype.value}"
+        if name and spec.replicas > 0:
+            longest = f"{name}-{rtype.tf_name}-{spec.replicas - 1}"
+            if len(longest) > constants.MAX_DNS_LABEL:
+                messages.append(
+                    f"metadata.name: {name!r} is too long: pod hostname {longest!r} has {len(longest)} "
+                    f"characters, the limit is {constants.MAX_DNS_LABEL} "
+                    f"(shorten the name to {constants.MAX_DNS_LABEL - len(longest) + len(name)} characters)"
+                )
+        if rtype in (ReplicaType.CHIEF, ReplicaType.EVALUATOR) and spec.replicas > 1:
+            messages.append(f"{field}.replicas: at most 1 {rtype.value} is allowed, got {spec.replicas}")
+        messages.extend(_template_messages(f"{field}.template", spec.template))
+    if total == 0:
+        messages.append("spec.tfReplicaSpecs: the job has no pods (set replicas ≥ 1 on Worker or Chief)")
+    elif not any(
+        rtype in (ReplicaType.CHIEF, ReplicaType.WORKER) and spec.replicas > 0 for rtype, spec in job.replica_specs()
+    ):
+        messages.append("spec.tfReplicaSpecs: a job needs a Chief or at least one Worker to train and decide success")
+    sched = job.spec.runPolicy.schedulingPolicy
+    if sched and sched.minAvailable is not None and sched.minAvailable > total:
+        messages.append(
+            f"spec.runPolicy.schedulingPolicy.minAvailable: {sched.minAvailable} is more than the job's "
+            f"{total} pods (lower it, or add replicas)"
+        )
+    if job.spec.enableDynamicWorker:
+        messages.append("spec.enableDynamicWorker: dynamic workers are not supported (remove it or set false)")
+    if job.spec.successPolicy == "AllWorkers" and ReplicaType.WORKER not in job.spec.tfReplicaSpecs:
+        messages.append("spec.successPolicy: AllWorkers needs a Worker replica type")
+    return messages
+
+
+def _template_messages(field: str, template: Mapping[str, Any]) -> list[str]:
+    spec = template.get("spec")
+    if not isinstance(spec, Mapping):
+        return [f"{field}.spec: required (give the pod template a spec with a container named tensorflow)"]
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        return [f"{field}.spec.containers: required (add a container named tensorflow)"]
+    index = training_container_index(template)
+    if index is None:
+        names = [c.get("name") for c in containers if isinstance(c, Mapping)]
+        return [
+            f'{field}.spec.containers: no container named "tensorflow" among {names} '
+            "(add one, or name the training container tensorflow)"
+        ]
+    messages = []
+    for i, container in enumerate(containers):
+        if not isinstance(container, Mapping) or not container.get("name"):
+            messages.append(f"{field}.spec.containers[{i}].name: required")
+        elif not container.get("image"):
+            messages.append(f"{field}.spec.containers[{i}].image: required (the image that runs training)")
+    for port in containers[index].get("ports") or []:
+        if isinstance(port, Mapping) and port.get("name") == constants.DEFAULT_PORT_NAME:
+            value = port.get("containerPort")
+            if not isinstance(value, int) or not 1 <= value <= 65535:
+                messages.append(
+                    f"{field}.spec.containers[{index}].ports: {constants.DEFAULT_PORT_NAME} containerPort "
+                    f"must be 1-65535, got {value!r}"
+                )
+    return messages
+
+
+def parse_tfjob(obj: Mapping[str, Any]) -> TFJob:
+    """Validate a TFJob manifest (ours or Kubeflow's) and return the model; raise InvalidSpec otherwise."""
+    if not isinstance(obj, Mapping):
+        raise InvalidSpec(["(document): a TFJob must be a YAML mapping"])
+    messages: list[str] = []
+    api_version = obj.get("apiVersion", constants.API_VERSION)
+    if api_version not in ACCEPTED_API_VERSIONS:
+        messages.append(f"apiVersion: {api_version!r} is not supported (use {constants.API_VERSION})")
+    if obj.get("kind", constants.KIND) != constants.KIND:
+        messages.append(f"kind: {obj.get('kind')!r} is not a TFJob")
+    messages.extend(_duplicate_type_messages(obj))
+    body = {k: v for k, v in obj.items() if k != "status"}
+    body["apiVersion"] = constants.API_VERSION
+    try:
+        job = TFJob.model_validate(body)
+    except ValidationError as exc:
+        raise InvalidSpec(messages + _schema_messages(exc)) from None
+    if obj.get("status"):
+        # Status is the operator's own output; tolerate what it wrote earlier but never trust it for validity.
+        job.status = TFJob.model_validate({"spec": body["spec"], "status": obj["status"]}).status
+    messages.extend(semantic_messages(job))
+    if messages:
+        raise InvalidSpec(messages)
+    return apply_defaults(job)
+
+
+def apply_defaults(job: TFJob) -> TFJob:
+    """Defaults the schema cannot express: the tensorflow container gets port 2222 named tfjob-port."""
+    job = job.model_copy(deep=True)
+    for _, spec in job.replica_specs():
+        index = training_container_index(spec.template)
+        if index is None:
+            continue
+        container = spec.template["spec"]["containers"][index]
+        ports = container.setdefault("ports", [])
+        if not any(p.get("name") == constants.DEFAULT_PORT_NAME for p in ports):
+            ports.append({"name": constants.DEFAULT_PORT_NAME, "containerPort": constants.DEFAULT_PORT})
+    return job
+
+
+def job_port(template: Mapping[str, Any]) -> int:
+    """The tfjob-port of a replica type's training container (2222 when absent)."""
+    index = training_container_index(template)
+    if index is not None:
+        for port in template["spec"]["containers"][index].get("ports") or []:
+            if port.get("name") == constants.DEFAULT_PORT_NAME:
+                return int(port["containerPort"])
+    return constants.DEFAULT_PORT
