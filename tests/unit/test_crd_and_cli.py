@@ -1,0 +1,125 @@
+"""The generated CRD, the examples, Kubeflow compatibility, and `tfjob render` as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from tfjob_operator import crd
+from tfjob_operator.render import render
+from tfjob_operator.validation import parse_tfjob
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+KUBEFLOW_CRD = ROOT.parent / "shared" / "data" / "crds" / "kubeflow.org_tfjobs.yaml"
+K8S_VERSION = "1.37.0"
+
+
+def tfjob_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tfjob_operator.cli", *args], input=stdin,
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def test_checked_in_crd_matches_the_models() -> None:
+    assert (ROOT / "crds" / "tfjob.yaml").read_text() == crd.to_yaml(), "run `make crd` and commit crds/tfjob.yaml"
+
+
+def test_crd_is_a_valid_kubernetes_object() -> None:
+    kubernetes_validate.validate(crd.generate(), K8S_VERSION, strict=True)
+
+
+def _walk(schema: dict[str, Any], path: str = "") -> list[str]:
+    """Structural-schema violations: every node typed (or preserving unknown fields); no $ref; no nullable."""
+    problems = []
+    if "$ref" in schema or "nullable" in schema:
+        problems.append(path)
+    if "type" not in schema and not schema.get("x-kubernetes-int-or-string") \
+            and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        problems.append(path or "(root)")
+    if "properties" in schema and "additionalProperties" in schema:
+        problems.append(path + " (properties and additionalProperties)")
+    for name, prop in (schema.get("properties") or {}).items():
+        problems += _walk(prop, f"{path}.{name}")
+    if isinstance(schema.get("additionalProperties"), dict):
+        problems += _walk(schema["additionalProperties"], f"{path}.*")
+    if isinstance(schema.get("items"), dict):
+        problems += _walk(schema["items"], f"{path}[]")
+    return problems
+
+
+def test_crd_schema_is_structural_and_documented() -> None:
+    version = crd.generate()["spec"]["versions"][0]
+    schema = version["schema"]["openAPIV3Schema"]
+    assert _walk(schema) == []
+    spec = schema["properties"]["spec"]["properties"]
+    assert "Chief (or Master)" in spec["tfReplicaSpecs"]["description"]
+    assert spec["runPolicy"]["properties"]["cleanPodPolicy"]["default"] == "Running"
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["State", "Workers", "Restarts", "Age"]
+    assert version["subresources"] == {"status": {}}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_renders_objects_valid_for_kubernetes(path: Path) -> None:
+    job = parse_tfjob(yaml.safe_load(path.read_text()))
+    for obj in render(job).objects():
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_as_kubeflow_manifest_is_valid_for_both(path: Path) -> None:
+    """Migration both ways: our examples with apiVersion kubeflow.org/v1 pass Kubeflow's own CRD schema."""
+    manifest = yaml.safe_load(path.read_text())
+    manifest["apiVersion"] = "kubeflow.org/v1"
+    kubeflow_crd = yaml.safe_load(KUBEFLOW_CRD.read_text())
+    schema = kubeflow_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    jsonschema.validate(manifest, schema)
+    parse_tfjob(manifest)
+
+
+def test_render_prints_service_and_pods() -> None:
+    result = tfjob_cli("render", "examples/ps-strategy.yaml", "-n", "team-a")
+    assert result.returncode == 0, result.stderr
+    objects = list(yaml.safe_load_all(result.stdout))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Service", "ps-strategy"), ("Pod", "ps-strategy-chief-0"), ("Pod", "ps-strategy-worker-0"),
+        ("Pod", "ps-strategy-worker-1"), ("Pod", "ps-strategy-ps-0")]
+    assert {o["metadata"]["namespace"] for o in objects} == {"team-a"}
+
+
+def test_render_refuses_invalid_job_on_stderr_and_prints_nothing() -> None:
+    manifest = yaml.safe_load((ROOT / "examples" / "mnist-cpu.yaml").read_text())
+    manifest["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = -2
+    result = tfjob_cli("render", "-", stdin=yaml.safe_dump(manifest))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "mnist-cpu: spec.tfReplicaSpecs.Worker.replicas: must be ≥ 0, got -2" in result.stderr
+
+
+def test_render_reads_a_kubeflow_manifest_and_says_so() -> None:
+    manifest = {
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "dist-mnist"},
+        "spec": {"tfReplicaSpecs": {
+            "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [
+                {"name": "tensorflow", "image": "kubeflow/tf-dist-mnist-test:latest"}]}}},
+            "Worker": {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [
+                {"name": "tensorflow", "image": "kubeflow/tf-dist-mnist-test:latest"}]}}}}},
+    }
+    result = tfjob_cli("render", "-", stdin=yaml.safe_dump(manifest))
+    assert result.returncode == 0, result.stderr
+    assert "read kubeflow.org/v1 as tfjob.dev/v1" in result.stderr
+    pods = [o for o in yaml.safe_load_all(result.stdout) if o["kind"] == "Pod"]
+    assert [p["metadata"]["name"] for p in pods] == ["dist-mnist-chief-0", "dist-mnist-worker-0"]
+    assert {p["metadata"]["ownerReferences"][0]["apiVersion"] for p in pods} == {"tfjob.dev/v1"}
+
+
+def test_crd_command_prints_the_checked_in_crd() -> None:
+    result = tfjob_cli("crd")
+    assert result.returncode == 0
+    assert result.stdout == (ROOT / "crds" / "tfjob.yaml").read_text()

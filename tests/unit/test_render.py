@@ -1,0 +1,210 @@
+"""The renderer, case by case: the objects a TFJob becomes (DESIGN §4)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tfjob_operator.render import RenderOptions, render
+from tfjob_operator.validation import parse_tfjob
+
+
+def container(name: str = "tensorflow", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "image": "tf:1", **extra}
+
+
+def replica(n: int, policy: str = "ExitCode", **template: Any) -> dict[str, Any]:
+    spec = template.pop("spec", {"containers": [container()]})
+    return {"replicas": n, "restartPolicy": policy, "template": {**template, "spec": spec}}
+
+
+def job(replicas: dict[str, Any], name: str = "j", namespace: str = "ns", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "tfjob.dev/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "namespace": namespace, "uid": "u-1"},
+        "spec": {"tfReplicaSpecs": replicas, **spec},
+    }
+
+
+def env_of(pod: dict[str, Any], name: str) -> str | None:
+    for c in pod["spec"]["containers"]:
+        for e in c.get("env", []):
+            if e["name"] == name:
+                return e["value"]
+    return None
+
+
+def tf_configs(manifest: dict[str, Any], options: RenderOptions | None = None) -> dict[str, str | None]:
+    return {p["metadata"]["name"]: env_of(p, "TF_CONFIG") for p in render(parse_tfjob(manifest), options).pods}
+
+
+def tfc(cluster: dict[str, list[str]], rtype: str, index: int) -> str:
+    return json.dumps({"cluster": cluster, "task": {"type": rtype, "index": index}, "environment": "cloud"})
+
+
+W2 = {"worker": ["j-worker-0.j.ns.svc:2222", "j-worker-1.j.ns.svc:2222"]}
+CHIEF_W2 = {"chief": ["j-chief-0.j.ns.svc:2222"], **W2}
+PS_CASE = {**CHIEF_W2, "ps": ["j-ps-0.j.ns.svc:2222"]}
+EVAL_CASE = {**W2, "evaluator": ["j-evaluator-0.j.ns.svc:2222"]}
+
+TF_CONFIG_CASES = [
+    pytest.param(
+        job({"Worker": replica(2)}), None,
+        {"j-worker-0": tfc(W2, "worker", 0), "j-worker-1": tfc(W2, "worker", 1)},
+        id="worker-only",
+    ),
+    pytest.param(
+        job({"Chief": replica(1), "Worker": replica(2)}), None,
+        {"j-chief-0": tfc(CHIEF_W2, "chief", 0), "j-worker-0": tfc(CHIEF_W2, "worker", 0),
+         "j-worker-1": tfc(CHIEF_W2, "worker", 1)},
+        id="chief-and-workers",
+    ),
+    pytest.param(
+        job({"Master": replica(1), "Worker": replica(2)}), None,
+        {"j-chief-0": tfc(CHIEF_W2, "chief", 0), "j-worker-0": tfc(CHIEF_W2, "worker", 0),
+         "j-worker-1": tfc(CHIEF_W2, "worker", 1)},
+        id="kubeflow-master-is-chief",
+    ),
+    pytest.param(
+        job({"PS": replica(1), "Worker": replica(2), "Chief": replica(1)}), None,
+        {"j-chief-0": tfc(PS_CASE, "chief", 0), "j-worker-0": tfc(PS_CASE, "worker", 0),
+         "j-worker-1": tfc(PS_CASE, "worker", 1), "j-ps-0": tfc(PS_CASE, "ps", 0)},
+        id="ps-strategy-canonical-order",
+    ),
+    pytest.param(
+        job({"Worker": replica(2), "Evaluator": replica(1)}), None,
+        {"j-worker-0": tfc(EVAL_CASE, "worker", 0), "j-worker-1": tfc(EVAL_CASE, "worker", 1),
+         "j-evaluator-0": tfc(EVAL_CASE, "evaluator", 0)},
+        id="evaluator-included",
+    ),
+    pytest.param(
+        job({"worker": replica(2)}), RenderOptions(cluster_domain="cluster.local"),
+        {f"j-worker-{i}": tfc({"worker": ["j-worker-0.j.ns.svc.cluster.local:2222",
+                                          "j-worker-1.j.ns.svc.cluster.local:2222"]}, "worker", i)
+         for i in range(2)},
+        id="cluster-domain-suffix",
+    ),
+    pytest.param(
+        job({"Worker": replica(2, spec={"containers": [container(ports=[{"name": "tfjob-port",
+                                                                           "containerPort": 3333}])]})}),
+        None,
+        {f"j-worker-{i}": tfc({"worker": ["j-worker-0.j.ns.svc:3333", "j-worker-1.j.ns.svc:3333"]},
+                              "worker", i) for i in range(2)},
+        id="custom-port",
+    ),
+    pytest.param(job({"Worker": replica(1)}), None, {"j-worker-0": None}, id="single-pod-no-tf-config"),
+    pytest.param(job({"Chief": replica(1), "Worker": replica(0)}), None, {"j-chief-0": None},
+                 id="zero-workers-single-chief"),
+    pytest.param(
+        job({"Worker": replica(2)}), RenderOptions(loopback_ports={"j-worker-0": 41000, "j-worker-1": 41001}),
+        {"j-worker-0": tfc({"worker": ["127.0.0.1:41000", "127.0.0.1:41001"]}, "worker", 0),
+         "j-worker-1": tfc({"worker": ["127.0.0.1:41000", "127.0.0.1:41001"]}, "worker", 1)},
+        id="loopback-mode",
+    ),
+    pytest.param(
+        job({"WORKER": replica(2)}), None,
+        {"j-worker-0": tfc(W2, "worker", 0), "j-worker-1": tfc(W2, "worker", 1)},
+        id="replica-type-any-case",
+    ),
+]
+
+
+@pytest.mark.parametrize(("manifest", "options", "expected"), TF_CONFIG_CASES)
+def test_tf_config_per_pod(manifest: dict[str, Any], options: RenderOptions | None,
+                           expected: dict[str, str | None]) -> None:
+    assert tf_configs(manifest, options) == expected
+
+
+def test_worker_pod_is_rendered_whole() -> None:
+    manifest = job({"Worker": replica(2, metadata={"labels": {"team": "vision"}, "annotations": {"a": "b"}},
+                                      spec={"containers": [container(env=[{"name": "X", "value": "1"}])],
+                                            "nodeSelector": {"pool": "gpu"}})})
+    pod = render(parse_tfjob(manifest), RenderOptions(attempt=3)).pods[1]
+    assert pod == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "j-worker-1",
+            "namespace": "ns",
+            "labels": {"team": "vision", "tfjob.dev/job-name": "j", "tfjob.dev/replica-type": "worker",
+                       "tfjob.dev/replica-index": "1", "tfjob.dev/attempt": "3"},
+            "annotations": {"a": "b"},
+            "ownerReferences": [{"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "name": "j", "uid": "u-1",
+                                 "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": {
+            "containers": [{
+                "name": "tensorflow", "image": "tf:1",
+                "env": [{"name": "X", "value": "1"},
+                        {"name": "TF_CONFIG", "value": tfc(W2, "worker", 1)},
+                        {"name": "TFJOB_NAME", "value": "j"},
+                        {"name": "TFJOB_ATTEMPT", "value": "3"}],
+                "ports": [{"name": "tfjob-port", "containerPort": 2222}],
+            }],
+            "nodeSelector": {"pool": "gpu"},
+            "hostname": "j-worker-1",
+            "subdomain": "j",
+            "restartPolicy": "Never",
+        },
+    }
+
+
+def test_headless_service_is_rendered_whole() -> None:
+    service = render(parse_tfjob(job({"Worker": replica(2)}))).service
+    assert service == {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "j", "namespace": "ns", "labels": {"tfjob.dev/job-name": "j"},
+                     "ownerReferences": [{"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "name": "j", "uid": "u-1",
+                                          "controller": True, "blockOwnerDeletion": True}]},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"tfjob.dev/job-name": "j"},
+                 "ports": [{"name": "tfjob-port", "port": 2222, "targetPort": 2222, "protocol": "TCP"}]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("replicas", "chief_pod"),
+    [
+        pytest.param({"Chief": replica(1), "Worker": replica(2)}, "j-chief-0", id="chief-decides"),
+        pytest.param({"Worker": replica(3), "PS": replica(1)}, "j-worker-0", id="worker-0-without-chief"),
+    ],
+)
+def test_job_role_label_marks_the_deciding_pod(replicas: dict[str, Any], chief_pod: str) -> None:
+    pods = render(parse_tfjob(job(replicas))).pods
+    marked = [p["metadata"]["name"] for p in pods if p["metadata"]["labels"].get("tfjob.dev/job-role") == "chief"]
+    assert marked == [chief_pod]
+
+
+@pytest.mark.parametrize(
+    ("policy", "pod_policy"),
+    [("ExitCode", "Never"), ("Never", "Never"), ("OnFailure", "OnFailure"), ("Always", "Always")],
+)
+def test_pod_restart_policy_follows_replica_policy(policy: str, pod_policy: str) -> None:
+    pods = render(parse_tfjob(job({"Worker": replica(2, policy)}))).pods
+    assert {p["spec"]["restartPolicy"] for p in pods} == {pod_policy}
+
+
+def test_tf_config_goes_to_the_tensorflow_container_only() -> None:
+    spec = {"containers": [container("sidecar"), container("tensorflow")]}
+    pod = render(parse_tfjob(job({"Worker": replica(2, spec=spec)}))).pods[0]
+    sidecar, tf = pod["spec"]["containers"]
+    assert "env" not in sidecar
+    assert [e["name"] for e in tf["env"]] == ["TF_CONFIG", "TFJOB_NAME", "TFJOB_ATTEMPT"]
+
+
+def test_user_tf_config_is_replaced_not_duplicated() -> None:
+    spec = {"containers": [container(env=[{"name": "TF_CONFIG", "value": "{}"}])]}
+    pod = render(parse_tfjob(job({"Worker": replica(2, spec=spec)}))).pods[0]
+    names = [e["name"] for e in pod["spec"]["containers"][0]["env"]]
+    assert names.count("TF_CONFIG") == 1 and env_of(pod, "TF_CONFIG") == tfc(W2, "worker", 0)
+
+
+def test_namespace_defaults_to_default() -> None:
+    manifest = job({"Worker": replica(2)})
+    del manifest["metadata"]["namespace"]
+    rendered = render(parse_tfjob(manifest))
+    assert {o["metadata"]["namespace"] for o in rendered.objects()} == {"default"}
+    assert "j-worker-0.j.default.svc:2222" in env_of(rendered.pods[0], "TF_CONFIG")  # type: ignore[operator]

@@ -1,0 +1,126 @@
+"""Bad TFJobs are refused with a message that names the field and says what to do."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tfjob_operator.validation import InvalidSpec, parse_tfjob
+
+
+def good() -> dict[str, Any]:
+    return {
+        "apiVersion": "tfjob.dev/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "mnist"},
+        "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {"containers": [
+            {"name": "tensorflow", "image": "tf:1"}]}}}}},
+    }
+
+
+def with_(path: str, value: Any) -> dict[str, Any]:
+    """good() with one field set (dotted path; `Worker.template` style keys)."""
+    obj = good()
+    node = obj
+    *parents, last = path.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    return obj
+
+
+TWO_CONTAINERS = {"spec": {"containers": [{"name": "main", "image": "a"}, {"name": "side", "image": "b"}]}}
+
+INVALID = [
+    ("bad-name", with_("metadata.name", "MNIST_job"), "metadata.name: 'MNIST_job' is not a DNS-1035 label"),
+    ("name-too-long", with_("metadata.name", "a" * 60), "metadata.name: 'aaaa"),
+    ("no-name", with_("metadata.name", ""), "metadata.name: required"),
+    ("negative-replicas", with_("spec.tfReplicaSpecs.Worker.replicas", -1),
+     "spec.tfReplicaSpecs.Worker.replicas: must be ≥ 0, got -1"),
+    ("unknown-restart-policy", with_("spec.tfReplicaSpecs.Worker.restartPolicy", "Sometimes"),
+     "spec.tfReplicaSpecs.Worker.restartPolicy: 'Sometimes' is not one of"),
+    ("unknown-replica-type", with_("spec.tfReplicaSpecs.Boss", {"replicas": 1}),
+     "spec.tfReplicaSpecs.Boss: unknown replica type 'Boss'"),
+    ("chief-and-master", with_("spec.tfReplicaSpecs.Master", {"replicas": 1}) | {},
+     "spec.tfReplicaSpecs: 'Master' and 'Chief' are the same replica type"),
+    ("two-chiefs", with_("spec.tfReplicaSpecs.Chief", {"replicas": 2, "template": good()["spec"]["tfReplicaSpecs"][
+        "Worker"]["template"]}), "spec.tfReplicaSpecs.Chief.replicas: at most 1 Chief is allowed, got 2"),
+    ("two-evaluators", with_("spec.tfReplicaSpecs.Evaluator", {"replicas": 2, "template": good()["spec"][
+        "tfReplicaSpecs"]["Worker"]["template"]}),
+     "spec.tfReplicaSpecs.Evaluator.replicas: at most 1 Evaluator is allowed, got 2"),
+    ("zero-total", with_("spec.tfReplicaSpecs.Worker.replicas", 0), "spec.tfReplicaSpecs: the job has no pods"),
+    ("only-ps", {**good(), "spec": {"tfReplicaSpecs": {"PS": good()["spec"]["tfReplicaSpecs"]["Worker"]}}},
+     "spec.tfReplicaSpecs: a job needs a Chief or at least one Worker"),
+    ("no-tensorflow-container", with_("spec.tfReplicaSpecs.Worker.template", TWO_CONTAINERS),
+     'spec.tfReplicaSpecs.Worker.template.spec.containers: no container named "tensorflow"'),
+    ("no-containers", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": []}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers: required"),
+    ("no-template-spec", with_("spec.tfReplicaSpecs.Worker.template", {}),
+     "spec.tfReplicaSpecs.Worker.template.spec: required"),
+    ("no-image", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [{"name": "tensorflow"}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].image: required"),
+    ("bad-port", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "ports": [{"name": "tfjob-port", "containerPort": 70000}]}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports: tfjob-port containerPort must be 1-65535"),
+    ("min-available-too-big", with_("spec.runPolicy", {"schedulingPolicy": {"minAvailable": 5}}),
+     "spec.runPolicy.schedulingPolicy.minAvailable: 5 is more than the job's 2 pods"),
+    ("negative-ttl", with_("spec.runPolicy", {"ttlSecondsAfterFinished": -5}),
+     "spec.runPolicy.ttlSecondsAfterFinished: must be ≥ 0, got -5"),
+    ("zero-deadline", with_("spec.runPolicy", {"activeDeadlineSeconds": 0}),
+     "spec.runPolicy.activeDeadlineSeconds: must be ≥ 1, got 0"),
+    ("negative-backoff", with_("spec.runPolicy", {"backoffLimit": -1}), "spec.runPolicy.backoffLimit: must be ≥ 0"),
+    ("bad-clean-pod-policy", with_("spec.runPolicy", {"cleanPodPolicy": "Some"}),
+     "spec.runPolicy.cleanPodPolicy: 'Some' is not one of 'All', 'Running' or 'None'"),
+    ("typo-field", with_("spec.runPolicy", {"backofLimit": 3}), "spec.runPolicy.backofLimit: unknown field"),
+    ("bad-success-policy", with_("spec.successPolicy", "AnyWorker"), "spec.successPolicy: 'AnyWorker' is not one of"),
+    ("dynamic-worker", with_("spec.enableDynamicWorker", True), "spec.enableDynamicWorker: dynamic workers are not"),
+    ("missing-replica-specs", {**good(), "spec": {}}, "spec.tfReplicaSpecs: required field is missing"),
+    ("wrong-api-version", with_("apiVersion", "batch/v1"), "apiVersion: 'batch/v1' is not supported"),
+    ("wrong-kind", with_("kind", "Job"), "kind: 'Job' is not a TFJob"),
+    ("bad-schedule-timeout", with_("spec.runPolicy", {"schedulingPolicy": {"scheduleTimeoutSeconds": 0}}),
+     "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds: must be ≥ 1"),
+]
+# chief-and-master needs a Chief too
+INVALID[6][1]["spec"]["tfReplicaSpecs"]["Chief"] = copy.deepcopy(good()["spec"]["tfReplicaSpecs"]["Worker"])
+
+
+@pytest.mark.parametrize(("manifest", "expected"), [pytest.param(m, e, id=i) for i, m, e in INVALID])
+def test_invalid_tfjob_is_refused_naming_the_field(manifest: dict[str, Any], expected: str) -> None:
+    with pytest.raises(InvalidSpec) as info:
+        parse_tfjob(manifest)
+    assert any(message.startswith(expected) for message in info.value.messages), info.value.messages
+
+
+def test_name_too_long_says_how_long_it_may_be() -> None:
+    with pytest.raises(InvalidSpec) as info:
+        parse_tfjob(with_("metadata.name", "a" * 60))
+    assert info.value.messages == [
+        f"metadata.name: '{'a' * 60}' is too long: pod hostname '{'a' * 60}-worker-1' has 69 characters, "
+        "the limit is 63 (shorten the name to 54 characters)"
+    ]
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    manifest = with_("spec.tfReplicaSpecs.Worker.replicas", -1)
+    manifest["spec"]["runPolicy"] = {"cleanPodPolicy": "x"}
+    with pytest.raises(InvalidSpec) as info:
+        parse_tfjob(manifest)
+    assert len(info.value.messages) == 2
+
+
+def test_valid_job_gets_default_port_and_policies() -> None:
+    job = parse_tfjob(good())
+    worker = job.spec.tfReplicaSpecs["Worker"]  # type: ignore[index]
+    assert worker.template["spec"]["containers"][0]["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
+    assert worker.restartPolicy == "Never"
+    assert job.spec.runPolicy.cleanPodPolicy == "Running"
+    assert job.spec.successPolicy == ""
+
+
+def test_parse_does_not_change_its_input() -> None:
+    manifest = good()
+    before = copy.deepcopy(manifest)
+    parse_tfjob(manifest)
+    assert manifest == before
