@@ -1,0 +1,144 @@
+"""Command-line flags -> RunConfig. Pure (argparse only)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .strategy_choice import COLLECTIVES, STRATEGIES
+
+BUILTIN_MODELS = ("digits-mlp", "digits-cnn")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a run needs to know, parsed once from flags and environment."""
+
+    model: str
+    dataset: str | None
+    optimizer: str
+    loss: str
+    epochs: int
+    steps_per_epoch: int | None
+    batch_size_per_replica: int
+    learning_rate: float
+    warmup_epochs: float
+    strategy: str
+    collective: str
+    custom_loop: bool
+    output_dir: str
+    backup_dir: str
+    checkpoint_every_steps: int | None
+    startup_timeout: float
+    virtual_devices: int
+    verbose: bool
+    seed: int
+    slurm_port_base: int | None
+    evaluator_poll_seconds: float
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _entry_point_or_builtin(text: str) -> str:
+    if text in BUILTIN_MODELS or ":" in text:
+        return text
+    raise argparse.ArgumentTypeError(f"expected {' or '.join(BUILTIN_MODELS)} or module:function, got {text!r}")
+
+
+def _entry_point(text: str) -> str:
+    if ":" not in text:
+        raise argparse.ArgumentTypeError(f"expected module:function, got {text!r}")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of `python -m tfjob_worker`."""
+    p = argparse.ArgumentParser(
+        prog="python -m tfjob_worker",
+        description="Train a tf-keras model on the cluster described by TF_CONFIG (or Slurm variables).",
+        epilog="Exit codes: 0 ok; 1 user/config error; 2 usage; 143 SIGTERM; 200 peer lost; 201 start-up timeout.",
+    )
+    p.add_argument("--model", type=_entry_point_or_builtin, default="digits-mlp",
+                   help="digits-mlp, digits-cnn, or module:function returning an uncompiled tf_keras model")
+    p.add_argument("--dataset", type=_entry_point, default=None,
+                   help="module:function returning a Splits of numpy arrays or tf.data datasets "
+                        "(default: digits for the built-in models)")
+    p.add_argument("--optimizer", default="adam", help="tf_keras optimizer name, or module:function (default adam)")
+    p.add_argument("--loss", default="sparse_categorical_crossentropy",
+                   help="tf_keras loss name, or module:function (default sparse_categorical_crossentropy)")
+    p.add_argument("--epochs", type=_positive_int, default=5)
+    p.add_argument("--steps-per-epoch", type=_positive_int, default=None,
+                   help="default: training examples // global batch")
+    p.add_argument("--batch-size-per-replica", type=_positive_int, default=32)
+    p.add_argument("--learning-rate", type=float, default=0.001,
+                   help="base LR for one replica; scaled linearly by the replicas in sync")
+    p.add_argument("--warmup-epochs", type=_non_negative_float, default=0.0,
+                   help="ramp the LR from the base to the scaled value over this many epochs")
+    p.add_argument("--strategy", choices=STRATEGIES, default="auto")
+    p.add_argument("--collective", choices=COLLECTIVES, default="auto",
+                   help="MWMS communication: NCCL when GPUs are visible, RING otherwise (auto)")
+    p.add_argument("--custom-loop", action="store_true", help="train with strategy.run instead of model.fit")
+    p.add_argument("--output-dir", default=None,
+                   help="where the chief writes results (default: $TFJOB_OUTPUT_DIR, else ./tfjob-output)")
+    p.add_argument("--backup-dir", default=None,
+                   help="BackupAndRestore directory shared by all workers (default <output-dir>/backup)")
+    p.add_argument("--checkpoint-every-steps", type=_positive_int, default=None,
+                   help="back up every N steps (default: once per epoch)")
+    p.add_argument("--startup-timeout", type=_non_negative_float, default=300.0,
+                   help="seconds to wait for all peers before exiting 201 (0 = wait forever)")
+    p.add_argument("--virtual-devices", type=_positive_int, default=1,
+                   help="split the first device into N logical devices (to test multi-device code on one)")
+    p.add_argument("--verbose", action="store_true", help="progress from every worker and TensorFlow's logs")
+    p.add_argument("--seed", type=int, default=42, help="seed for data split, shuffling and initial weights")
+    p.add_argument("--slurm-port-base", type=int, default=None,
+                   help="first port for Slurm-launched tasks (default $TFJOB_SLURM_PORT_BASE or 8888)")
+    p.add_argument("--evaluator-poll-seconds", type=_non_negative_float, default=2.0,
+                   help="evaluator role: how often to look for a new chief checkpoint")
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> RunConfig:
+    """Parse flags (exits 2 on a usage error, as argparse does) and fill defaults from env."""
+    env = os.environ if env is None else env
+    args = build_parser().parse_args(argv)
+    output_dir = os.path.abspath(args.output_dir or env.get("TFJOB_OUTPUT_DIR") or "./tfjob-output")
+    backup_dir = os.path.abspath(args.backup_dir or os.path.join(output_dir, "backup"))
+    if args.dataset is None and args.model not in BUILTIN_MODELS:
+        build_parser().error("--dataset module:function is required with a user --model")
+    return RunConfig(
+        model=args.model,
+        dataset=args.dataset,
+        optimizer=args.optimizer,
+        loss=args.loss,
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+        batch_size_per_replica=args.batch_size_per_replica,
+        learning_rate=args.learning_rate,
+        warmup_epochs=args.warmup_epochs,
+        strategy=args.strategy,
+        collective=args.collective,
+        custom_loop=args.custom_loop,
+        output_dir=output_dir,
+        backup_dir=backup_dir,
+        checkpoint_every_steps=args.checkpoint_every_steps,
+        startup_timeout=args.startup_timeout,
+        virtual_devices=args.virtual_devices,
+        verbose=args.verbose,
+        seed=args.seed,
+        slurm_port_base=args.slurm_port_base,
+        evaluator_poll_seconds=args.evaluator_poll_seconds,
+    )

@@ -1,0 +1,61 @@
+"""Exit codes of `python -m tfjob_worker`: the failure contract with the operator.
+
+Codes 1-127 mean "your code or configuration is broken" and are not retried. Codes >= 128 mean
+the process was stopped by something outside the user's code; the operator's `ExitCode` restart
+policy restarts the whole gang, which then resumes from the backup directory.
+
+| code | name            | meaning                                                                 |
+|------|-----------------|-------------------------------------------------------------------------|
+| 0    | SUCCESS         | training finished; the chief wrote result.json and the SavedModel       |
+| 1    | USER_ERROR      | error in user code or configuration (bad TF_CONFIG, bad entry point)     |
+| 2    | USAGE_ERROR     | command-line usage error (argparse)                                      |
+| 143  | PREEMPTED       | SIGTERM received (pod deleted or evicted); stopped promptly              |
+| 200  | PEER_LOST       | a peer went away: UnavailableError, DeadlineExceededError, aborted collective |
+| 201  | STARTUP_TIMEOUT | not all peers were present within --startup-timeout                      |
+"""
+
+from __future__ import annotations
+
+SUCCESS = 0
+USER_ERROR = 1
+USAGE_ERROR = 2
+PREEMPTED = 143
+PEER_LOST = 200
+STARTUP_TIMEOUT = 201
+
+RETRYABLE = frozenset({PREEMPTED, PEER_LOST, STARTUP_TIMEOUT})
+
+# TF error classes (tf.errors.*) that mean "a peer or the network failed", not "the program is wrong".
+# Matched by class name so this module stays importable without TensorFlow.
+_PEER_LOST_ERRORS = frozenset({"UnavailableError", "DeadlineExceededError", "AbortedError"})
+# A collective aborted by MWMS's health check surfaces as CancelledError on the other pending ops.
+_PEER_LOST_MESSAGE_HINTS = (
+    "collective ops is aborted",
+    "cluster check alive failed",
+    "is down",
+    "socket closed",
+    "connection reset",
+    "failed to connect",
+)
+
+
+def is_retryable(code: int) -> bool:
+    """True when the operator should restart the gang for this exit code."""
+    return code >= 128
+
+
+def classify_exception(exc: BaseException) -> int:
+    """Map an exception raised while training to the exit code the process should end with."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        names = {cls.__name__ for cls in type(current).__mro__}
+        if names & _PEER_LOST_ERRORS:
+            return PEER_LOST
+        if "OpError" in names or "CancelledError" in names:
+            message = str(current).lower()
+            if any(hint in message for hint in _PEER_LOST_MESSAGE_HINTS):
+                return PEER_LOST
+        current = current.__cause__ or current.__context__
+    return USER_ERROR

@@ -1,0 +1,96 @@
+"""Training with tf-keras `Model.fit`: BackupAndRestore, chief checkpoints, progress, TensorBoard."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from . import progress
+from .data import eval_dataset, per_worker_train_fn, train_dataset
+from .training import EpochRecorder, Job, finish, make_loss, make_optimizer, save_checkpoint
+
+STEP_LINE_SECONDS = 10.0  # a step line at most this often inside long epochs
+
+
+def _to_float(value: Any) -> float:
+    if hasattr(value, "fetch"):  # a RemoteValue under ParameterServerStrategy
+        value = value.fetch()
+    return float(value)
+
+
+def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_hooks: bool) -> Any:
+    """Keras callback: disarms the start-up watchdog, prints lines, writes history and checkpoints."""
+
+    class Progress(keras.callbacks.Callback):  # type: ignore[name-defined,misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self._supports_tf_logs = True  # keep per-batch logs as tensors: no host sync each step
+            self._epoch = 1
+            self._last_line = 0.0
+            self._test_started = 0.0
+            self._checkpoint: Any = None
+
+        def _implements_train_batch_hooks(self) -> bool:
+            # ParameterServerStrategy refuses batch-level callbacks.
+            return batch_hooks
+
+        def on_train_begin(self, logs: Any = None) -> None:
+            import tensorflow as tf
+
+            self._checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.model.optimizer)
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            self._epoch = epoch + 1
+            recorder.epoch_begin(epoch + 1)
+            self._last_line = time.monotonic()
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            job.watchdog.done()  # the first step ran: every peer is here
+            now = time.monotonic()
+            if now - self._last_line >= STEP_LINE_SECONDS and batch + 1 < job.steps_per_epoch:
+                self._last_line = now
+                metrics = {k: float(logs[k]) for k in ("loss", "accuracy") if k in (logs or {})}
+                progress.emit(progress.format_step(batch + 1, job.steps_per_epoch, self._epoch,
+                                                   job.cfg.epochs, metrics), job.prints)
+
+        def on_test_begin(self, logs: Any = None) -> None:
+            self._test_started = time.perf_counter()
+
+        def on_test_end(self, logs: Any = None) -> None:
+            recorder.eval_took(time.perf_counter() - self._test_started)
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            job.watchdog.done()
+            metrics = {k: _to_float(v) for k, v in (logs or {}).items()}
+            recorder.epoch_end(epoch + 1, metrics)
+            save_checkpoint(job, epoch + 1, self._checkpoint.write)
+
+    return Progress()
+
+
+def run_fit(job: Job, tf: Any, keras: Any) -> None:
+    """Compile under the strategy and train with fit; then evaluate and save (chief)."""
+    is_ps = job.choice.kind == "ps"
+    with job.strategy.scope():
+        model = job.model_fn()
+        model.compile(optimizer=make_optimizer(job, keras, tf), loss=make_loss(job, keras), metrics=["accuracy"])
+    if is_ps:
+        train = keras.utils.experimental.DatasetCreator(
+            per_worker_train_fn(tf, job.splits, job.global_batch, job.cfg.seed))
+        validation = None  # evaluated on the chief at the end instead
+    else:
+        train = train_dataset(tf, job.splits, job.global_batch, job.cfg.seed)
+        validation = eval_dataset(tf, job.splits.val, job.global_batch) if job.splits.val is not None else None
+    backup_exists = tf.train.latest_checkpoint(os.path.join(job.backup_dir, "chief")) is not None
+    recorder = EpochRecorder(job, resumable=backup_exists)
+    callbacks = [
+        keras.callbacks.BackupAndRestore(job.backup_dir, save_freq=job.cfg.checkpoint_every_steps or "epoch",
+                                         delete_checkpoint=True),
+        make_progress_callback(keras, job, recorder, batch_hooks=not is_ps),
+        keras.callbacks.TensorBoard(job.tensorboard_dir, update_freq="epoch", profile_batch=0),
+    ]
+    started = time.perf_counter()
+    model.fit(train, epochs=job.cfg.epochs, steps_per_epoch=job.steps_per_epoch, validation_data=validation,
+              callbacks=callbacks, verbose=0)
+    finish(job, keras, model.get_weights(), recorder.first_epoch, time.perf_counter() - started)

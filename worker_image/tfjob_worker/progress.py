@@ -1,0 +1,109 @@
+"""Progress lines (the local UI parses them) and history.json. Pure formatting plus atomic file writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+PREFIX = "[tfjob]"
+EPOCH_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy", "examples_per_sec")
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.1f}" if abs(value) >= 100 else f"{value:.4f}"
+    return str(value)
+
+
+def _pairs(values: Mapping[str, Any]) -> str:
+    return " ".join(f"{key}={_value(value)}" for key, value in values.items() if value is not None)
+
+
+def format_start(role: str, index: int, world_size: int, strategy: str, collective: str | None,
+                 global_batch: int, lr: float) -> str:
+    """`[tfjob] start role=worker index=0 world_size=2 strategy=... collective=RING global_batch=64 lr=0.002`."""
+    return (f"{PREFIX} start role={role} index={index} world_size={world_size} strategy={strategy} "
+            f"collective={collective or 'none'} global_batch={global_batch} lr={lr:g}")
+
+
+def format_resumed(epoch: int) -> str:
+    """`[tfjob] resumed from backup at epoch E`: E is 1-based, the first epoch that will run."""
+    return f"{PREFIX} resumed from backup at epoch {epoch}"
+
+
+def format_epoch(epoch: int, epochs: int, metrics: Mapping[str, Any]) -> str:
+    """`[tfjob] epoch 2/5 loss=... accuracy=... val_loss=... val_accuracy=... examples_per_sec=...` (1-based)."""
+    ordered = {key: metrics.get(key) for key in EPOCH_KEYS}
+    return f"{PREFIX} epoch {epoch}/{epochs} {_pairs(ordered)}".rstrip()
+
+
+def format_step(step: int, steps: int, epoch: int, epochs: int, metrics: Mapping[str, Any]) -> str:
+    """`[tfjob] step 10/20 epoch=2/5 loss=... examples_per_sec=...` (periodic, inside long epochs)."""
+    return f"{PREFIX} step {step}/{steps} epoch={epoch}/{epochs} {_pairs(metrics)}".rstrip()
+
+
+def format_done(test_accuracy: float | None, saved_model: str | None, **extra: Any) -> str:
+    """`[tfjob] done test_accuracy=0.9632 saved_model=/abs/path` (then any extra key=value)."""
+    return f"{PREFIX} done {_pairs({'test_accuracy': test_accuracy, 'saved_model': saved_model, **extra})}"
+
+
+def emit(line: str, enabled: bool = True, stream: TextIO | None = None) -> None:
+    """Print one progress line and flush at once (people follow it with kubectl logs -f)."""
+    if enabled:
+        out = stream or sys.stdout
+        out.write(line + "\n")
+        out.flush()
+
+
+def error(message: str) -> None:
+    """An error line on stderr, flushed."""
+    sys.stderr.write(f"{PREFIX} error: {message}\n")
+    sys.stderr.flush()
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    """Write JSON so readers see the old file or the new one, never half of one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; readers (the UI) may be another user
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_history(path: str) -> list[dict[str, Any]]:
+    """Read history.json; a missing or unreadable file is an empty history."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return []
+    return [row for row in data if isinstance(row, dict) and isinstance(row.get("epoch"), int)] \
+        if isinstance(data, list) else []
+
+
+def merge_history(earlier: list[dict[str, Any]], first_epoch_run: int) -> list[dict[str, Any]]:
+    """History kept across a gang restart: the epochs (1-based) before the first one re-run."""
+    return [row for row in earlier if row["epoch"] < first_epoch_run]
+
+
+def history_row(epoch: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """One history.json entry: epoch (1-based) and the metrics, as plain floats."""
+    row: dict[str, Any] = {"epoch": epoch}
+    for key in EPOCH_KEYS:
+        if metrics.get(key) is not None:
+            row[key] = float(metrics[key])
+    return row

@@ -1,0 +1,144 @@
+"""The thin shell: read the cluster, set up devices and strategy, run the right loop, map failures to exit codes."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from . import cluster, exit_codes, lifecycle, progress
+from .cluster import ClusterConfigError, ClusterView
+from .config import BUILTIN_MODELS, RunConfig, parse_args
+from .scaling import global_batch_size, scaled_learning_rate, steps_per_epoch
+from .strategy_choice import StrategyChoice, StrategyChoiceError, choose_strategy
+
+
+def import_tensorflow() -> tuple[Any, Any]:
+    """Import TensorFlow and tf-keras (after prepare_environment has run)."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    return tf, keras
+
+
+def build_strategy(tf: Any, choice: StrategyChoice, local_devices: int) -> Any:
+    """Construct the chosen tf.distribute strategy (MWMS blocks here until every peer is up)."""
+    from .devices import mirrored_device_names
+
+    if choice.kind == "mwms":
+        implementation = getattr(tf.distribute.experimental.CommunicationImplementation, choice.collective or "RING")
+        options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    if choice.kind == "ps":
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        return tf.distribute.ParameterServerStrategy(resolver)
+    if choice.kind == "mirrored":
+        return tf.distribute.MirroredStrategy(devices=mirrored_device_names(tf, local_devices))
+    if choice.kind == "central-storage":
+        return tf.distribute.experimental.CentralStorageStrategy(
+            compute_devices=mirrored_device_names(tf, local_devices))
+    return tf.distribute.get_strategy()
+
+
+def load_data_and_model(cfg: RunConfig, view: ClusterView) -> tuple[Any, Any]:
+    """(model_fn, Splits) from the built-ins or the user's entry points."""
+    from . import data, models
+
+    if cfg.model in BUILTIN_MODELS:
+        model_fn = models.BUILTIN[cfg.model]
+    else:
+        model_fn = models.load_entry_point(cfg.model, "--model")
+    if cfg.dataset is None:
+        splits = data.digits(cfg.seed, image=cfg.model == "digits-cnn")
+    else:
+        splits = data.as_splits(models.load_entry_point(cfg.dataset, "--dataset")())
+    if cfg.strategy == "independent" and view.world_size > 1:
+        splits = data.shard(splits, view.rank or 0, view.world_size)
+    return model_fn, splits
+
+
+def run(cfg: RunConfig, view: ClusterView) -> int:
+    """Train (or serve, or evaluate) as this task's role says; returns the exit code."""
+    from .custom_loop import run_custom_loop
+    from .devices import configure_devices
+    from .evaluator import run_evaluator
+    from .fit_loop import run_fit
+    from .servers import run_server
+    from .training import Job
+
+    independent = cfg.strategy == "independent"
+    tf, keras = import_tensorflow()
+    gpus, local_devices = configure_devices(tf, view.local_rank, view.local_size, cfg.virtual_devices)
+    if independent:
+        choice = StrategyChoice(kind="independent")
+    elif view.role == "evaluator":
+        choice = StrategyChoice(kind="default")
+    else:
+        choice = choose_strategy(cfg.strategy, cfg.collective, view, gpus, local_devices)
+    for warning in choice.warnings:
+        progress.error(f"warning: {warning}")
+    peers = "chief" if view.role in ("ps", "worker") and choice.kind == "ps" else "all peers"
+    watchdog = lifecycle.StartupWatchdog(cfg.startup_timeout, f"waiting for {peers} of {view.world_size}")
+    if choice.kind == "ps" and view.role in ("ps", "worker"):
+        watchdog.start()
+        return run_server(tf, view, watchdog, cfg.verbose)
+    tf.keras.utils.set_random_seed(cfg.seed + (view.rank or 0 if independent else 0))
+    model_fn, splits = load_data_and_model(cfg, view)
+    if view.role != "evaluator":
+        watchdog.start()
+    strategy = build_strategy(tf, choice, local_devices)
+    replicas = 1 if choice.kind in ("ps", "independent", "default") else int(strategy.num_replicas_in_sync)
+    global_batch = global_batch_size(cfg.batch_size_per_replica, replicas)
+    output_dir, backup_dir = cfg.output_dir, cfg.backup_dir
+    writes_outputs = view.is_chief or independent
+    if independent and (view.rank or 0) > 0:  # rank 0 keeps the top-level layout; others nest theirs
+        output_dir = os.path.join(cfg.output_dir, "ranks", str(view.rank))
+        backup_dir = os.path.join(cfg.backup_dir, "ranks", str(view.rank))
+    job = Job(
+        cfg=cfg, view=view, choice=choice, strategy=strategy, model_fn=model_fn, splits=splits,
+        global_batch=global_batch,
+        steps_per_epoch=steps_per_epoch(splits.num_train, global_batch, cfg.steps_per_epoch),
+        base_lr=cfg.learning_rate, target_lr=scaled_learning_rate(cfg.learning_rate, replicas),
+        watchdog=watchdog, writes_outputs=writes_outputs, output_dir=output_dir, backup_dir=backup_dir,
+        prints=(view.is_chief or view.role == "evaluator") or cfg.verbose,
+    )
+    try:
+        if view.role == "evaluator":
+            run_evaluator(job, tf, keras)
+            return exit_codes.SUCCESS
+        progress.emit(progress.format_start(view.role, view.index, view.world_size, choice.class_name,
+                                            choice.collective, global_batch, job.target_lr), job.prints)
+        (run_custom_loop if cfg.custom_loop else run_fit)(job, tf, keras)
+    finally:
+        job.cleanup()
+    return exit_codes.SUCCESS
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m tfjob_worker`: never returns normally; exits with a code from exit_codes."""
+    cfg = parse_args(argv)  # exits 2 on a usage error
+    lifecycle.prepare_environment(os.environ, cfg.verbose)
+    lifecycle.install_sigterm_exit()
+    try:
+        view = cluster.from_env(port_base=cfg.slurm_port_base)
+        if view.source == "slurm":  # TensorFlow's resolvers read TF_CONFIG
+            os.environ["TF_CONFIG"] = view.tf_config()
+        if cfg.strategy == "independent":  # each rank on its own: TensorFlow must not see the cluster
+            os.environ.pop("TF_CONFIG", None)
+        code = run(cfg, view)
+    except (ClusterConfigError, StrategyChoiceError, ValueError, TypeError) as exc:
+        code = exit_codes.classify_exception(exc)
+        progress.error(f"{exc}")
+        if cfg.verbose or code != exit_codes.USER_ERROR:
+            traceback.print_exc()
+    except BaseException as exc:
+        code = exit_codes.classify_exception(exc)
+        if code == exit_codes.PEER_LOST:
+            progress.error(f"lost a peer ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                           f"exit {code}, retryable: the gang restarts and resumes from the backup")
+        else:
+            progress.error(f"{type(exc).__name__}: {exc}")
+            traceback.print_exc()
+    lifecycle.exit_now(code)
+    return code  # not reached
