@@ -67,6 +67,80 @@ def cmd_crd(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_local(args: argparse.Namespace) -> int:
+    if args.target == "up":
+        from tfjob_operator.local.up import run_local_up
+
+        kubeconfig = Path(args.kubeconfig or Path(args.workdir) / "kubeconfig")
+        return int(run_local_up(port=args.port, kubeconfig=kubeconfig, nodes=args.nodes, workdir=Path(args.workdir)))
+    try:
+        jobs = read_tfjobs(args.target)
+    except (InvalidSpec, OSError, yaml.YAMLError) as exc:
+        return _refuse(exc)
+    from tfjob_operator.local.run import LocalRunOptions, run_local
+
+    options = LocalRunOptions(workdir=Path(args.workdir), nodes=args.nodes, timeout=args.timeout,
+                              kill_worker_after=args.kill_worker_after, port=args.port,
+                              live=False if args.plain else None)
+    return run_local(jobs, options)
+
+
+def cmd_operator(args: argparse.Namespace) -> int:
+    from tfjob_operator.runner import run_operator
+
+    return int(run_operator())
+
+
+def _clients(args: argparse.Namespace) -> Any:
+    from tfjob_operator.jobs import connect
+
+    return connect(args.kubeconfig, args.namespace, args.context)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from tfjob_operator.jobs import submit
+
+    try:
+        jobs = read_tfjobs(args.file, args.namespace)
+    except (InvalidSpec, OSError, yaml.YAMLError) as exc:
+        return _refuse(exc)
+    clients = _clients(args)
+    for job in jobs:
+        stored = submit(clients, job)
+        print(f"tfjob.{constants.GROUP}/{stored['metadata']['name']} created "
+              f"(namespace {stored['metadata']['namespace']})")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from tfjob_operator.jobs import describe, get_job, job_pods
+
+    clients = _clients(args)
+    print(describe(get_job(clients, args.name), job_pods(clients, args.name)))
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from tfjob_operator.jobs import pick_pod, stream_logs
+
+    clients = _clients(args)
+    try:
+        pod = pick_pod(clients, args.name, args.replica)
+    except LookupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    stream_logs(clients, pod, follow=args.follow)
+    return 0
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    from tfjob_operator.jobs import wait_for
+
+    code, message = wait_for(_clients(args), args.name, args.condition, args.timeout)
+    print(message, file=sys.stdout if code == 0 else sys.stderr)
+    return code
+
+
 def _refuse(exc: Exception) -> int:
     messages = exc.messages if isinstance(exc, InvalidSpec) else [str(exc)]
     print("error: the TFJob is invalid; nothing was created:", file=sys.stderr)
@@ -87,6 +161,53 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("crd", help="print the TFJob CustomResourceDefinition")
     p.set_defaults(func=cmd_crd)
+
+    p = sub.add_parser(
+        "local", help="run a TFJob on this machine (tfjob local FILE), or only the control plane (tfjob local up)")
+    p.add_argument("target", help="a TFJob manifest, or `up` to start the local control plane alone")
+    p.add_argument("--workdir", default=".tfjob-local", help="where pods run and write (default .tfjob-local)")
+    p.add_argument("--nodes", help="node spec, e.g. '2x{gpu:4,cpu:16,memory:64Gi}' (default: one node)")
+    p.add_argument("--timeout", type=float, default=1800, help="give up after this many seconds (default 1800)")
+    p.add_argument("--kill-worker-after", type=float, metavar="SECONDS",
+                   help="SIGKILL one worker this long after training starts, to watch a gang restart and resume")
+    p.add_argument("--port", type=int, default=0, help="API server port (default: a free one; `up`: 6443)")
+    p.add_argument("--kubeconfig", help="`up`: where to write the kubeconfig (default WORKDIR/kubeconfig)")
+    p.add_argument("--plain", action="store_true", help="plain lines instead of the live view")
+    p.set_defaults(func=cmd_local)
+
+    p = sub.add_parser("operator", help="run the operator (settings from TFJOB_* environment variables)")
+    p.set_defaults(func=cmd_operator)
+
+    def cluster_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG or ~/.kube/config)")
+        p.add_argument("--context", help="kubeconfig context")
+        p.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+
+    p = sub.add_parser("submit", help="create the TFJobs of a file (validated first, like the webhook)")
+    p.add_argument("file")
+    cluster_args(p)
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("status", help="a job's state, conditions and pods")
+    p.add_argument("name")
+    cluster_args(p)
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("logs", help="a job's logs: the chief by default, or --replica worker-1")
+    p.add_argument("name")
+    p.add_argument("--replica", help="replica as <type>-<index>, e.g. worker-1, ps-0")
+    p.add_argument("-f", "--follow", action="store_true", help="keep streaming as lines arrive")
+    cluster_args(p)
+    p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser(
+        "wait", help="wait until a job reaches a condition (exit 0), ends otherwise (1) or times out (124)")
+    p.add_argument("name")
+    p.add_argument("--for", dest="condition", default="succeeded",
+                   choices=["created", "queued", "running", "restarting", "suspended", "succeeded", "failed"])
+    p.add_argument("--timeout", type=float, default=600)
+    cluster_args(p)
+    p.set_defaults(func=cmd_wait)
     return parser
 
 

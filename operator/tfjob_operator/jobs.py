@@ -1,0 +1,185 @@
+"""Job helpers for any cluster reachable through a kubeconfig: submit, status, logs, wait.
+
+They use the official `kubernetes` client, so they work the same against `tfjob local up` and a real cluster.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+from tfjob_operator import constants
+from tfjob_operator.api import TFJob
+
+#: Exit code of `tfjob wait` when the timeout passes first (the same as coreutils `timeout`).
+EXIT_TIMEOUT = 124
+#: Exit code of `tfjob wait` when the job ended the other way (e.g. Failed while waiting for Succeeded).
+EXIT_OTHER_END = 1
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass
+class Clients:
+    api: client.ApiClient
+    core: client.CoreV1Api
+    custom: client.CustomObjectsApi
+    namespace: str
+
+
+def connect(kubeconfig: str | None = None, namespace: str | None = None, context: str | None = None) -> Clients:
+    """Clients from a kubeconfig (or KUBECONFIG / ~/.kube/config, or in-cluster), with its namespace."""
+    try:
+        config.load_kube_config(config_file=kubeconfig, context=context)
+        _, active = config.list_kube_config_contexts(config_file=kubeconfig)
+        default_ns = (active.get("context") or {}).get("namespace", "default")
+    except config.ConfigException:
+        config.load_incluster_config()
+        default_ns = "default"
+    api = client.ApiClient()
+    return Clients(api, client.CoreV1Api(api), client.CustomObjectsApi(api), namespace or default_ns)
+
+
+def submit(clients: Clients, job: TFJob) -> dict[str, Any]:
+    """Create the TFJob (already validated); returns what the API server stored."""
+    body = job.model_dump(mode="json", exclude_none=True, exclude={"status"})
+    body["metadata"] = {k: v for k, v in body["metadata"].items() if v not in ({}, None)}
+    body["metadata"]["namespace"] = job.metadata.namespace or clients.namespace
+    result: Any = clients.custom.create_namespaced_custom_object(
+        constants.GROUP, constants.VERSION, body["metadata"]["namespace"], constants.PLURAL, body)
+    return dict(result)
+
+
+def get_job(clients: Clients, name: str) -> dict[str, Any]:
+    result: Any = clients.custom.get_namespaced_custom_object(
+        constants.GROUP, constants.VERSION, clients.namespace, constants.PLURAL, name)
+    return dict(result)
+
+
+def job_pods(clients: Clients, name: str) -> list[dict[str, Any]]:
+    pods = clients.core.list_namespaced_pod(clients.namespace, label_selector=f"{constants.LABEL_JOB_NAME}={name}")
+    out: list[dict[str, Any]] = clients.api.sanitize_for_serialization(pods)["items"]
+    return sorted(out, key=lambda p: p["metadata"]["name"])
+
+
+def true_conditions(job: dict[str, Any]) -> list[str]:
+    return [c["type"] for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+
+
+def describe(job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
+    """`tfjob status` text: state, conditions with reasons, then one line per pod."""
+    status = job.get("status") or {}
+    lines = [
+        f"TFJob {job['metadata']['namespace']}/{job['metadata']['name']}: {status.get('state') or 'Pending'}"
+        f"  workers {status.get('workers') or '-'}  restarts {status.get('restartCount', 0)}",
+        "conditions:",
+    ]
+    for cond in status.get("conditions") or []:
+        lines.append(f"  {cond['type']:<11} {cond['status']:<6} {cond.get('reason') or '':<22} "
+                     f"{cond.get('message') or ''}".rstrip())
+    lines.append("pods:")
+    for pod in pods:
+        lines.append("  " + pod_line(pod))
+    if not pods:
+        lines.append("  (none)")
+    return "\n".join(lines)
+
+
+def pod_fields(pod: dict[str, Any]) -> dict[str, str]:
+    """What a person wants to see of a pod: name, phase, gang attempt, restarts, last exit."""
+    meta, st = pod["metadata"], pod.get("status") or {}
+    restarts = sum(c.get("restartCount", 0) for c in st.get("containerStatuses") or [])
+    phase = "Terminating" if meta.get("deletionTimestamp") else (st.get("phase") or "Pending")
+    detail = ""
+    for c in st.get("containerStatuses") or []:
+        term = (c.get("state") or {}).get("terminated")
+        if term:
+            detail = f"exit {term.get('exitCode')}" + (f" ({term['reason']})" if term.get("reason") else "")
+    if not detail and st.get("reason"):
+        detail = st["reason"]
+    attempt = meta.get("labels", {}).get(constants.LABEL_ATTEMPT, "0")
+    return {"name": meta["name"], "phase": phase, "attempt": attempt, "restarts": str(restarts), "exit": detail}
+
+
+def pod_line(pod: dict[str, Any]) -> str:
+    f = pod_fields(pod)
+    return (f"{f['name']:<32} {f['phase']:<12} attempt {f['attempt']:<3} restarts {f['restarts']:<3} "
+            f"{f['exit']}").rstrip()
+
+
+def pick_pod(clients: Clients, name: str, replica: str | None) -> str:
+    """The pod for `--replica worker-1` (newest attempt), or the chief / worker 0 when none is given."""
+    pods = job_pods(clients, name)
+    if replica:
+        wanted = f"{name}-{replica.lower()}"
+        matches = [p for p in pods if p["metadata"]["name"] == wanted]
+        if not matches:
+            have = ", ".join(p["metadata"]["name"].removeprefix(name + "-") for p in pods) or "none"
+            raise LookupError(f"no pod {wanted} (replicas of {name}: {have})")
+        return wanted
+    chiefs = [p for p in pods if p["metadata"]["labels"].get(constants.LABEL_JOB_ROLE) == constants.ROLE_CHIEF]
+    if not chiefs:
+        raise LookupError(f"TFJob {name} has no chief pod right now (is it suspended, queued or finished?)")
+    return str(chiefs[0]["metadata"]["name"])
+
+
+def stream_logs(clients: Clients, pod: str, follow: bool, out: TextIO = sys.stdout) -> None:
+    """Copy a pod's log to `out` as it arrives (line by line, flushed)."""
+    resp: Any = clients.core.read_namespaced_pod_log(pod, clients.namespace, follow=follow, _preload_content=False)
+    try:
+        for chunk in resp.stream(1024):
+            out.write(chunk.decode(errors="replace"))
+            out.flush()
+    finally:
+        resp.release_conn()
+
+
+def wait_for(clients: Clients, name: str, wanted: str, timeout: float) -> tuple[int, str]:
+    """Watch the job until condition `wanted` is true (exit 0), it ends otherwise (1), or time runs out (124)."""
+    wanted = wanted.capitalize()
+    deadline = time.monotonic() + timeout
+    for job in _watch_job(clients, name, deadline):
+        conds = true_conditions(job)
+        if wanted in conds:
+            return 0, f"tfjob/{name} condition met: {wanted}"
+        ended = [c for c in conds if c in TERMINAL]
+        if ended:  # finished, and not the way we wait for
+            message = next((c.get("message") for c in job["status"]["conditions"] if c["type"] == ended[-1]), "")
+            return EXIT_OTHER_END, f"tfjob/{name} is {ended[-1]}, not {wanted}: {message}"
+    return EXIT_TIMEOUT, f"timed out after {timeout:g}s waiting for tfjob/{name} to be {wanted}"
+
+
+def _watch_job(clients: Clients, name: str, deadline: float) -> Iterator[dict[str, Any]]:
+    """The job now, then every change, until the deadline; restarts the watch when the server closes it."""
+    job = get_job(clients, name)
+    yield job
+    version = job["metadata"]["resourceVersion"]
+    while (left := deadline - time.monotonic()) > 0:
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(
+                clients.custom.list_namespaced_custom_object, constants.GROUP, constants.VERSION,
+                clients.namespace, constants.PLURAL, field_selector=f"metadata.name={name}",
+                resource_version=version, timeout_seconds=max(1, int(min(left, 60))),
+            ):
+                if event["type"] == "DELETED":
+                    raise LookupError(f"tfjob/{name} was deleted")
+                obj = event["object"]
+                version = obj["metadata"]["resourceVersion"]
+                yield obj
+                if time.monotonic() >= deadline:
+                    return
+        except ApiException as exc:
+            if exc.status != 410:
+                raise
+            job = get_job(clients, name)  # our version is too old: start again from now
+            version = job["metadata"]["resourceVersion"]
+            yield job
+        finally:
+            stream.stop()

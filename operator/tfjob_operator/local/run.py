@@ -1,0 +1,211 @@
+"""`tfjob local FILE`: a TFJob trained end to end on this machine, no cluster needed.
+
+It starts the local control plane (API emulator, scheduler stand-in, process kubelet), the real operator
+(as its own process, with loopback addressing), submits the job through the API like `kubectl apply`,
+and shows the job, its pods and the chief's progress live until the job ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from tfjob_operator import constants
+from tfjob_operator.api import TFJob
+from tfjob_operator.jobs import Clients, connect, get_job, job_pods, submit, true_conditions
+from tfjob_operator.local.view import JobSnapshot, make_view
+from tfjob_operator.progress import Progress, load_json, parse_log, plot_history
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass
+class LocalRunOptions:
+    workdir: Path
+    nodes: str | None = None
+    timeout: float = 1800.0
+    #: Seconds after the job is first Running at which one worker is SIGKILLed (to watch a gang restart).
+    kill_worker_after: float | None = None
+    port: int = 0
+    live: bool | None = None  # None: a rich live view on a terminal, plain lines otherwise
+
+
+@dataclass
+class JobResult:
+    name: str
+    state: str
+    duration: float
+    restarts: int
+    progress: Progress
+    output_dir: Path | None
+    plot: Path | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+def operator_env(kubeconfig: Path) -> dict[str, str]:
+    """The operator's settings for local mode: loopback TF_CONFIG, no gang gates (one node pool)."""
+    return {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "TFJOB_ADDRESSING": "loopback",
+        "TFJOB_LOG_LEVEL": os.environ.get("TFJOB_LOG_LEVEL", "INFO"),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def start_operator(kubeconfig: Path, workdir: Path) -> subprocess.Popen[bytes]:
+    log = (workdir / "operator.log").open("ab")
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfjob_operator.cli", "operator"],
+        env=operator_env(kubeconfig), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+def stop_process(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def chief_progress(clients: Clients, job: dict[str, Any], pods: list[dict[str, Any]]) -> Progress:
+    """Parse the current chief pod's log (small; re-read each tick so a new attempt is picked up)."""
+    chiefs = [p for p in pods if p["metadata"]["labels"].get(constants.LABEL_JOB_ROLE) == constants.ROLE_CHIEF]
+    if not chiefs or not (chiefs[0].get("status") or {}).get("containerStatuses"):
+        return Progress()
+    try:
+        text = clients.core.read_namespaced_pod_log(chiefs[0]["metadata"]["name"], clients.namespace)
+    except ApiException:
+        return Progress()
+    return parse_log(str(text))
+
+
+def _worker_to_kill(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    workers = [p for p in pods if p["metadata"]["labels"].get(constants.LABEL_REPLICA_TYPE) == "worker"
+               and p["metadata"]["labels"].get(constants.LABEL_JOB_ROLE) != constants.ROLE_CHIEF
+               and (p.get("status") or {}).get("phase") == "Running"]
+    return max(workers, key=lambda p: int(p["metadata"]["labels"][constants.LABEL_REPLICA_INDEX]), default=None)
+
+
+def run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
+    """Run the jobs on a local control plane; exit 0 only if every job Succeeded."""
+    from tfjob_operator.local.apiserver import write_kubeconfig
+    from tfjob_operator.local.cluster import LocalClusterThread
+
+    workdir = options.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    view = make_view(options.live)
+    view.note(f"workdir {workdir}")
+    view.note("local mode: pods are processes on this machine; TF_CONFIG uses 127.0.0.1 with a port per pod")
+    started = time.monotonic()
+    with LocalClusterThread(nodes=options.nodes, workdir=workdir, port=options.port) as cluster:
+        kubeconfig = workdir / "kubeconfig"
+        write_kubeconfig(kubeconfig, cluster.url)
+        operator = start_operator(kubeconfig, workdir)
+        view.note(f"control plane at {cluster.url} (kubectl --kubeconfig {kubeconfig}); operator pid {operator.pid}")
+        try:
+            clients = connect(str(kubeconfig))
+            for job in jobs:
+                submit(clients, job)
+                view.note(f"tfjob.{constants.GROUP}/{job.name} created")
+            results = _follow(clients, cluster, jobs, options, view, started)
+        except KeyboardInterrupt:
+            view.stop()
+            print("interrupted: stopping the operator and every pod", file=sys.stderr)
+            return 130
+        finally:
+            stop_process(operator)
+    view.stop()
+    for result in results:
+        _summarise(result, workdir)
+    return 0 if all(r.state == "Succeeded" for r in results) else 1
+
+
+def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRunOptions, view: Any,
+            started: float) -> list[JobResult]:
+    deadline = started + options.timeout
+    running_since: dict[str, float] = {}
+    killed: set[str] = set()
+    ended: dict[str, JobResult] = {}
+    with view:
+        while len(ended) < len(jobs):
+            snapshots = []
+            for job in jobs:
+                obj = get_job(clients, job.name)
+                pods = job_pods(clients, job.name)
+                progress = chief_progress(clients, obj, pods)
+                snapshots.append(JobSnapshot(obj, pods, progress))
+                conds = true_conditions(obj)
+                if "Running" in conds and job.name not in running_since:
+                    running_since[job.name] = time.monotonic()
+                if (options.kill_worker_after is not None and job.name not in killed
+                        and job.name in running_since and progress.epoch >= 1
+                        and time.monotonic() - running_since[job.name] >= options.kill_worker_after):
+                    victim = _worker_to_kill(pods)
+                    if victim:
+                        cluster.call(cluster.kubelet.kill_container(clients.namespace, victim["metadata"]["name"], 9))
+                        killed.add(job.name)
+                        view.note(f"killed {victim['metadata']['name']} with SIGKILL (--kill-worker-after)")
+                done = [c for c in conds if c in TERMINAL]
+                if done and job.name not in ended:
+                    ended[job.name] = _result(obj, progress, time.monotonic() - started)
+            view.update(snapshots)
+            if time.monotonic() > deadline:
+                view.note(f"timed out after {options.timeout:g}s")
+                for job in jobs:
+                    ended.setdefault(job.name, _result(get_job(clients, job.name), Progress(),
+                                                       time.monotonic() - started, state="TimedOut"))
+                break
+            time.sleep(0.5)  # the view's refresh tick; every state it shows is re-read from the API
+    return [ended[job.name] for job in jobs]
+
+
+def _result(obj: dict[str, Any], progress: Progress, duration: float, state: str | None = None) -> JobResult:
+    status = obj.get("status") or {}
+    saved_model = progress.done.get("saved_model")
+    output_dir = Path(saved_model).parent if saved_model else None
+    return JobResult(
+        name=obj["metadata"]["name"],
+        state=state or next((c for c in reversed(true_conditions(obj)) if c in TERMINAL), "Unknown"),
+        duration=duration,
+        restarts=int(status.get("restartCount", 0)),
+        progress=progress,
+        output_dir=output_dir,
+    )
+
+
+def _summarise(result: JobResult, workdir: Path) -> None:
+    print()
+    print(f"TFJob {result.name}: {result.state} in {result.duration:.1f}s, "
+          f"{result.restarts + 1} attempt{'s' if result.restarts else ''} ({result.restarts} gang restarts)")
+    if result.output_dir:
+        data = load_json(result.output_dir / "result.json") or {}
+        result.result = data
+        history = load_json(result.output_dir / "history.json") or []
+        if data.get("test_accuracy") is not None:
+            print(f"  test accuracy      {float(data['test_accuracy']):.4f}")
+        if data.get("resumed_from_epoch"):
+            print(f"  resumed at epoch   {data['resumed_from_epoch']} (from the backup)")
+        if history:
+            result.plot = plot_history(history, workdir / f"{result.name}-training.png", f"TFJob {result.name}")
+        print(f"  SavedModel         {result.output_dir / 'saved_model'}")
+        print(f"  checkpoints        {result.output_dir / 'checkpoints'}")
+        if result.plot:
+            print(f"  training plot      {result.plot}")
+    elif result.progress.metrics:
+        print("  last metrics       " + " ".join(f"{k}={v}" for k, v in result.progress.metrics.items()))
+    print(f"  pod logs           {workdir / 'pods'}  (and the operator's: {workdir / 'operator.log'})")

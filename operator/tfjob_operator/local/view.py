@@ -1,0 +1,135 @@
+"""The live view of `tfjob local`: a rich panel on a terminal, plain lines (only what changed) otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tfjob_operator.jobs import pod_fields, pod_line
+from tfjob_operator.progress import Progress
+
+
+@dataclass
+class JobSnapshot:
+    job: dict[str, Any]
+    pods: list[dict[str, Any]]
+    progress: Progress
+
+
+def job_line(job: dict[str, Any]) -> str:
+    status = job.get("status") or {}
+    conds = {c["type"]: c for c in status.get("conditions") or []}
+    state = status.get("state") or "Pending"
+    reason = (conds.get(state) or {}).get("message") or ""
+    return (f"TFJob {job['metadata']['name']}: {state}  workers {status.get('workers') or '-'}  "
+            f"restarts {status.get('restartCount', 0)}" + (f"  ({reason})" if reason else ""))
+
+
+def progress_line(progress: Progress) -> str:
+    if progress.done:
+        return "chief: done " + " ".join(f"{k}={v}" for k, v in progress.done.items() if k != "saved_model")
+    if progress.epochs:
+        metrics = " ".join(f"{k}={v}" for k, v in progress.metrics.items())
+        step = f" step {progress.step}/{progress.steps}" if progress.steps else ""
+        return f"chief: epoch {progress.epoch}/{progress.epochs}{step} {metrics}".rstrip()
+    if progress.started:
+        return f"chief: training started ({progress.started.get('strategy', '?')})"
+    return "chief: waiting for training to start"
+
+
+class View(Protocol):
+    def __enter__(self) -> View: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def update(self, snapshots: list[JobSnapshot]) -> None: ...
+    def note(self, text: str) -> None: ...
+    def stop(self) -> None: ...
+
+
+class PlainView:
+    """Prints a line whenever the job, a pod or the chief's progress changes. Good for logs and CI."""
+
+    def __init__(self, out: Any = None) -> None:
+        self.out = out or sys.stdout
+        self.seen: set[str] = set()
+        self.t0 = time.monotonic()
+
+    def __enter__(self) -> PlainView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def _print(self, text: str) -> None:
+        self.out.write(f"[{time.monotonic() - self.t0:6.1f}s] {text}\n")
+        self.out.flush()
+
+    def note(self, text: str) -> None:
+        self._print(text)
+
+    def update(self, snapshots: list[JobSnapshot]) -> None:
+        for snap in snapshots:
+            lines = [job_line(snap.job), *("  pod " + pod_line(p) for p in snap.pods)]
+            lines += ["  " + progress_line(snap.progress)]
+            for line in lines:
+                key = snap.job["metadata"]["name"] + "|" + line
+                if key not in self.seen:
+                    self.seen.add(key)
+                    self._print(line)
+
+    def stop(self) -> None:
+        pass
+
+
+class RichView:
+    """A live panel per job: state, pods, and a progress bar of the chief's epochs."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console()
+        self.live = Live(console=self.console, refresh_per_second=4, transient=False)
+        self.t0 = time.monotonic()
+
+    def __enter__(self) -> RichView:
+        self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.stop()
+
+    def note(self, text: str) -> None:
+        self.console.print(f"[dim]{time.monotonic() - self.t0:6.1f}s[/dim] {text}")
+
+    def update(self, snapshots: list[JobSnapshot]) -> None:
+        from rich.console import Group
+        from rich.panel import Panel
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+
+        panels = []
+        for snap in snapshots:
+            table = Table(box=None, show_header=True, header_style="bold")
+            for col in ("pod", "phase", "attempt", "restarts", "exit"):
+                table.add_column(col)
+            for pod in snap.pods:
+                f = pod_fields(pod)
+                table.add_row(f["name"], f["phase"], f["attempt"], f["restarts"], f["exit"])
+            p = snap.progress
+            bar = ProgressBar(total=max(p.epochs, 1), completed=p.epoch if p.epochs else 0, width=40)
+            state = (snap.job.get("status") or {}).get("state") or "Pending"
+            color = {"Succeeded": "green", "Failed": "red", "Restarting": "yellow"}.get(state, "cyan")
+            panels.append(Panel(Group(table, bar, progress_line(p)), title=job_line(snap.job),
+                                border_style=color))
+        self.live.update(Group(*panels))
+
+    def stop(self) -> None:
+        self.live.stop()
+
+
+def make_view(live: bool | None) -> View:
+    use_rich = sys.stdout.isatty() if live is None else live
+    return RichView() if use_rich else PlainView()
+

@@ -1,0 +1,100 @@
+"""Reading the worker runtime's progress lines, and plotting the chief's history.
+
+The runtime prints `[tfjob] ...` lines (see tfjob_worker.progress); `tfjob local` follows the chief's log
+and shows the latest of them. Parsing is tolerant: a line it does not know is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_PREFIX = "[tfjob] "
+_EPOCH = re.compile(r"^epoch (\d+)/(\d+)\b(.*)$")
+_STEP = re.compile(r"^step (\d+)/(\d+) epoch=(\d+)/(\d+)(.*)$")
+_RESUMED = re.compile(r"^resumed from backup at epoch (\d+)")
+_KV = re.compile(r"(\w+)=(\S+)")
+
+
+def _values(text: str) -> dict[str, str]:
+    return dict(_KV.findall(text))
+
+
+@dataclass
+class Progress:
+    """What the chief has said so far in one attempt."""
+
+    started: dict[str, str] = field(default_factory=dict)
+    epoch: int = 0
+    epochs: int = 0
+    step: int = 0
+    steps: int = 0
+    metrics: dict[str, str] = field(default_factory=dict)
+    resumed_at: int | None = None
+    done: dict[str, str] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+
+    def feed(self, line: str) -> bool:
+        """Take one log line; True when it was a progress line."""
+        if not line.startswith(_PREFIX):
+            return False
+        body = line[len(_PREFIX):].strip()
+        self.lines.append(body)
+        if body.startswith("start "):
+            self.started = _values(body)
+        elif m := _EPOCH.match(body):
+            self.epoch, self.epochs = int(m.group(1)), int(m.group(2))
+            self.metrics = _values(m.group(3))
+            self.step = self.steps = 0
+        elif m := _STEP.match(body):
+            self.step, self.steps = int(m.group(1)), int(m.group(2))
+            self.metrics = {**self.metrics, **_values(m.group(5))}
+        elif m := _RESUMED.match(body):
+            self.resumed_at = int(m.group(1))
+        elif body.startswith("done"):
+            self.done = _values(body)
+        return True
+
+
+def parse_log(text: str) -> Progress:
+    progress = Progress()
+    for line in text.splitlines():
+        progress.feed(line)
+    return progress
+
+
+def load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def plot_history(history: list[dict[str, Any]], out: Path, title: str) -> Path:
+    """Loss and accuracy per epoch (train and validation) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epochs = [int(h.get("epoch", i + 1)) for i, h in enumerate(history)]
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
+    for key, ax in (("loss", ax_loss), ("accuracy", ax_acc)):
+        for prefix, style in (("", "o-"), ("val_", "s--")):
+            values = [h.get(prefix + key) for h in history]
+            if any(v is not None for v in values):
+                ax.plot(epochs, [v if v is not None else float("nan") for v in values], style,
+                        label=(prefix + key).replace("_", " "))
+        ax.set_xlabel("epoch")
+        ax.set_title(key)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
