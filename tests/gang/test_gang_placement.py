@@ -347,9 +347,9 @@ def test_cluster_does_not_change_during_a_pass():
     cluster = Cluster.from_objects([node("a", gpu=8)])
     from tfjob_operator.gang.placement import admit_in
 
-    before = [list(v) for v in cluster.free]
+    before = cluster.free.tolist()
     assert admit_in(cluster, [gang("j", 1, gpu=8)]).admitted
-    assert cluster.free == before
+    assert cluster.free.tolist() == before
 
 
 def test_pods_without_names_are_refused_with_a_clear_error():

@@ -28,13 +28,20 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from functools import cached_property
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from tfjob_operator import resources
 from tfjob_operator.resources import GPU
 
 #: Quantities are compared as integers in thousandths (cpu in millicores, memory in milli-bytes).
 _SCALE = Decimal(1000)
 
-Vector = list[int]
+#: Node × resource matrix of amounts in thousandths; a 1-D array of node indexes.
+Matrix = npt.NDArray[np.int64]
+Indexes = npt.NDArray[np.int64]
+#: Quantities beyond this (in thousandths) are clipped so they stay inside int64.
+_MAX_UNITS = 2**62
 #: A pod's nonzero requests as (resource name, amount in thousandths), sorted by name.
 Requests = tuple[tuple[str, int], ...]
 
@@ -162,11 +169,10 @@ class _Node:
     name: str
     obj: Mapping[str, Any]
     labels: Mapping[str, str]
-    alloc: tuple[int, ...]
 
 
 class Cluster:
-    """Nodes with their free capacity in integer vectors, plus caches of node eligibility.
+    """Nodes with their free capacity as an integer matrix, plus caches of node eligibility.
 
     Build it with :meth:`from_objects`. A simulator may keep one across passes and move capacity with
     :meth:`take` and :meth:`give`; :func:`admit_in` never mutates it.
@@ -185,21 +191,24 @@ class Cluster:
                 name=str((n.get("metadata") or {}).get("name", "")),
                 obj=n,
                 labels=dict((n.get("metadata") or {}).get("labels") or {}),
-                alloc=tuple(_units(alloc.get(r, Decimal(0)), up=False) for r in self.resource_names),
             )
-            for n, alloc in zip(ordered, allocs, strict=True)
+            for n in ordered
         )
+        self.alloc: Matrix = np.array(
+            [[min(_units(a.get(r, Decimal(0)), up=False), _MAX_UNITS) for r in self.resource_names] for a in allocs],
+            dtype=np.int64,
+        ).reshape(len(ordered), len(self.resource_names))
         self.node_index: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
-        self.free: list[Vector] = [list(n.alloc) for n in self.nodes]
+        self.free: Matrix = self.alloc.copy()
         for node_name, amounts in used.items():
             if node_name in self.node_index:
                 self.take(node_name, amounts)
-        self._eligible: dict[str, tuple[int, ...]] = {}
-        self._domains: dict[str, dict[str, tuple[int, ...]]] = {}
+        self._eligible: dict[str, Indexes] = {}
+        self._domains: dict[str, dict[str, Indexes]] = {}
         self._fits_empty: dict[tuple[Any, ...], bool] = {}
-        self._gpu = self.index.get(GPU)
-        self._cpu = self.index.get("cpu")
-        self._mem = self.index.get("memory")
+        self.gpu = self.index.get(GPU)
+        self.cpu = self.index.get("cpu")
+        self.memory = self.index.get("memory")
 
     @classmethod
     def from_objects(
@@ -214,34 +223,31 @@ class Cluster:
             used[node_name] = resources.add(used.get(node_name, {}), amounts)
         return cls(nodes, used)
 
-    def _vector(self, amounts: Mapping[str, Decimal]) -> list[tuple[int, int]]:
-        return [
-            (self.index[name], _units(value, up=True))
-            for name, value in amounts.items()
-            if name in self.index and value > 0
-        ]
+    def _move(self, node_name: str, amounts: Mapping[str, Decimal], sign: int) -> None:
+        row = self.free[self.node_index[node_name]]
+        for name, value in amounts.items():
+            if name in self.index and value > 0:
+                row[self.index[name]] += sign * min(_units(value, up=True), _MAX_UNITS)
 
     def take(self, node_name: str, amounts: Mapping[str, Decimal]) -> None:
         """Mark capacity on a node as used (a pod bound there)."""
-        free = self.free[self.node_index[node_name]]
-        for i, units in self._vector(amounts):
-            free[i] -= units
+        self._move(node_name, amounts, -1)
 
     def give(self, node_name: str, amounts: Mapping[str, Decimal]) -> None:
         """Return capacity to a node (a pod there finished)."""
-        free = self.free[self.node_index[node_name]]
-        for i, units in self._vector(amounts):
-            free[i] += units
+        self._move(node_name, amounts, +1)
 
-    def eligible(self, cls: PodClass) -> tuple[int, ...]:
+    def eligible(self, cls: PodClass) -> Indexes:
         """Indexes of nodes whose readiness, labels and taints accept the class's pods (cached)."""
         found = self._eligible.get(cls.signature)
         if found is None:
-            found = tuple(i for i, n in enumerate(self.nodes) if resources.node_accepts(cls.template, n.obj))
+            found = np.array(
+                [i for i, n in enumerate(self.nodes) if resources.node_accepts(cls.template, n.obj)], dtype=np.int64
+            )
             self._eligible[cls.signature] = found
         return found
 
-    def domains(self, label: str) -> dict[str, tuple[int, ...]]:
+    def domains(self, label: str) -> dict[str, Indexes]:
         """Node indexes grouped by their value of ``label`` (nodes without it are left out)."""
         found = self._domains.get(label)
         if found is None:
@@ -249,61 +255,65 @@ class Cluster:
             for i, n in enumerate(self.nodes):
                 if label in n.labels:
                     groups.setdefault(n.labels[label], []).append(i)
-            found = {value: tuple(idx) for value, idx in sorted(groups.items())}
+            found = {value: np.array(idx, dtype=np.int64) for value, idx in sorted(groups.items())}
             self._domains[label] = found
         return found
+
+    def requests(self, cls: PodClass) -> tuple[Indexes, Indexes] | None:
+        """The class's requests as (resource indexes, amounts); None if no node offers one of them."""
+        idx, amounts = [], []
+        for name, amount in cls.requests:
+            i = self.index.get(name)
+            if i is None:
+                return None
+            idx.append(i)
+            amounts.append(min(amount, _MAX_UNITS))
+        return np.array(idx, dtype=np.int64), np.array(amounts, dtype=np.int64)
+
+    def allowed(self, cls: PodClass, group: Indexes | None) -> Indexes:
+        eligible = self.eligible(cls)
+        return eligible if group is None else np.intersect1d(eligible, group, assume_unique=True)
 
     def fits_empty(self, gang: GangRequest) -> bool:
         """Whether the gang fits on these nodes were they empty (cached; a no means wait forever)."""
         key = (tuple((c.requests, c.signature, len(c.pod_names)) for c in gang.classes), gang.domain_label)
         found = self._fits_empty.get(key)
         if found is None:
-            groups: list[tuple[int, ...] | None]
             groups = [None] if gang.domain_label is None else list(self.domains(gang.domain_label).values())
-            found = any(self._fill_empty(gang, group) for group in groups)
+            found = any(self.fill(gang, self.alloc, group, ranked=False) is not None for group in groups)
             self._fits_empty[key] = found
         return found
 
-    def _fill_empty(self, gang: GangRequest, group: tuple[int, ...] | None) -> bool:
-        plan: dict[int, Vector] = {}
-        inside = None if group is None else set(group)
+    def fill(self, gang: GangRequest, capacity: Matrix, group: Indexes | None, *, ranked: bool) -> Matrix | None:
+        """Greedy placement of the gang on ``capacity``: node order (ranked: most free GPUs now first)."""
+        plan = np.zeros_like(self.alloc)
         for cls in gang.classes:
-            req = _index_requests(self, cls)
+            req = self.requests(cls)
             if req is None:
-                return False
+                return None
+            idx, amounts = req
+            allowed = self.allowed(cls, group)
+            if ranked and allowed.size:
+                gpu = self.free[allowed, self.gpu] if self.gpu is not None else np.zeros(allowed.size, np.int64)
+                cpu = self.free[allowed, self.cpu] if self.cpu is not None else np.zeros(allowed.size, np.int64)
+                allowed = allowed[np.lexsort((allowed, -cpu, -gpu))]
             remaining = len(cls.pod_names)
-            for n in self.eligible(cls):
-                if inside is not None and n not in inside:
-                    continue
-                cap = [a - b for a, b in zip(self.nodes[n].alloc, plan.get(n, [0] * len(self.index)), strict=True)]
-                take = min(max(min((cap[i] // amount for i, amount in req), default=remaining), 0), remaining)
-                if take:
-                    vec = plan.setdefault(n, [0] * len(self.index))
-                    for i, amount in req:
-                        vec[i] += amount * take
+            rows = capacity[allowed] - plan[allowed]
+            counts = (rows[:, idx] // amounts).min(axis=1) if idx.size else np.full(allowed.size, remaining)
+            for n, count in zip(allowed.tolist(), counts.tolist(), strict=True):
+                take = min(count, remaining)
+                if take > 0:
+                    plan[n, idx] += amounts * take
                     remaining -= take
-                if not remaining:
-                    break
+                    if not remaining:
+                        break
             if remaining:
-                return False
-        return True
+                return None
+        return plan
 
     def gpu_total(self) -> int:
         """Allocatable GPUs over all nodes (whole GPUs)."""
-        if self._gpu is None:
-            return 0
-        return sum(n.alloc[self._gpu] for n in self.nodes) // 1000
-
-
-def _index_requests(cluster: Cluster, cls: PodClass) -> list[tuple[int, int]] | None:
-    """The class's requests against the cluster's resource index; None if no node offers one of them."""
-    out = []
-    for name, amount in cls.requests:
-        i = cluster.index.get(name)
-        if i is None:
-            return None
-        out.append((i, amount))
-    return out
+        return int(self.alloc[:, self.gpu].sum()) // 1000 if self.gpu is not None else 0
 
 
 class _Pass:
@@ -311,168 +321,116 @@ class _Pass:
 
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
-        self.avail: list[Vector] = [list(v) for v in cluster.free]
+        self.avail: Matrix = cluster.free.copy()
         self.version = 0
         # (signature, domain) → (version, largest free per resource, total free per resource)
-        self._summary: dict[tuple[str, str], tuple[int, Vector, Vector]] = {}
+        self._summary: dict[tuple[str, str], tuple[int, Indexes, Indexes]] = {}
 
-    def summary(self, cls: PodClass, allowed: tuple[int, ...], domain: str) -> tuple[Vector, Vector]:
+    def summary(self, cls: PodClass, allowed: Indexes, domain: str) -> tuple[Indexes, Indexes]:
+        """Largest and total free per resource over the allowed nodes (cached until capacity changes)."""
         key = (cls.signature, domain)
         cached = self._summary.get(key)
         if cached is not None and cached[0] == self.version:
             return cached[1], cached[2]
+        rows = self.avail[allowed]
         width = len(self.cluster.resource_names)
-        largest, total = [0] * width, [0] * width
-        for n in allowed:
-            for i, value in enumerate(self.avail[n]):
-                if value > largest[i]:
-                    largest[i] = value
-                if value > 0:
-                    total[i] += value
+        largest = rows.max(axis=0) if allowed.size else np.zeros(width, np.int64)
+        total = np.clip(rows, 0, None).sum(axis=0) if allowed.size else np.zeros(width, np.int64)
         self._summary[key] = (self.version, largest, total)
         return largest, total
 
-    def allowed(self, cls: PodClass, domain_nodes: tuple[int, ...] | None) -> tuple[int, ...]:
-        eligible = self.cluster.eligible(cls)
-        if domain_nodes is None:
-            return eligible
-        inside = set(domain_nodes)
-        return tuple(n for n in eligible if n in inside)
+    def _stale_says_no(self, cls: PodClass, domain: str, idx: Indexes, amounts: Indexes) -> bool:
+        # Capacity only shrinks within a pass, so a summary that already says "no" stays right.
+        cached = self._summary.get((cls.signature, domain))
+        return cached is not None and bool((cached[1][idx] < amounts).any())
 
-    def _score(self, free: Vector, req: list[tuple[int, int]], n: int) -> tuple[int, float, str]:
-        """Best-fit key after placing one pod: fewest GPUs left, then least cpu+memory share left."""
-        c = self.cluster
-        alloc = c.nodes[n].alloc
-        left = {i: free[i] - amount for i, amount in req}
-        gpu = max(left.get(c._gpu, free[c._gpu]), 0) if c._gpu is not None else 0
-        share = 0.0
-        for i in (c._cpu, c._mem):
-            if i is not None and alloc[i] > 0:
-                share += left.get(i, free[i]) / alloc[i]
-        return (gpu, share, c.nodes[n].name)
-
-    def place(
-        self, gang: GangRequest, domain_nodes: tuple[int, ...] | None, domain: str
-    ) -> tuple[dict[str, str], dict[int, Vector]] | None:
+    def place(self, gang: GangRequest, group: Indexes | None, domain: str) -> tuple[dict[str, str], Matrix] | None:
         """Best-fit placement of every pod of the gang on current free capacity, or None."""
-        used: dict[int, Vector] = {}
+        c = self.cluster
+        used: Matrix | None = None
         placement: dict[str, str] = {}
         for cls in gang.classes:
-            req = _index_requests(self.cluster, cls)
+            req = c.requests(cls)
             if req is None:
                 return None
-            allowed = self.allowed(cls, domain_nodes)
-            largest, _ = self.summary(cls, allowed, domain)
-            if any(largest[i] < amount for i, amount in req):
-                return None  # no node has room for even one pod of this class
-            wanted = len(cls.pod_names)
-            candidates: list[tuple[tuple[int, float, str], int, int]] = []
-            room = 0
-            for n in allowed:
-                free = self.avail[n]
-                if n in used:
-                    free = [a - b for a, b in zip(free, used[n], strict=True)]
-                count = min((free[i] // amount for i, amount in req), default=wanted)
-                if count > 0:
-                    count = min(count, wanted)
-                    candidates.append((self._score(free, req, n), n, count))
-                    room += count
-            if room < wanted:
+            idx, amounts = req
+            if self._stale_says_no(cls, domain, idx, amounts):
                 return None
-            candidates.sort()
+            allowed = c.allowed(cls, group)
+            wanted = len(cls.pod_names)
+            rows = self.avail[allowed] if used is None else self.avail[allowed] - used[allowed]
+            counts = (rows[:, idx] // amounts).min(axis=1) if idx.size else np.full(allowed.size, wanted)
+            fit = counts > 0
+            counts = np.minimum(counts[fit], wanted)
+            if int(counts.sum()) < wanted:
+                return None
+            nodes, rows = allowed[fit], rows[fit]
+            # Best fit: fewest GPUs left after one pod, then the smallest cpu+memory share left.
+            left = rows.copy()
+            left[:, idx] -= amounts
+            gpu_left = np.clip(left[:, c.gpu], 0, None) if c.gpu is not None else np.zeros(nodes.size, np.int64)
+            share = np.zeros(nodes.size)
+            for i in (c.cpu, c.memory):
+                if i is not None:
+                    share += left[:, i] / np.maximum(c.alloc[nodes, i], 1)
+            order = np.lexsort((nodes, share, gpu_left))
+            if used is None:
+                used = np.zeros_like(self.avail)
             names = iter(cls.pod_names)
             remaining = wanted
-            for _, n, count in candidates:
+            for n, count in zip(nodes[order].tolist(), counts[order].tolist(), strict=True):
                 take = min(count, remaining)
-                vec = used.setdefault(n, [0] * len(self.cluster.resource_names))
-                for i, amount in req:
-                    vec[i] += amount * take
+                used[n, idx] += amounts * take
+                node_name = c.nodes[n].name
                 for _ in range(take):
-                    placement[next(names)] = self.cluster.nodes[n].name
+                    placement[next(names)] = node_name
                 remaining -= take
-                if remaining == 0:
+                if not remaining:
                     break
+        assert used is not None  # a gang has at least one pod
         return placement, used
 
-    def place_gang(self, gang: GangRequest) -> tuple[dict[str, str], dict[int, Vector]] | None:
+    def place_gang(self, gang: GangRequest) -> tuple[dict[str, str], Matrix] | None:
+        if not gang.pods:
+            return {}, np.zeros_like(self.avail)
         if gang.domain_label is None:
             return self.place(gang, None, "")
-        domains = self.cluster.domains(gang.domain_label)
-        gpu = self.cluster._gpu
+        gpu = self.cluster.gpu
 
-        def free_in(nodes: tuple[int, ...]) -> int:
-            return sum(self.avail[n][gpu] for n in nodes) if gpu is not None else 0
+        def free_in(nodes: Indexes) -> int:
+            return int(self.avail[nodes, gpu].clip(0).sum()) if gpu is not None else 0
 
         # Best fit at the domain level too: the fullest domain that still fits, big domains stay whole.
+        domains = self.cluster.domains(gang.domain_label)
         for value, nodes in sorted(domains.items(), key=lambda kv: (free_in(kv[1]), kv[0])):
             found = self.place(gang, nodes, f"{gang.domain_label}={value}")
             if found is not None:
                 return found
         return None
 
-    def commit(self, used: Mapping[int, Vector]) -> None:
-        for n, vec in used.items():
-            free = self.avail[n]
-            for i, value in enumerate(vec):
-                free[i] -= value
+    def commit(self, used: Matrix) -> None:
+        self.avail -= used
         self.version += 1
 
-    def hold_plan(self, gang: GangRequest) -> dict[int, Vector] | None:
-        """Nodes the gang would occupy if they were empty, preferring those with the most free now.
-
-        None when the gang cannot fit even on empty nodes (it must never hold capacity).
-        """
+    def hold_plan(self, gang: GangRequest) -> Matrix | None:
+        """Nodes the gang would occupy were they empty, preferring those with the most free GPUs now."""
         c = self.cluster
-        groups: list[tuple[int, ...] | None]
-        if gang.domain_label is None:
-            groups = [None]
-        else:
-            groups = list(c.domains(gang.domain_label).values())
-        best: tuple[int, dict[int, Vector]] | None = None
+        groups = [None] if gang.domain_label is None else list(c.domains(gang.domain_label).values())
+        best: tuple[int, Matrix] | None = None
         for group in groups:
-            plan: dict[int, Vector] = {}
-            ok = True
-            for cls in gang.classes:
-                req = _index_requests(c, cls)
-                if req is None:
-                    return None
-                allowed = self.allowed(cls, group)
-
-                def most_free(n: int) -> tuple[int, int, str]:
-                    free = self.avail[n]
-                    gpu = free[c._gpu] if c._gpu is not None else 0
-                    cpu = free[c._cpu] if c._cpu is not None else 0
-                    return (-gpu, -cpu, c.nodes[n].name)
-
-                remaining = len(cls.pod_names)
-                for n in sorted(allowed, key=most_free):
-                    cap = list(c.nodes[n].alloc)
-                    if n in plan:
-                        cap = [a - b for a, b in zip(cap, plan[n], strict=True)]
-                    count = min((cap[i] // amount for i, amount in req), default=remaining)
-                    take = min(max(count, 0), remaining)
-                    if take:
-                        vec = plan.setdefault(n, [0] * len(c.resource_names))
-                        for i, amount in req:
-                            vec[i] += amount * take
-                        remaining -= take
-                    if remaining == 0:
-                        break
-                if remaining:
-                    ok = False
-                    break
-            if ok:
-                gpu = c._gpu
-                score = sum(self.avail[n][gpu] for n in plan) if gpu is not None else 0
-                if best is None or score > best[0]:
-                    best = (score, plan)
+            plan = c.fill(gang, c.alloc, group, ranked=True)
+            if plan is None:
+                continue
+            held_nodes = plan.any(axis=1)
+            score = int(self.avail[held_nodes, c.gpu].sum()) if c.gpu is not None else 0
+            if best is None or score > best[0]:
+                best = (score, plan)
         return None if best is None else best[1]
 
     def explain(self, gang: GangRequest, *, never_fits: bool, held_for: str | None) -> str:
-        """Why the gang waits, e.g. "needs 8 nvidia.com/gpu on ≤ 2 nodes; largest free 6 (6 in total...)"."""
+        """Why the gang waits, e.g. "needs 8 nvidia.com/gpu on ≤ 2 nodes; largest free 6 (...)"."""
         c = self.cluster
         pods = len(gang.pods)
-        # Headline: the resource that is short for some pod, GPUs if the gang asks for any.
         short: list[str] = []
         largest_of: dict[str, int] = {}
         total_of: dict[str, int] = {}
@@ -481,21 +439,21 @@ class _Pass:
             missing = [name for name, _ in cls.requests if name not in c.index]
             if missing:
                 return f"no node offers {missing[0]} (requested by pod {cls.pod_names[0]})"
-            allowed = self.allowed(cls, None)
-            if not allowed:
+            allowed = c.eligible(cls)
+            if not allowed.size:
                 return (
                     f"no ready node matches the nodeSelector, node affinity and tolerations of pod {cls.pod_names[0]}"
                 )
-            n_eligible = max(n_eligible, len(allowed))
+            n_eligible = max(n_eligible, int(allowed.size))
             largest, total = self.summary(cls, allowed, "")
             for name, amount in cls.requests:
                 i = c.index[name]
-                largest_of[name] = max(largest_of.get(name, 0), largest[i])
-                total_of[name] = max(total_of.get(name, 0), total[i])
+                largest_of[name] = max(largest_of.get(name, 0), int(largest[i]))
+                total_of[name] = max(total_of.get(name, 0), int(total[i]))
                 if largest[i] < amount and name not in short:
                     short.append(name)
         wanted = gang.total_requests
-        # Too little in aggregate is the next best explanation after "no node has room for one pod".
+        # After "no node has room for one pod", too little in aggregate is the next best explanation.
         scarce = sorted((total_of.get(n, 0) / amount, n != GPU, n) for n, amount in wanted.items() if amount)
         if short:
             head = GPU if GPU in short else short[0]
@@ -508,7 +466,7 @@ class _Pass:
         else:
             text = (
                 f"needs {_fmt(head, wanted[head])} {head} on ≤ {pods} node{'s' if pods != 1 else ''}; "
-                f"largest free {_fmt(head, largest_of.get(head, 0))}"
+                f"largest free {_fmt(head, max(largest_of.get(head, 0), 0))}"
                 f" ({_fmt(head, total_of.get(head, 0))} free on {n_eligible} eligible nodes)"
             )
         if never_fits:
@@ -534,7 +492,7 @@ def admit_in(
     next_waited: dict[str, int] = {}
     blocked_by: str | None = None
     reserved_for: str | None = None
-    held: dict[int, Vector] = {}
+    held: Matrix | None = None
     for gang in sorted(queue, key=lambda g: g.rank):
         if blocked_by is not None:
             waiting[gang.key] = f"waiting behind {blocked_by} (strict FIFO)"
@@ -555,15 +513,17 @@ def admit_in(
             plan = work.hold_plan(gang)
             if plan is not None:
                 reserved_for, held = gang.key, plan
-                # Gangs ranked below see the held capacity as used (commit also invalidates summaries).
+                # Gangs ranked below see the held capacity as used.
                 work.commit(plan)
-                reason += f"; capacity reserved on {len(plan)} node(s) after waiting {passes} passes"
+                reason += f"; capacity reserved on {int(plan.any(axis=1).sum())} node(s) after waiting {passes} passes"
         waiting[gang.key] = reason
         next_waited[gang.key] = passes + 1
-    held_out = {
-        cluster.nodes[n].name: {cluster.resource_names[i]: Decimal(v) / _SCALE for i, v in enumerate(vec) if v}
-        for n, vec in held.items()
-    }
+    held_out: dict[str, dict[str, Decimal]] = {}
+    if held is not None:
+        for n in np.flatnonzero(held.any(axis=1)).tolist():
+            held_out[cluster.nodes[n].name] = {
+                cluster.resource_names[i]: Decimal(int(v)) / _SCALE for i, v in enumerate(held[n].tolist()) if v
+            }
     return AdmissionResult(admitted, waiting, next_waited, reserved_for, held_out)
 
 
