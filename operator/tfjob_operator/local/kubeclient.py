@@ -1,0 +1,232 @@
+"""A small asyncio Kubernetes REST client and informer for the scheduler stand-in and the process kubelet.
+
+They talk to the API server over HTTP like any other client (so every request they make is visible
+and subject to the server's rules); this module keeps that plumbing out of their logic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+
+log = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class ApiError(Exception):
+    """A non-2xx answer: status code and the server's Status message."""
+
+    def __init__(self, status: int, method: str, path: str, body: Any) -> None:
+        self.status = status
+        self.body = body
+        message = body.get("message") if isinstance(body, dict) else str(body)[:300]
+        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+
+
+class KubeClient:
+    """JSON over HTTP to one API server, with a User-Agent naming the component."""
+
+    def __init__(self, base_url: str, user_agent: str, *, max_connections: int = 32) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.user_agent = user_agent
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._max_connections),
+                headers={"User-Agent": self.user_agent, "Accept": "application/json"},
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> Any:
+        """Send one request; the decoded JSON answer, or ApiError."""
+        data = None if body is None else json.dumps(body)
+        headers = {"Content-Type": content_type} if data is not None else {}
+        async with self.session.request(
+            method, self.base_url + path, data=data, params=params, headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as resp:
+            raw = await resp.read()
+            try:
+                decoded = json.loads(raw) if raw else None
+            except ValueError:
+                decoded = raw.decode(errors="replace")
+            if resp.status >= 300:
+                raise ApiError(resp.status, method, path, decoded)
+            return decoded
+
+    async def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+        return await self.request("GET", path, params=params)
+
+    async def post(self, path: str, body: Any) -> Any:
+        return await self.request("POST", path, body=body)
+
+    async def patch(self, path: str, body: Any, content_type: str = MERGE_PATCH) -> Any:
+        return await self.request("PATCH", path, body=body, content_type=content_type)
+
+    async def delete(self, path: str, body: Any = None) -> Any:
+        return await self.request("DELETE", path, body=body)
+
+
+def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or "", meta.get("name") or "")
+
+
+class Informer:
+    """Lists then watches a collection, keeps a cache, and calls handler(event_type, obj) per change.
+
+    Re-lists on 410 Gone (synthesising DELETED for objects that vanished meanwhile) and resumes the
+    watch from the last seen resourceVersion after a dropped connection.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        path: str,
+        handler: Callable[[str, dict[str, Any]], None],
+        *,
+        params: Mapping[str, str] | None = None,
+        watch_timeout: int = 300,
+        retry_delay: float = 0.2,
+    ) -> None:
+        self.client = client
+        self.path = path
+        self.handler = handler
+        self.params = dict(params or {})
+        self.watch_timeout = watch_timeout
+        self.retry_delay = retry_delay
+        self.cache: dict[tuple[str, str], dict[str, Any]] = {}
+        self.synced = asyncio.Event()
+        self._resource_version = ""
+
+    async def run(self) -> None:
+        """Forever: list, then watch; cancel the task to stop."""
+        while True:
+            try:
+                if not self._resource_version:
+                    await self._relist()
+                await self._watch()
+            except asyncio.CancelledError:
+                raise
+            except _Gone:
+                self._resource_version = ""
+            except (TimeoutError, aiohttp.ClientError, ApiError, ValueError) as exc:
+                log.debug("informer %s: %s; retrying", self.path, exc)
+                await asyncio.sleep(self.retry_delay)
+
+    async def _relist(self) -> None:
+        listing = await self.client.get(self.path, self.params)
+        fresh = {}
+        for item in listing.get("items") or []:
+            fresh[object_key(item)] = item
+        for key, old in list(self.cache.items()):
+            if key not in fresh:
+                del self.cache[key]
+                self.handler("DELETED", old)
+        for key, obj in fresh.items():
+            previous = self.cache.get(key)
+            self.cache[key] = obj
+            if previous is None:
+                self.handler("ADDED", obj)
+            elif (previous.get("metadata") or {}).get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                self.handler("MODIFIED", obj)
+        self._resource_version = (listing.get("metadata") or {}).get("resourceVersion") or ""
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        params = {
+            **self.params,
+            "watch": "true",
+            "resourceVersion": self._resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self.watch_timeout),
+        }
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=self.watch_timeout + 30)
+        async with self.client.session.get(self.client.base_url + self.path, params=params, timeout=timeout) as resp:
+            if resp.status == 410:
+                raise _Gone()
+            if resp.status >= 300:
+                raise ApiError(resp.status, "WATCH", self.path, await resp.text())
+            buffer = b""
+            async for chunk in resp.content.iter_any():
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        self._on_line(json.loads(line))
+
+    def _on_line(self, event: dict[str, Any]) -> None:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone()
+            raise ApiError(int(obj.get("code") or 500), "WATCH", self.path, obj)
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            self._resource_version = rv
+        if kind == "BOOKMARK":
+            return
+        key = object_key(obj)
+        if kind == "DELETED":
+            self.cache.pop(key, None)
+        else:
+            self.cache[key] = obj
+        self.handler(str(kind), obj)
+
+
+def now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def post_event(client: KubeClient, obj: Mapping[str, Any], kind: str, reason: str, message: str, *,
+                     component: str, host: str | None = None) -> None:
+    """Record a core/v1 Event about a namespaced object; failures are ignored, as components do."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace") or "default"
+    now = now_rfc3339()
+    source = {"component": component, **({"host": host} if host else {})}
+    event = {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:16]}", "namespace": ns},
+        "involvedObject": {"apiVersion": obj.get("apiVersion") or "v1", "kind": obj.get("kind") or "Pod",
+                           "name": meta.get("name"), "namespace": ns, "uid": meta.get("uid"),
+                           "resourceVersion": meta.get("resourceVersion")},
+        "reason": reason, "message": message, "type": kind, "source": source,
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        "reportingComponent": component, "reportingInstance": host or component,
+    }
+    with contextlib.suppress(ApiError, OSError, asyncio.TimeoutError):
+        await client.post(f"/api/v1/namespaces/{ns}/events", event)
+
+
+
+class _Gone(Exception):
+    """The server no longer keeps the resourceVersion we resume from: list again."""
