@@ -185,7 +185,8 @@ def from_slurm(env: Mapping[str, str], port_base: int = DEFAULT_SLURM_PORT_BASE)
         raise ClusterConfigError(
             f"Slurm node list has {len(hosts)} node(s) but tasks-per-node lists {len(per_node)}"
         )
-    workers = [f"{host}:{port_base + local}" for host, count in zip(hosts, per_node, strict=True) for local in range(count)]
+    pairs = zip(hosts, per_node, strict=True)
+    workers = [f"{host}:{port_base + local}" for host, count in pairs for local in range(count)]
     if len(workers) != ntasks:
         raise ClusterConfigError(f"Slurm tasks per node add up to {len(workers)}, but SLURM_NTASKS is {ntasks}")
     if not 0 <= rank < ntasks:

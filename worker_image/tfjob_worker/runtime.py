@@ -14,10 +14,13 @@ from .scaling import global_batch_size, scaled_learning_rate, steps_per_epoch
 from .strategy_choice import StrategyChoice, StrategyChoiceError, choose_strategy
 
 
-def import_tensorflow() -> tuple[Any, Any]:
+def import_tensorflow(verbose: bool = False) -> tuple[Any, Any]:
     """Import TensorFlow and tf-keras (after prepare_environment has run)."""
     import tensorflow as tf
     import tf_keras as keras
+
+    if not verbose:  # retracing and callback-timing warnings are noise in pod logs
+        tf.get_logger().setLevel("ERROR")
 
     return tf, keras
 
@@ -68,7 +71,7 @@ def run(cfg: RunConfig, view: ClusterView) -> int:
     from .training import Job
 
     independent = cfg.strategy == "independent"
-    tf, keras = import_tensorflow()
+    tf, keras = import_tensorflow(cfg.verbose)
     gpus, local_devices = configure_devices(tf, view.local_rank, view.local_size, cfg.virtual_devices)
     if independent:
         choice = StrategyChoice(kind="independent")
