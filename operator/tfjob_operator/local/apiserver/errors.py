@@ -1,0 +1,119 @@
+"""Kubernetes `Status` error bodies, raised as exceptions by the emulator and turned into HTTP responses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+REASONS = {
+    400: "BadRequest",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+class ApiError(Exception):
+    """An API failure carrying the HTTP code and the Kubernetes Status reason, message and details."""
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        *,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason or REASONS.get(code, "Unknown")
+        self.details = details
+
+    def status(self) -> dict[str, Any]:
+        """The `Status` object Kubernetes sends for this failure."""
+        return status_body(self.code, self.message, self.reason, self.details)
+
+
+def status_body(
+    code: int, message: str, reason: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A failure `Status` object."""
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details is not None:
+        body["details"] = details
+    return body
+
+
+def success_status(details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `Status` object of a successful delete or subresource call."""
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+    if details is not None:
+        body["details"] = details
+    return body
+
+
+def resource_label(group: str, plural: str) -> str:
+    """How Kubernetes names a resource in messages: `pods`, `tfjobs.tfjob.dev`."""
+    return f"{plural}.{group}" if group else plural
+
+
+def not_found(group: str, plural: str, name: str) -> ApiError:
+    return ApiError(
+        404,
+        f'{resource_label(group, plural)} "{name}" not found',
+        details={"name": name, "group": group, "kind": plural},
+    )
+
+
+def already_exists(group: str, plural: str, name: str) -> ApiError:
+    return ApiError(
+        409,
+        f'{resource_label(group, plural)} "{name}" already exists',
+        reason="AlreadyExists",
+        details={"name": name, "group": group, "kind": plural},
+    )
+
+
+def conflict(group: str, plural: str, name: str) -> ApiError:
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on {resource_label(group, plural)} "{name}": the object has been '
+        "modified; please apply your changes to the latest version and try again",
+        reason="Conflict",
+        details={"name": name, "group": group, "kind": plural},
+    )
+
+
+def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
+    """422 Invalid; causes are (field, cause type, message) like `spec.replicas`, `FieldValueRequired`."""
+    qualified = f"{kind}.{group}" if group else kind
+    joined = ", ".join(f"{field}: {msg}" for field, _, msg in causes)
+    if len(causes) > 1:
+        joined = "[" + joined + "]"
+    return ApiError(
+        422,
+        f'{qualified} "{name}" is invalid: {joined}',
+        details={
+            "name": name,
+            "group": group,
+            "kind": kind,
+            "causes": [{"reason": typ, "message": msg, "field": field} for field, typ, msg in causes],
+        },
+    )

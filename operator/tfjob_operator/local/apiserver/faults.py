@@ -1,0 +1,85 @@
+"""Test hooks: fault injection (fail, delay, drop watches) and the record of every request served."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One served request, as RBAC would see it (a namespaced list across namespaces has namespace None)."""
+
+    method: str
+    verb: str  # get/list/watch/create/update/patch/delete/deletecollection (non-resource: the lowercased method)
+    group: str | None  # None for non-resource URLs such as /version, /apis
+    version: str | None
+    resource: str | None
+    subresource: str | None
+    namespace: str | None
+    name: str | None
+    user_agent: str
+    status_code: int
+    path: str = ""
+
+
+@dataclass
+class _Rule:
+    method: str
+    pattern: re.Pattern[str]
+    count: int
+    status: int = 0
+    seconds: float = 0.0
+
+    def matches(self, method: str, path: str) -> bool:
+        return self.count > 0 and self.method in ("*", method) and bool(self.pattern.search(path))
+
+
+@dataclass
+class FaultInjector:
+    """Fail or delay the next N requests matching a method and a path regex; drop live watch streams."""
+
+    _fails: list[_Rule] = field(default_factory=list)
+    _delays: list[_Rule] = field(default_factory=list)
+    _drop_watches: Callable[[], int] | None = None
+
+    def fail(self, method: str, path_regex: str, status: int, count: int = 1) -> None:
+        """The next `count` matching requests get `status` with a Kubernetes Status body ("*" = any method)."""
+        self._fails.append(_Rule(method.upper(), re.compile(path_regex), count, status=status))
+
+    def delay(self, method: str, path_regex: str, seconds: float, count: int = 1) -> None:
+        """The next `count` matching requests wait `seconds` before being served."""
+        self._delays.append(_Rule(method.upper(), re.compile(path_regex), count, seconds=seconds))
+
+    def drop_watches(self) -> int:
+        """Abort every open watch connection (as a network blip would); returns how many were dropped."""
+        return self._drop_watches() if self._drop_watches else 0
+
+    def clear(self) -> None:
+        self._fails.clear()
+        self._delays.clear()
+
+    def take_failure(self, method: str, path: str) -> int | None:
+        for rule in self._fails:
+            if rule.matches(method, path):
+                rule.count -= 1
+                return rule.status
+        return None
+
+    def take_delay(self, method: str, path: str) -> float:
+        for rule in self._delays:
+            if rule.matches(method, path):
+                rule.count -= 1
+                return rule.seconds
+        return 0.0
+
+
+class LogSource(Protocol):
+    """Where pods/{name}/log reads from (the kubelet); raise KeyError for an unknown pod or container."""
+
+    def stream(
+        self, namespace: str, pod: str, container: str | None, *, follow: bool, tail_lines: int | None,
+        previous: bool,
+    ) -> AsyncIterator[bytes]: ...

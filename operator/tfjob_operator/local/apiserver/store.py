@@ -1,0 +1,186 @@
+"""In-memory object storage with one global, increasing resourceVersion, a bounded per-resource event
+history for watch resumption, and fan-out to live watchers. Stored objects are never mutated: every
+write stores a new dict, so readers can share them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Key = tuple[str, str]  # (group, plural)
+Predicate = Callable[[Mapping[str, Any]], bool]
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass
+class Stored:
+    obj: dict[str, Any]
+    _raw: bytes | None = None
+
+    @property
+    def raw(self) -> bytes:
+        if self._raw is None:
+            self._raw = dumps(self.obj)
+        return self._raw
+
+
+@dataclass
+class Event:
+    type: str
+    new: Stored
+    old: dict[str, Any] | None
+    rv: int
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One watch stream's subscription: a selector, an optional namespace, and a queue of events."""
+
+    namespace: str | None
+    predicate: Predicate
+    queue: asyncio.Queue[tuple[str, Stored] | None] = field(default_factory=asyncio.Queue)
+    dropped: bool = False
+
+    def offer(self, event: Event) -> None:
+        obj = event.new.obj
+        if self.namespace is not None and obj["metadata"].get("namespace") != self.namespace:
+            return
+        matches_new = self.predicate(obj)
+        if event.type == "DELETED":
+            if matches_new:
+                self.queue.put_nowait(("DELETED", event.new))
+            return
+        matches_old = event.old is not None and self.predicate(event.old)
+        if event.type == "ADDED" or (matches_new and not matches_old):
+            if matches_new:
+                self.queue.put_nowait(("ADDED", event.new))
+        elif matches_new:
+            self.queue.put_nowait(("MODIFIED", event.new))
+        elif matches_old:
+            self.queue.put_nowait(("DELETED", event.new))
+
+    def close(self, *, drop: bool = False) -> None:
+        self.dropped = self.dropped or drop
+        self.queue.put_nowait(None)
+
+
+class ResourceVersionTooOld(Exception):
+    """The requested resourceVersion is older than the history the store keeps (HTTP 410 Gone)."""
+
+    def __init__(self, requested: int, oldest: int) -> None:
+        super().__init__(f"too old resource version: {requested} ({oldest})")
+        self.requested = requested
+        self.oldest = oldest
+
+
+class Collection:
+    """All objects of one resource (group, plural) across namespaces, with its event history."""
+
+    def __init__(self, history_size: int) -> None:
+        self.objects: dict[tuple[str | None, str], Stored] = {}
+        self.history: deque[Event] = deque(maxlen=history_size)
+        self.compacted_rv = 0  # every event with rv > compacted_rv is still in history
+        self.watchers: set[Watcher] = set()
+
+
+class Store:
+    def __init__(self, history_size: int = 1000) -> None:
+        self.rv = 1
+        self.history_size = history_size
+        self._collections: dict[Key, Collection] = {}
+        self.by_uid: dict[str, tuple[Key, str | None, str]] = {}
+        #: Called with (key, event) after every change; the server hooks garbage collection here.
+        self.listeners: list[Callable[[Key, Event], None]] = []
+
+    def collection(self, key: Key) -> Collection:
+        col = self._collections.get(key)
+        if col is None:
+            col = self._collections[key] = Collection(self.history_size)
+            col.compacted_rv = self.rv  # nothing of this resource happened before now
+        return col
+
+    def get(self, key: Key, namespace: str | None, name: str) -> dict[str, Any] | None:
+        stored = self.collection(key).objects.get((namespace, name))
+        return stored.obj if stored else None
+
+    def get_stored(self, key: Key, namespace: str | None, name: str) -> Stored | None:
+        return self.collection(key).objects.get((namespace, name))
+
+    def items(self, key: Key, namespace: str | None = None) -> Iterator[Stored]:
+        col = self.collection(key)
+        for (ns, _), stored in sorted(col.objects.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+            if namespace is None or ns == namespace:
+                yield stored
+
+    def keys(self) -> list[Key]:
+        return list(self._collections)
+
+    def next_rv(self) -> int:
+        self.rv += 1
+        return self.rv
+
+    def _emit(self, key: Key, event: Event) -> None:
+        col = self.collection(key)
+        if len(col.history) == col.history.maxlen and col.history:
+            col.compacted_rv = col.history[0].rv
+        col.history.append(event)
+        for watcher in list(col.watchers):
+            watcher.offer(event)
+        for listener in self.listeners:
+            listener(key, event)
+
+    def write(self, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store `obj` (already complete) under a fresh resourceVersion; emits ADDED or MODIFIED."""
+        meta = obj["metadata"]
+        ident = (meta.get("namespace"), meta["name"])
+        col = self.collection(key)
+        old = col.objects.get(ident)
+        rv = self.next_rv()
+        meta["resourceVersion"] = str(rv)
+        stored = Stored(obj)
+        col.objects[ident] = stored
+        self.by_uid[meta["uid"]] = (key, ident[0], ident[1])
+        self._emit(key, Event("MODIFIED" if old else "ADDED", stored, old.obj if old else None, rv))
+        return obj
+
+    def remove(self, key: Key, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """Remove an object for good; emits DELETED carrying the deletion's resourceVersion."""
+        col = self.collection(key)
+        old = col.objects.pop((namespace, name), None)
+        if old is None:
+            return None
+        rv = self.next_rv()
+        final = {**old.obj, "metadata": {**old.obj["metadata"], "resourceVersion": str(rv)}}
+        self.by_uid.pop(final["metadata"]["uid"], None)
+        self._emit(key, Event("DELETED", Stored(final), old.obj, rv))
+        return final
+
+    def watch(self, key: Key, namespace: str | None, predicate: Predicate, since: int | None) -> Watcher:
+        """Subscribe; queue the replay first (current state when `since` is None, else history after it)."""
+        col = self.collection(key)
+        watcher = Watcher(namespace, predicate)
+        if since is None:
+            for stored in self.items(key, namespace):
+                if predicate(stored.obj):
+                    watcher.queue.put_nowait(("ADDED", stored))
+        else:
+            if since < col.compacted_rv:
+                raise ResourceVersionTooOld(since, col.compacted_rv + 1)
+            for event in col.history:
+                if event.rv > since:
+                    watcher.offer(event)
+        col.watchers.add(watcher)
+        return watcher
+
+    def unwatch(self, key: Key, watcher: Watcher) -> None:
+        self.collection(key).watchers.discard(watcher)
+
+    def all_watchers(self) -> list[tuple[Key, Watcher]]:
+        return [(k, w) for k, col in self._collections.items() for w in col.watchers]
