@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 from gangfixtures import gang, node, pod
+
 from tfjob_operator import resources
 from tfjob_operator.gang.placement import AdmissionPolicy, Cluster, GangRequest, admit
 

@@ -1,0 +1,179 @@
+"""The built-in gang backend: a plain cluster with only kube-scheduler, made atomic by the operator.
+
+Pods are created behind the scheduling gate ``tfjob.dev/gang``, so kube-scheduler ignores them. One
+admission loop (the single active operator: one replica, or kopf peering so only the highest-priority
+live replica runs timers) runs :func:`placement.admit` over every queued gang and releases an admitted
+gang with one PATCH per pod (:func:`release_patch`): it pins the pod to its node with ``nodeSelector``
+and removes the gate. kube-scheduler then binds each pod where capacity was already counted, so a gang
+is never partly bound. If binding does not finish within ``scheduleTimeoutSeconds`` (another scheduler
+took the room, a node went away) the watchdog (:func:`schedule_timed_out`) has the gang deleted,
+recreated gated and requeued after :func:`backoff_seconds`.
+
+One loop pass, as the operator wires it::
+
+    queue = [gang_request(job, pods_of[job], priority=..., arrival=created_at) for job in queued_jobs]
+    result = placement.admit(queue, nodes, bound_pods(all_pods),
+                             in_flight_reservations(all_pods), policy, passes_waited)
+    for key, chosen in result.admitted.items():      # one PATCH per pod, merge-patch content type
+        for pod in pods_of[key]: patch(pod, release_patch(pod, chosen[name(pod)], now))
+    for key, reason in result.waiting.items(): set Queued=True with `reason`
+    passes_waited = result.passes_waited              # keep for the next pass
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from tfjob_operator import constants, resources
+from tfjob_operator.api import TFJob
+from tfjob_operator.gang import base
+from tfjob_operator.gang.placement import GangRequest
+
+GATE = constants.GANG_SCHEDULING_GATE
+#: Node label that names the node; the release pins each pod with it.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: Annotation the release writes on each pod: when it was released (RFC 3339), for the watchdog.
+ANNOTATION_RELEASED_AT = f"{constants.GROUP}/gang-released-at"
+
+
+def is_gated(pod: Mapping[str, Any]) -> bool:
+    """The pod still carries the built-in gang gate."""
+    return any(g.get("name") == GATE for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+
+def is_bound(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName"))
+
+
+class BuiltinBackend(base.GangBackend):
+    """Gate every pod; the operator's admission loop places and releases the whole gang."""
+
+    name = "builtin"
+    uses_admission_loop = True
+
+    def decorate_pod(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:
+        out = base.copy_pod(pod)
+        gates = [g for g in out["spec"].get("schedulingGates") or [] if g.get("name") != GATE]
+        out["spec"]["schedulingGates"] = [*gates, {"name": GATE}]
+        base.set_priority_class(job, out, self.options.builtin_priority_class)
+        return out
+
+    def queued_reason(self, job: TFJob, pods: Sequence[Mapping[str, Any]]) -> str | None:
+        gated = sum(1 for p in pods if is_gated(p))
+        if not gated:
+            return None
+        return f"waiting for gang admission ({gated} of {len(pods)} pods gated)"
+
+
+def domain_label(job: TFJob) -> str | None:
+    """The node label all pods must share a value of (annotation tfjob.dev/gang-domain), if any."""
+    value = job.metadata.annotations.get(base.ANNOTATION_GANG_DOMAIN, "").strip()
+    return value or None
+
+
+def job_key(job: TFJob) -> str:
+    return f"{job.namespace}/{job.name}"
+
+
+def gang_request(
+    job: TFJob, pods: Sequence[Mapping[str, Any]], *, priority: int = 0, arrival: float = 0.0
+) -> GangRequest:
+    """The admission request for a job: its pods still gated (released ones already hold their nodes).
+
+    ``priority``: the value of the pods' PriorityClass (0 without one); ``arrival``: when the job was
+    queued, e.g. its creationTimestamp in epoch seconds (FIFO within a priority).
+    """
+    return GangRequest(
+        key=job_key(job),
+        pods=tuple(p for p in pods if is_gated(p)),
+        priority=priority,
+        arrival=arrival,
+        domain_label=domain_label(job),
+    )
+
+
+def bound_pods(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Pods that occupy a node (bound and not finished): what admission subtracts from allocatable."""
+    return [p for p in pods if is_bound(p) and not resources.is_terminal(p)]
+
+
+def in_flight_reservations(pods: Iterable[Mapping[str, Any]]) -> dict[str, resources.Resources]:
+    """Node → requests of pods released by us but not yet bound, read from the pods themselves.
+
+    Stateless, so an operator restart loses nothing. Pods patched in this pass but not yet seen by the
+    watch must be added by the caller.
+    """
+    held: dict[str, resources.Resources] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        if is_bound(pod) or is_gated(pod) or resources.is_terminal(pod) or meta.get("deletionTimestamp"):
+            continue
+        if ANNOTATION_RELEASED_AT not in (meta.get("annotations") or {}):
+            continue
+        node = (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+        if node:
+            held[node] = resources.add(held.get(node, {}), resources.pod_requests(pod))
+    return held
+
+
+def release_patch(pod: Mapping[str, Any], node: str, now: datetime | None = None) -> dict[str, Any]:
+    """JSON merge patch (application/merge-patch+json) that pins a gated pod to ``node`` and ungates it.
+
+    Lists are replaced by merge patches, so the other gates are written back unchanged. Kubernetes allows
+    adding nodeSelector entries and removing gates while a pod is gated (1.27+, GA 1.30).
+    """
+    spec = pod.get("spec") or {}
+    selector = spec.get("nodeSelector") or {}
+    pinned = selector.get(HOSTNAME_LABEL)
+    if pinned is not None and pinned != node:
+        name = (pod.get("metadata") or {}).get("name")
+        raise ValueError(f"pod {name}: spec.nodeSelector[{HOSTNAME_LABEL}] is {pinned!r}, cannot release to {node!r}")
+    gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GATE]
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "metadata": {"annotations": {ANNOTATION_RELEASED_AT: stamp}},
+        "spec": {"nodeSelector": {HOSTNAME_LABEL: node}, "schedulingGates": gates or None},
+    }
+
+
+def released_at(pod: Mapping[str, Any]) -> datetime | None:
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_RELEASED_AT)
+    if not value:
+        return None
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def schedule_timed_out(pods: Sequence[Mapping[str, Any]], now: datetime, timeout_seconds: float) -> bool:
+    """True when a released gang is still not fully bound ``timeout_seconds`` after its release.
+
+    Then the operator deletes the gang's pods, recreates them gated and requeues the job after
+    :func:`backoff_seconds`. A gang not yet released (or fully bound) never times out.
+    """
+    live = [p for p in pods if not resources.is_terminal(p)]
+    if not live or all(is_bound(p) for p in live):
+        return False
+    stamps = [t for t in (released_at(p) for p in live) if t is not None]
+    if not stamps:
+        return False
+    return (now - min(stamps)).total_seconds() >= timeout_seconds
+
+
+def backoff_seconds(timeouts: int, base_seconds: float = 10.0, cap_seconds: float = 600.0) -> float:
+    """Wait before re-admitting a gang after its ``timeouts``-th schedule timeout: 10, 20, 40 … ≤ 600 s."""
+    if timeouts <= 0:
+        return 0.0
+    return min(cap_seconds, base_seconds * 2 ** (timeouts - 1))
+
+
+def held_gpu_seconds(pods: Sequence[Mapping[str, Any]], seconds: float) -> Decimal:
+    """GPU-seconds held over ``seconds`` by a gang that is not fully running (for the metric)."""
+    live = [p for p in pods if not resources.is_terminal(p)]
+    running = [p for p in live if (p.get("status") or {}).get("phase") == "Running"]
+    if live and len(running) == len(live):
+        return Decimal(0)
+    gpus = sum((resources.pod_requests(p).get(resources.GPU, Decimal(0)) for p in live if is_bound(p)), Decimal(0))
+    return gpus * Decimal(str(seconds))

@@ -1,0 +1,68 @@
+"""Volcano backend: a PodGroup ``scheduling.volcano.sh/v1beta1`` and pods scheduled by Volcano.
+
+Pods are created only after Volcano moves the PodGroup out of ``Pending`` (enqueued: the queue has room
+for minResources), so a job that cannot start holds no pods at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tfjob_operator import constants
+from tfjob_operator.api import TFJob
+from tfjob_operator.gang import base
+
+API_VERSION = "scheduling.volcano.sh/v1beta1"
+#: Pod annotation naming the pod's PodGroup (read by Volcano).
+ANNOTATION_GROUP_NAME = "scheduling.k8s.io/group-name"
+#: Pod annotation naming the task (replica type) inside the Volcano job.
+ANNOTATION_TASK_SPEC = "volcano.sh/task-spec"
+#: PodGroup phases in which pods may be created.
+ADMITTED_PHASES = ("Inqueue", "Running", "Completed", "Unknown")
+
+
+class VolcanoBackend(base.GangBackend):
+    name = "volcano"
+
+    def decorate_pod(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:
+        out = base.copy_pod(pod)
+        out["spec"]["schedulerName"] = self.options.volcano_scheduler_name
+        out["metadata"]["annotations"][ANNOTATION_GROUP_NAME] = base.group_name(job)
+        rtype = out["metadata"]["labels"].get(constants.LABEL_REPLICA_TYPE)
+        if rtype:
+            out["metadata"]["annotations"][ANNOTATION_TASK_SPEC] = rtype
+        base.set_priority_class(job, out)
+        return out
+
+    def group_objects(self, job: TFJob, pods: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        spec: dict[str, Any] = {"minMember": base.min_member(job, pods)}
+        min_resources = base.min_resources(job, pods)
+        if min_resources:
+            spec["minResources"] = min_resources
+        policy = job.spec.runPolicy.schedulingPolicy
+        if policy is not None and policy.queue:
+            spec["queue"] = policy.queue
+        if base.priority_class(job):
+            spec["priorityClassName"] = base.priority_class(job)
+        return [
+            {
+                "apiVersion": API_VERSION,
+                "kind": "PodGroup",
+                "metadata": base.podgroup_metadata(job, self.options),
+                "spec": spec,
+            }
+        ]
+
+    def ready_to_create_pods(self, job: TFJob, groups_observed: Sequence[Mapping[str, Any]]) -> tuple[bool, str]:
+        group = base.observed_group(job, groups_observed)
+        name = base.group_name(job)
+        if group is None:
+            return False, f"waiting for PodGroup {name} to be created"
+        status = group.get("status") or {}
+        phase = status.get("phase") or "Pending"
+        if phase in ADMITTED_PHASES:
+            return True, ""
+        why = f"Volcano has not enqueued PodGroup {name} (phase {phase})"
+        details = [c.get("message") for c in status.get("conditions") or [] if c.get("message")]
+        return False, why + (f": {details[-1]}" if details else "")

@@ -1,0 +1,447 @@
+"""Gang backends: choice per job, pod decorations, PodGroups (checked against the real CRD schemas)."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from tfjob_operator import constants
+from tfjob_operator.gang import builtin, kueue, scheduler_plugins, volcano
+from tfjob_operator.gang.base import (
+    ANNOTATION_GANG_DOMAIN,
+    GangBackendError,
+    GangOptions,
+    apply_backend,
+    backend_for,
+    backend_names,
+)
+from tfjob_operator.render import render
+from tfjob_operator.validation import parse_tfjob
+
+CRDS = Path("/work/shared/data/crds")
+
+
+def manifest(
+    workers: int = 2, gpu: int = 1, policy: dict[str, Any] | None = None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    container = {
+        "name": "tensorflow",
+        "image": "tf:1",
+        "resources": {"limits": {"nvidia.com/gpu": str(gpu)}, "requests": {"cpu": "2", "memory": "4Gi"}},
+    }
+    spec: dict[str, Any] = {
+        "tfReplicaSpecs": {
+            "Chief": {"replicas": 1, "template": {"spec": {"containers": [copy.deepcopy(container)]}}},
+            "Worker": {"replicas": workers, "template": {"spec": {"containers": [copy.deepcopy(container)]}}},
+        }
+    }
+    if policy is not None:
+        spec["runPolicy"] = {"schedulingPolicy": policy}
+    return {
+        "apiVersion": "tfjob.dev/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "mnist", "namespace": "team-a", "uid": "uid-1", "annotations": annotations or {}},
+        "spec": spec,
+    }
+
+
+def job_and_pods(**kwargs: Any):
+    job = parse_tfjob(manifest(**kwargs))
+    return job, render(job).pods
+
+
+def test_every_backend_is_registered():
+    assert backend_names() == ["builtin", "kueue", "none", "scheduler-plugins", "volcano"]
+
+
+# (case, annotations, default, expected backend name)
+CHOICE_TABLE = [
+    ("operator default", {}, "builtin", "builtin"),
+    ("annotation overrides the default", {constants.ANNOTATION_GANG_BACKEND: "volcano"}, "builtin", "volcano"),
+    ("whitespace is ignored", {constants.ANNOTATION_GANG_BACKEND: " kueue "}, "none", "kueue"),
+    ("default none", {}, "none", "none"),
+]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "default", "expected"), [r[1:] for r in CHOICE_TABLE], ids=[r[0] for r in CHOICE_TABLE]
+)
+def test_backend_is_chosen_per_job(annotations, default, expected):
+    job = parse_tfjob(manifest(annotations=annotations))
+    assert backend_for(job, default).name == expected
+
+
+def test_unknown_backend_names_the_field_and_the_choices():
+    job = parse_tfjob(manifest(annotations={constants.ANNOTATION_GANG_BACKEND: "slurm"}))
+    with pytest.raises(GangBackendError) as err:
+        backend_for(job, "builtin")
+    assert str(err.value) == (
+        f"metadata.annotations[{constants.ANNOTATION_GANG_BACKEND}]: unknown gang backend 'slurm' "
+        "(choose one of builtin, kueue, none, scheduler-plugins, volcano)"
+    )
+
+
+def test_unknown_default_names_the_setting():
+    job = parse_tfjob(manifest())
+    with pytest.raises(GangBackendError, match="operator setting TFJOB_GANG_BACKEND: unknown gang backend 'x'"):
+        backend_for(job, "x")
+
+
+def _gates(pod):
+    return [g["name"] for g in pod["spec"].get("schedulingGates") or []]
+
+
+def test_builtin_gates_every_pod_and_keeps_other_gates():
+    job, pods = job_and_pods()
+    pods[0]["spec"]["schedulingGates"] = [{"name": "example.com/other"}]
+    before = copy.deepcopy(pods)
+    out = apply_backend(backend_for(job, "builtin"), job, pods)
+    assert out.groups == []
+    assert [_gates(p) for p in out.pods] == [["example.com/other", constants.GANG_SCHEDULING_GATE]] + [
+        [constants.GANG_SCHEDULING_GATE]
+    ] * 2
+    assert all("schedulerName" not in p["spec"] for p in out.pods)
+    assert pods == before  # decoration copies
+
+
+def test_builtin_uses_the_charts_priority_class_unless_the_job_names_one():
+    job, pods = job_and_pods()
+    backend = backend_for(job, "builtin", GangOptions(builtin_priority_class="tfjob-gang"))
+    assert backend.decorate_pod(job, pods[0])["spec"]["priorityClassName"] == "tfjob-gang"
+    job2, pods2 = job_and_pods(policy={"priorityClass": "team-high"})
+    assert backend.decorate_pod(job2, pods2[0])["spec"]["priorityClassName"] == "team-high"
+
+
+def test_volcano_decorations_and_podgroup():
+    job, pods = job_and_pods(policy={"queue": "research", "priorityClass": "high"})
+    out = apply_backend(backend_for(job, "volcano"), job, pods)
+    for pod in out.pods:
+        assert pod["spec"]["schedulerName"] == "volcano"
+        assert pod["metadata"]["annotations"][volcano.ANNOTATION_GROUP_NAME] == "mnist"
+        assert pod["spec"]["priorityClassName"] == "high"
+    assert [p["metadata"]["annotations"][volcano.ANNOTATION_TASK_SPEC] for p in out.pods] == [
+        "chief",
+        "worker",
+        "worker",
+    ]
+    (group,) = out.groups
+    assert group["apiVersion"] == "scheduling.volcano.sh/v1beta1" and group["kind"] == "PodGroup"
+    assert group["metadata"]["name"] == "mnist" and group["metadata"]["namespace"] == "team-a"
+    assert group["metadata"]["ownerReferences"][0] == {
+        "apiVersion": "tfjob.dev/v1",
+        "kind": "TFJob",
+        "name": "mnist",
+        "uid": "uid-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    assert group["spec"] == {
+        "minMember": 3,
+        "minResources": {"cpu": "6", "memory": str(12 * 2**30), "nvidia.com/gpu": "3"},
+        "queue": "research",
+        "priorityClassName": "high",
+    }
+
+
+def test_min_available_and_min_resources_come_from_the_scheduling_policy():
+    job, pods = job_and_pods(workers=4, policy={"minAvailable": 3, "minResources": {"nvidia.com/gpu": 3}})
+    (group,) = backend_for(job, "volcano").group_objects(job, pods)
+    assert group["spec"]["minMember"] == 3
+    assert group["spec"]["minResources"] == {"nvidia.com/gpu": "3"}
+    job, pods = job_and_pods(workers=4, policy={"minAvailable": 2})
+    (group,) = backend_for(job, "scheduler-plugins").group_objects(job, pods)
+    assert group["spec"]["minResources"] == {"cpu": "4", "memory": str(8 * 2**30), "nvidia.com/gpu": "2"}
+
+
+def test_scheduler_plugins_decorations_and_podgroup():
+    job, pods = job_and_pods(policy={"scheduleTimeoutSeconds": 120})
+    options = GangOptions(scheduler_plugins_scheduler_name="coscheduler")
+    out = apply_backend(backend_for(job, "scheduler-plugins", options), job, pods)
+    assert {p["spec"]["schedulerName"] for p in out.pods} == {"coscheduler"}
+    assert {p["metadata"]["labels"][scheduler_plugins.LABEL_POD_GROUP] for p in out.pods} == {"mnist"}
+    (group,) = out.groups
+    assert group["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert group["spec"]["minMember"] == 3 and group["spec"]["scheduleTimeoutSeconds"] == 120
+    default = backend_for(job, "scheduler-plugins").group_objects(*job_and_pods())
+    assert default[0]["spec"]["scheduleTimeoutSeconds"] == 300
+
+
+def test_kueue_labels_every_pod_with_queue_group_and_total():
+    job, pods = job_and_pods(policy={"queue": "team-a-queue"})
+    out = apply_backend(backend_for(job, "kueue"), job, pods)
+    assert out.groups == []
+    for pod in out.pods:
+        assert pod["metadata"]["labels"][kueue.LABEL_QUEUE_NAME] == "team-a-queue"
+        assert pod["metadata"]["labels"][kueue.LABEL_POD_GROUP_NAME] == "mnist-0"
+        assert pod["metadata"]["annotations"][kueue.ANNOTATION_POD_GROUP_TOTAL_COUNT] == "3"
+
+
+def test_kueue_gives_each_gang_attempt_its_own_group_within_63_characters():
+    job, pods = job_and_pods(policy={"queue": "q"})
+    pods[0]["metadata"]["labels"][constants.LABEL_ATTEMPT] = "4"
+    decorated = backend_for(job, "kueue").decorate_pod(job, pods[0])
+    assert decorated["metadata"]["labels"][kueue.LABEL_POD_GROUP_NAME] == "mnist-4"
+    long_name = parse_tfjob({**manifest(), "metadata": {"name": "x" * 50, "namespace": "n"}})
+    a, b = kueue.kueue_group_name(long_name, "12345678901234"), kueue.kueue_group_name(long_name, "12345678901235")
+    assert len(a) <= 63 and len(b) <= 63 and a != b
+
+
+def test_kueue_without_a_queue_is_refused_naming_the_field():
+    job, pods = job_and_pods()
+    backend = backend_for(job, "kueue")
+    assert backend.validate(job) == [
+        "spec.runPolicy.schedulingPolicy.queue: required by the kueue gang backend "
+        "(set it to the name of a LocalQueue in the job's namespace)"
+    ]
+    with pytest.raises(GangBackendError, match=r"schedulingPolicy\.queue"):
+        backend.decorate_pod(job, pods[0])
+
+
+def test_none_only_passes_the_priority_class():
+    job, pods = job_and_pods(policy={"priorityClass": "p"})
+    out = apply_backend(backend_for(job, "none"), job, pods)
+    assert out.groups == []
+    assert [p["spec"]["priorityClassName"] for p in out.pods] == ["p"] * 3
+    assert all(not _gates(p) and "schedulerName" not in p["spec"] for p in out.pods)
+
+
+def test_only_builtin_uses_the_admission_loop():
+    job = parse_tfjob(manifest())
+    assert {n: backend_for(job, n).uses_admission_loop for n in backend_names()} == {
+        "builtin": True,
+        "kueue": False,
+        "none": False,
+        "scheduler-plugins": False,
+        "volcano": False,
+    }
+
+
+def _group(phase: str | None, name: str = "mnist", message: str | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if phase:
+        status["phase"] = phase
+    if message:
+        status["conditions"] = [{"type": "Unschedulable", "message": message}]
+    return {"metadata": {"name": name, "namespace": "team-a"}, "status": status}
+
+
+# (case, backend, observed groups, ready?, reason)
+READY_TABLE = [
+    ("volcano: group not seen yet", "volcano", [], False, "waiting for PodGroup mnist to be created"),
+    ("volcano: another job's group", "volcano", [_group("Running", "other")], False, "to be created"),
+    (
+        "volcano: no status yet",
+        "volcano",
+        [_group(None)],
+        False,
+        "Volcano has not enqueued PodGroup mnist (phase Pending)",
+    ),
+    (
+        "volcano: pending with a message",
+        "volcano",
+        [_group("Pending", message="queue research is full")],
+        False,
+        "(phase Pending): queue research is full",
+    ),
+    ("volcano: inqueue", "volcano", [_group("Inqueue")], True, ""),
+    ("volcano: running", "volcano", [_group("Running")], True, ""),
+    ("scheduler-plugins: group not seen", "scheduler-plugins", [], False, "waiting for PodGroup mnist to be created"),
+    ("scheduler-plugins: group exists", "scheduler-plugins", [_group("Pending")], True, ""),
+    ("builtin: always", "builtin", [], True, ""),
+    ("kueue: always", "kueue", [], True, ""),
+    ("none: always", "none", [], True, ""),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "groups", "ready", "reason"), [r[1:] for r in READY_TABLE], ids=[r[0] for r in READY_TABLE]
+)
+def test_pods_are_created_only_when_the_backend_is_ready(name, groups, ready, reason):
+    job = parse_tfjob(manifest(policy={"queue": "q"}))
+    ok, why = backend_for(job, name).ready_to_create_pods(job, groups)
+    assert ok is ready
+    assert reason in why
+
+
+def _with_gates(pod, *gates):
+    out = copy.deepcopy(pod)
+    out["spec"]["schedulingGates"] = [{"name": g} for g in gates]
+    return out
+
+
+def test_queued_reasons_follow_the_gates_and_bindings():
+    job, pods = job_and_pods(policy={"queue": "q"})
+    gated = [_with_gates(p, constants.GANG_SCHEDULING_GATE) for p in pods]
+    assert backend_for(job, "builtin").queued_reason(job, gated) == "waiting for gang admission (3 of 3 pods gated)"
+    assert backend_for(job, "builtin").queued_reason(job, pods) is None
+    kueue_gated = [_with_gates(p, kueue.ADMISSION_GATE) for p in pods[:2]] + pods[2:]
+    assert backend_for(job, "kueue").queued_reason(job, kueue_gated) == (
+        "waiting for Kueue to admit the workload (LocalQueue q; 2 of 3 pods gated)"
+    )
+    assert backend_for(job, "kueue").queued_reason(job, pods) is None
+    bound = [{**p, "spec": {**p["spec"], "nodeName": "n1"}} for p in pods]
+    sp = backend_for(job, "scheduler-plugins")
+    assert sp.queued_reason(job, bound) is None
+    assert sp.queued_reason(job, [*bound[:1], *pods[1:]]).startswith("2 of 3 pods waiting for the Coscheduling plugin")
+    assert backend_for(job, "none").queued_reason(job, pods) is None
+
+
+# The real CRD schemas, read from the shared data (never copied into the repo).
+
+
+def _crd_schema(filename: str) -> dict[str, Any]:
+    docs = [d for d in yaml.safe_load_all((CRDS / filename).read_text()) if d]
+    (crd,) = docs
+    (version,) = [v for v in crd["spec"]["versions"] if v.get("served")]
+    return version["schema"]["openAPIV3Schema"]
+
+
+SCHEMAS = {
+    "volcano": ("scheduling.volcano.sh_podgroups.yaml", volcano.API_VERSION),
+    "scheduler-plugins": ("scheduling.x-k8s.io_podgroups.yaml", scheduler_plugins.API_VERSION),
+}
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [None, {"queue": "research", "priorityClass": "high", "minAvailable": 2, "scheduleTimeoutSeconds": 60}],
+    ids=["defaults", "every scheduling field"],
+)
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_rendered_podgroups_are_valid_against_the_published_crd(name, policy):
+    filename, api_version = SCHEMAS[name]
+    job, pods = job_and_pods(policy=policy)
+    (group,) = backend_for(job, name).group_objects(job, pods)
+    assert group["apiVersion"] == api_version
+    jsonschema.validate(group, _crd_schema(filename))
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_the_crd_check_rejects_a_malformed_podgroup(name):
+    job, pods = job_and_pods()
+    (group,) = backend_for(job, name).group_objects(job, pods)
+    schema = _crd_schema(SCHEMAS[name][0])
+    for broken in ({"minMember": "three"}, {"minResources": {"cpu": "two cores"}}):
+        bad = {**group, "spec": {**group["spec"], **broken}}
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+
+
+# The built-in backend's pure helpers.
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies application/merge-patch+json."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge_patch(out.get(key), value)
+    return out
+
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def test_release_patch_pins_the_pod_and_removes_only_our_gate():
+    _job, pods = job_and_pods()
+    pod = _with_gates(pods[0], "example.com/other", constants.GANG_SCHEDULING_GATE)
+    pod["spec"]["nodeSelector"] = {"pool": "a100"}
+    released = _merge_patch(pod, builtin.release_patch(pod, "gpu-7", NOW))
+    assert released["spec"]["nodeSelector"] == {"pool": "a100", "kubernetes.io/hostname": "gpu-7"}
+    assert _gates(released) == ["example.com/other"]
+    assert released["metadata"]["annotations"][builtin.ANNOTATION_RELEASED_AT] == "2026-01-02T03:04:05Z"
+    only_ours = _merge_patch(pods[1], builtin.release_patch(_with_gates(pods[1], constants.GANG_SCHEDULING_GATE), "n"))
+    assert "schedulingGates" not in only_ours["spec"]
+
+
+def test_release_refuses_a_node_that_contradicts_the_template():
+    _job, pods = job_and_pods()
+    pods[0]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n1"}
+    with pytest.raises(ValueError, match=r"spec.nodeSelector\[kubernetes.io/hostname\] is 'n1'"):
+        builtin.release_patch(pods[0], "n2")
+
+
+def _released(pod, node=None, at=NOW, phase="Pending"):
+    out = _merge_patch(pod, builtin.release_patch(_with_gates(pod, constants.GANG_SCHEDULING_GATE), "n1", at))
+    if node:
+        out["spec"]["nodeName"] = node
+    out["status"] = {"phase": phase}
+    return out
+
+
+def test_in_flight_reservations_are_released_but_unbound_pods():
+    _job, pods = job_and_pods(gpu=2)
+    waiting = _released(pods[0])
+    bound = _released(pods[1], node="n1", phase="Running")
+    gated = _with_gates(pods[2], constants.GANG_SCHEDULING_GATE)
+    held = builtin.in_flight_reservations([waiting, bound, gated])
+    assert held == {"n1": {"cpu": Decimal(2), "memory": Decimal(4 * 2**30), "nvidia.com/gpu": Decimal(2)}}
+    assert builtin.bound_pods([waiting, bound, gated]) == [bound]
+
+
+# (case, pod states as (bound?, released seconds before now or None), timeout, timed out?)
+TIMEOUT_TABLE = [
+    ("not released yet", [(False, None), (False, None)], 300, False),
+    ("released recently", [(True, 10), (False, 10)], 300, False),
+    ("released too long ago, one unbound", [(True, 400), (False, 400)], 300, True),
+    ("exactly at the timeout", [(False, 300)], 300, True),
+    ("all bound long ago", [(True, 4000), (True, 4000)], 300, False),
+    ("the job's own timeout", [(False, 90)], 60, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("states", "timeout", "expected"), [r[1:] for r in TIMEOUT_TABLE], ids=[r[0] for r in TIMEOUT_TABLE]
+)
+def test_watchdog_times_out_gangs_not_fully_scheduled(states, timeout, expected):
+    _job, pods = job_and_pods(workers=len(states) - 1)
+    observed = []
+    for pod, (bound, ago) in zip(pods, states, strict=True):
+        if ago is None:
+            observed.append(_with_gates(pod, constants.GANG_SCHEDULING_GATE))
+        else:
+            observed.append(_released(pod, node="n1" if bound else None, at=NOW - timedelta(seconds=ago)))
+    assert builtin.schedule_timed_out(observed, NOW, timeout) is expected
+
+
+@pytest.mark.parametrize(("timeouts", "seconds"), [(0, 0), (1, 10), (2, 20), (3, 40), (6, 320), (7, 600), (30, 600)])
+def test_backoff_doubles_up_to_ten_minutes(timeouts, seconds):
+    assert builtin.backoff_seconds(timeouts) == seconds
+
+
+def test_gang_request_holds_the_gated_pods_and_the_domain():
+    job, pods = job_and_pods(annotations={ANNOTATION_GANG_DOMAIN: "example.com/rack"})
+    observed = [_with_gates(pods[0], constants.GANG_SCHEDULING_GATE), _released(pods[1]), pods[2]]
+    request = builtin.gang_request(job, observed, priority=7, arrival=12.5)
+    assert request.key == "team-a/mnist"
+    assert [p["metadata"]["name"] for p in request.pods] == ["mnist-chief-0"]
+    assert (request.priority, request.arrival, request.domain_label) == (7, 12.5, "example.com/rack")
+
+
+def test_builtin_gated_pods_are_admitted_by_the_placement_core():
+    from tfjob_operator.gang.placement import admit
+
+    job, pods = job_and_pods(gpu=4)
+    gated = [builtin.BuiltinBackend().decorate_pod(job, p) for p in pods]
+    nodes = [
+        {
+            "metadata": {"name": f"g{i}", "labels": {}},
+            "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "8"}},
+        }
+        for i in range(2)
+    ]
+    result = admit([builtin.gang_request(job, gated)], nodes)
+    placement = result.admitted["team-a/mnist"]
+    assert sorted(placement) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
+    assert sorted(placement.values()) == ["g0", "g0", "g1"]
