@@ -48,3 +48,15 @@ ENV_ATTEMPT: Final = "TFJOB_ATTEMPT"
 
 #: Longest DNS-1123 label: a pod hostname `<job>-<type>-<index>` must fit in it.
 MAX_DNS_LABEL: Final = 63
+
+#: Annotation on a TFJob, written by the operator before it creates a gang: the replicas per type
+#: (JSON) the running pods were created with. A running MWMS gang cannot be resized, so a later
+#: change of `replicas` is refused until the job is suspended (suspension clears it).
+ANNOTATION_GANG_REPLICAS: Final = f"{GROUP}/gang-replicas"
+#: Annotation on a TFJob in loopback addressing mode (`tfjob local`): pod name → 127.0.0.1 port (JSON),
+#: written before the pods are created so the ports survive an operator restart mid-creation.
+ANNOTATION_LOOPBACK_PORTS: Final = f"{GROUP}/loopback-ports"
+#: Name the operator posts its Events and writes its objects as.
+OPERATOR_COMPONENT: Final = "tfjob-operator"
+#: `runPolicy.managedBy` values that mean "this operator".
+MANAGED_BY_US: Final = ("", "tfjob.dev/tfjob-operator")

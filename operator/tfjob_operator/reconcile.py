@@ -1,0 +1,775 @@
+"""The TFJob lifecycle as one pure function: (job, observed pods, now) → new status + actions + when to look again.
+
+DESIGN §5 is the specification; `tests/unit/test_reconcile.py` pins every rule in one table. No I/O here: the
+kopf handlers read the job and its pods, call :func:`reconcile`, then write the status first and carry out the
+actions in order (so a crash between the two never loses a decision such as "this is attempt 3").
+
+The current gang attempt is `status.restartCount`; pods carry it in the `tfjob.dev/attempt` label. Pods of any
+other attempt are stale: they are deleted and nothing new is created until they are gone, because the next
+attempt reuses their names.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from tfjob_operator import constants
+from tfjob_operator.api import (
+    CleanPodPolicy,
+    JobCondition,
+    JobConditionType,
+    ReplicaStatus,
+    ReplicaType,
+    RestartPolicy,
+    SuccessPolicy,
+    TFJob,
+    TFJobStatus,
+)
+from tfjob_operator.render import RenderOptions, chief_pod_name, pod_name, render
+from tfjob_operator.validation import InvalidSpec, parse_tfjob
+
+C = JobConditionType
+
+#: Exit codes of the worker runtime (tfjob_worker.exit_codes) named in messages; all ≥128, so retryable.
+KNOWN_EXIT_CODES = {143: "SIGTERM/preempted", 137: "SIGKILL/OOM-killed", 200: "peer lost", 201: "start-up timeout"}
+PEER_LOST_CODES = frozenset({200, 201})
+
+
+# ---------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True)
+class CreateObject:
+    """Create a Service, Pod or gang object; an existing one (409) counts as created."""
+
+    obj: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind"))
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    """Delete a pod of the job (404 counts as deleted); `force` means grace period 0 for a pod stuck Terminating."""
+
+    name: str
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class AnnotateJob:
+    """Merge these annotations into the TFJob's metadata (None removes one)."""
+
+    annotations: dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class DeleteJob:
+    """Delete the TFJob itself (ttlSecondsAfterFinished); its pods and Service go by garbage collection."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class EmitEvent:
+    """A Kubernetes Event on the TFJob. `condition` names the condition that became true, for metrics."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+    condition: JobConditionType | None = None
+
+
+Action = CreateObject | DeletePod | AnnotateJob | DeleteJob | EmitEvent
+
+
+@dataclass
+class Decision:
+    """What reconcile decided: the status to write, actions in order, and when to reconcile again at the latest."""
+
+    status: TFJobStatus
+    actions: list[Action] = field(default_factory=list)
+    requeue_after: float | None = None
+    #: False when the job belongs to another controller (runPolicy.managedBy): write nothing.
+    managed: bool = True
+
+    def of_type(self, kind: type) -> list[Any]:
+        return [a for a in self.actions if isinstance(a, kind)]
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def _identity(job: TFJob, pod: dict[str, Any]) -> dict[str, Any]:
+    return pod
+
+
+@dataclass(frozen=True)
+class GangView:
+    """What the gang backend says about this job (the seam for gang scheduling; `none` allows everything)."""
+
+    #: Adds the backend's gates, labels, annotations, schedulerName to a rendered pod. Must be pure.
+    decorate_pod: Callable[[TFJob, dict[str, Any]], dict[str, Any]] = _identity
+    #: Objects the backend needs before the pods (e.g. a PodGroup); created idempotently with the pods.
+    group_objects: tuple[dict[str, Any], ...] = ()
+    #: May the pods be created now? (Volcano: only once the PodGroup left Pending.)
+    ready_to_create_pods: bool = True
+    #: Why the gang waits, shown on the Queued condition; None when it does not wait.
+    queued_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ReconcileOptions:
+    cluster_domain: str | None = None
+    #: Loopback addressing: pod name → port. Must hold every pod name of the job when set.
+    loopback_ports: Mapping[str, int] | None = None
+    #: Seconds past a pod's deletion deadline after which it is force-deleted.
+    terminating_timeout: float = 60.0
+    gang: GangView = GangView()
+
+
+@dataclass(frozen=True)
+class ObservedPod:
+    """A pod of the job as reconcile sees it."""
+
+    name: str
+    rtype: ReplicaType | None
+    index: int
+    attempt: int
+    phase: str
+    terminating: bool
+    deletion_deadline: datetime | None
+    ready: bool
+    container: str | None
+    exit_code: int | None
+    finished_at: datetime | None
+    #: Why the pod went away when it was not its own doing: PodEvicted, PodPreempted, NodeLost; else None.
+    disruption: str | None
+    disruption_message: str
+    node: str | None
+
+    @property
+    def active(self) -> bool:
+        return not self.terminating and self.phase in ("Pending", "Running", "")
+
+    @property
+    def failed(self) -> bool:
+        """Failed on its own. A pod being deleted counts only if disrupted: the operator deletes pods too."""
+        if self.terminating:
+            return self.disruption is not None
+        return self.phase in ("Failed", "Unknown")
+
+    @property
+    def label(self) -> str:
+        rtype = self.rtype.value if self.rtype else "?"
+        return f"{self.name} ({rtype} {self.index}" + (f", container {self.container})" if self.container else ")")
+
+
+# ---------------------------------------------------------------- time
+
+
+def format_time(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+# ---------------------------------------------------------------- pods
+
+
+_DISRUPTION_REASONS = {
+    "PreemptionByScheduler": "PodPreempted",
+    "PreemptionByKubeScheduler": "PodPreempted",
+    "DeletionByTaintManager": "NodeLost",
+    "DeletionByPodGC": "NodeLost",
+    "EvictionByEvictionAPI": "PodEvicted",
+    "TerminationByKubelet": "PodEvicted",
+}
+
+
+def _training_container(pod: Mapping[str, Any]) -> str | None:
+    containers = (pod.get("spec") or {}).get("containers") or []
+    names = [c.get("name") for c in containers]
+    if constants.DEFAULT_CONTAINER_NAME in names:
+        return constants.DEFAULT_CONTAINER_NAME
+    return names[0] if len(names) == 1 else None
+
+
+def observe_pod(pod: Mapping[str, Any]) -> ObservedPod:
+    """Read what reconcile needs from a pod object: identity, phase, exit code, disruption cause."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    status = pod.get("status") or {}
+    rtype = next((t for t in ReplicaType if t.tf_name == labels.get(constants.LABEL_REPLICA_TYPE)), None)
+    container = _training_container(pod)
+    statuses = {c.get("name"): c for c in status.get("containerStatuses") or []}
+    cstatus = statuses.get(container) or (next(iter(statuses.values())) if len(statuses) == 1 else {})
+    terminated = ((cstatus or {}).get("state") or {}).get("terminated") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    disruption: str | None = None
+    disruption_message = status.get("message") or ""
+    target = conditions.get("DisruptionTarget")
+    if target and target.get("status") == "True":
+        disruption = _DISRUPTION_REASONS.get(target.get("reason") or "", "PodDisrupted")
+        disruption_message = target.get("message") or disruption_message
+    if status.get("reason") == "Evicted":
+        disruption = "PodEvicted"
+    if status.get("reason") == "NodeLost" or status.get("phase") == "Unknown":
+        disruption = "NodeLost"
+    ready_cond = conditions.get("Ready")
+    phase = status.get("phase") or "Pending"
+    ready = phase == "Running" and (ready_cond is None or ready_cond.get("status") == "True")
+    finished_at = parse_time(terminated.get("finishedAt"))
+    if finished_at is None and target:
+        finished_at = parse_time(target.get("lastTransitionTime"))
+    try:
+        attempt = int(labels.get(constants.LABEL_ATTEMPT, "0"))
+        index = int(labels.get(constants.LABEL_REPLICA_INDEX, "0"))
+    except ValueError:
+        attempt, index = -1, 0
+    exit_code = terminated.get("exitCode")
+    return ObservedPod(
+        name=str(meta.get("name")),
+        rtype=rtype,
+        index=index,
+        attempt=attempt,
+        phase=phase,
+        terminating=bool(meta.get("deletionTimestamp")),
+        deletion_deadline=parse_time(meta.get("deletionTimestamp")),
+        ready=ready,
+        container=container,
+        exit_code=int(exit_code) if isinstance(exit_code, int) else None,
+        finished_at=finished_at,
+        disruption=disruption,
+        disruption_message=disruption_message,
+        node=(pod.get("spec") or {}).get("nodeName"),
+    )
+
+
+def owned_by(pod: Mapping[str, Any], job_name: str, job_uid: str | None) -> bool:
+    """True if the pod is this job's: its job-name label, and no controller reference to another uid."""
+    meta = pod.get("metadata") or {}
+    if (meta.get("labels") or {}).get(constants.LABEL_JOB_NAME) != job_name:
+        return False
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and job_uid and ref.get("uid") and ref.get("uid") != job_uid:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------- conditions
+
+
+class _Ctx:
+    """Mutable scratch state of one reconcile call: the status being built, actions, requeue deadline."""
+
+    def __init__(self, status: TFJobStatus, now: datetime, options: ReconcileOptions) -> None:
+        self.status = status
+        self.now = now
+        self.options = options
+        self.actions: list[Action] = []
+        self.requeue: float | None = None
+
+    @property
+    def stamp(self) -> str:
+        return format_time(self.now)
+
+    def requeue_at(self, when: datetime) -> None:
+        seconds = max((when - self.now).total_seconds(), 0.0)
+        self.requeue = seconds if self.requeue is None else min(self.requeue, seconds)
+
+    def condition(self, ctype: JobConditionType) -> JobCondition | None:
+        return next((c for c in self.status.conditions if c.type == ctype), None)
+
+    def is_true(self, ctype: JobConditionType) -> bool:
+        cond = self.condition(ctype)
+        return cond is not None and cond.status == "True"
+
+    def set(self, ctype: JobConditionType, true: bool, reason: str, message: str) -> bool:
+        """Set a condition; True if its status changed. A condition becoming true moves last (it is the state)."""
+        value = "True" if true else "False"
+        cond = self.condition(ctype)
+        if cond is None:
+            if not true:
+                return False
+            cond = JobCondition(type=ctype, status=value, reason=reason, message=message,
+                                lastUpdateTime=self.stamp, lastTransitionTime=self.stamp)
+            self.status.conditions.append(cond)
+            return True
+        if cond.status == value:
+            if (cond.reason, cond.message) != (reason, message):
+                cond.reason, cond.message, cond.lastUpdateTime = reason, message, self.stamp
+            return False
+        cond.status, cond.reason, cond.message = value, reason, message
+        cond.lastUpdateTime = cond.lastTransitionTime = self.stamp
+        if true:
+            self.status.conditions.remove(cond)
+            self.status.conditions.append(cond)
+        return True
+
+    def transition(self, ctype: JobConditionType, reason: str, message: str,
+                   event_type: Literal["Normal", "Warning"] = "Normal") -> bool:
+        """Make a condition true and, if that is a change, post an Event saying so."""
+        changed = self.set(ctype, True, reason, message)
+        if changed:
+            self.event(event_type, reason, message, ctype)
+        return changed
+
+    def event(self, event_type: Literal["Normal", "Warning"], reason: str, message: str,
+              condition: JobConditionType | None = None) -> None:
+        self.actions.append(EmitEvent(event_type, reason, message, condition))
+
+
+# ---------------------------------------------------------------- the function
+
+
+def reconcile(
+    obj: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]],
+    now: datetime,
+    options: ReconcileOptions | None = None,
+) -> Decision:
+    """Decide the job's status and the actions that move it towards its spec, from the job and its live pods."""
+    options = options or ReconcileOptions()
+    prior = prior_status(obj)
+    ctx = _Ctx(prior.model_copy(deep=True), now, options)
+    meta = obj.get("metadata") or {}
+    name, uid = str(meta.get("name") or ""), meta.get("uid")
+    observed = [observe_pod(p) for p in pods if owned_by(p, name, uid)]
+    try:
+        # The status is read apart (prior_status): it is the operator's own output, never a reason to refuse.
+        job = parse_tfjob({k: v for k, v in obj.items() if k != "status"})
+    except InvalidSpec as exc:
+        _invalid(ctx, obj, observed, exc.messages)
+        return _decision(ctx)
+    if (job.spec.runPolicy.managedBy or "") not in constants.MANAGED_BY_US:
+        return Decision(prior, managed=False)
+    ctx.status.observedGeneration = job.metadata.generation
+    if _finished(ctx):
+        _after_finish(ctx, job, observed)
+    else:
+        _lifecycle(ctx, job, observed)
+    return _decision(ctx)
+
+
+def prior_status(obj: Mapping[str, Any]) -> TFJobStatus:
+    """The status the job carries, or an empty one if it is missing or unreadable."""
+    raw = obj.get("status") or {}
+    try:
+        return TFJobStatus.model_validate({k: v for k, v in raw.items() if k in TFJobStatus.model_fields})
+    except ValidationError:
+        return TFJobStatus()
+
+
+def _decision(ctx: _Ctx) -> Decision:
+    _printer_fields(ctx.status)
+    return Decision(ctx.status, ctx.actions, ctx.requeue)
+
+
+def _finished(ctx: _Ctx) -> bool:
+    return ctx.is_true(C.SUCCEEDED) or ctx.is_true(C.FAILED)
+
+
+def _printer_fields(status: TFJobStatus) -> None:
+    true = [c for c in status.conditions if c.status == "True"]
+    status.state = true[-1].type.value if true else None
+
+
+# ---------------------------------------------------------------- invalid spec
+
+
+def _invalid(ctx: _Ctx, obj: Mapping[str, Any], observed: list[ObservedPod], messages: list[str]) -> None:
+    ctx.status.observedGeneration = (obj.get("metadata") or {}).get("generation")
+    if _finished(ctx):
+        _cleanup(ctx, observed, CleanPodPolicy.RUNNING)
+    else:
+        _finish(ctx, C.FAILED, "InvalidSpec", "; ".join(messages), "Warning", observed, CleanPodPolicy.RUNNING)
+    run_policy = (obj.get("spec") or {}).get("runPolicy") or {}
+    ttl = run_policy.get("ttlSecondsAfterFinished") if isinstance(run_policy, Mapping) else None
+    _ttl(ctx, ttl if isinstance(ttl, int) and ttl >= 0 else None)
+
+
+# ---------------------------------------------------------------- finished jobs
+
+
+def _finish(ctx: _Ctx, ctype: JobConditionType, reason: str, message: str,
+            event_type: Literal["Normal", "Warning"], observed: list[ObservedPod], policy: CleanPodPolicy) -> None:
+    ctx.transition(ctype, reason, message, event_type)
+    for other in (C.RUNNING, C.RESTARTING, C.QUEUED):
+        ctx.set(other, False, reason, message)
+    ctx.status.completionTime = ctx.status.completionTime or ctx.stamp
+    _cleanup(ctx, observed, policy)
+
+
+def _after_finish(ctx: _Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
+    """A finished job: pods are cleaned up per cleanPodPolicy, never recreated; TTL deletes the job."""
+    _cleanup(ctx, observed, job.spec.runPolicy.cleanPodPolicy)
+    _replica_statuses(ctx, job, [p for p in observed if p.attempt == ctx.status.restartCount])
+    _ttl(ctx, job.spec.runPolicy.ttlSecondsAfterFinished)
+
+
+def _cleanup(ctx: _Ctx, observed: list[ObservedPod], policy: CleanPodPolicy) -> None:
+    if policy == CleanPodPolicy.NONE:
+        return
+    for pod in observed:
+        if pod.terminating:
+            _force_if_stuck(ctx, pod)
+        elif policy == CleanPodPolicy.ALL or pod.phase in ("Pending", "Running", "Unknown"):
+            ctx.actions.append(DeletePod(pod.name))
+
+
+def _ttl(ctx: _Ctx, ttl: int | None) -> None:
+    completed = parse_time(ctx.status.completionTime)
+    if ttl is None or completed is None:
+        return
+    expires = completed + timedelta(seconds=ttl)
+    if ctx.now >= expires:
+        ctx.actions.append(DeleteJob(f"ttlSecondsAfterFinished={ttl} passed since {ctx.status.completionTime}"))
+    else:
+        ctx.requeue_at(expires)
+
+
+def _force_if_stuck(ctx: _Ctx, pod: ObservedPod) -> None:
+    if pod.deletion_deadline is None:
+        return
+    limit = pod.deletion_deadline + timedelta(seconds=ctx.options.terminating_timeout)
+    if ctx.now >= limit:
+        ctx.actions.append(DeletePod(pod.name, force=True))
+    else:
+        ctx.requeue_at(limit)
+
+
+# ---------------------------------------------------------------- running jobs
+
+
+def recorded_replicas(job: TFJob) -> dict[str, int] | None:
+    raw = job.metadata.annotations.get(constants.ANNOTATION_GANG_REPLICAS)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else None
+
+
+def spec_replicas(job: TFJob) -> dict[str, int]:
+    return {rtype.value: spec.replicas for rtype, spec in job.replica_specs()}
+
+
+def _effective_job(ctx: _Ctx, job: TFJob) -> tuple[TFJob, str | None]:
+    """The job as its gang was created (a running gang is never resized) and, if the spec differs, why."""
+    recorded = recorded_replicas(job)
+    wanted = spec_replicas(job)
+    if recorded is None or recorded == wanted:
+        return job, None
+    changes = ", ".join(
+        f"{t}.replicas {recorded.get(t, 0)}→{wanted.get(t, 0)}"
+        for t in sorted(set(recorded) | set(wanted))
+        if recorded.get(t, 0) != wanted.get(t, 0)
+    )
+    message = (f"replicas change refused ({changes}): MultiWorkerMirroredStrategy cannot resize a running gang; "
+               f"the job keeps its {sum(recorded.values())} pods "
+               "(suspend the job, then resume it, to apply the change)")
+    effective = job.model_copy(deep=True)
+    for rtype, spec in effective.replica_specs():
+        spec.replicas = recorded.get(rtype.value, spec.replicas)
+    return effective, message
+
+
+def _lifecycle(ctx: _Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
+    status = ctx.status
+    if job.spec.runPolicy.suspend:
+        _suspend(ctx, job, observed)
+        return
+    if ctx.is_true(C.SUSPENDED):
+        ctx.set(C.SUSPENDED, False, "JobResumed", "spec.runPolicy.suspend is false: the pods are recreated")
+        ctx.event("Normal", "JobResumed", "Job resumed: recreating its pods")
+    if status.startTime is None:
+        status.startTime = ctx.stamp
+    job, refusal = _effective_job(ctx, job)
+    attempt = status.restartCount
+    current = [p for p in observed if p.attempt == attempt]
+    stale = [p for p in observed if p.attempt != attempt]
+    _replica_statuses(ctx, job, current)
+    if _deadline_passed(ctx, job, observed):
+        return
+    for pod in observed:
+        if pod.terminating:
+            _force_if_stuck(ctx, pod)
+    if stale:
+        # The next attempt reuses these names: wait until the old pods are gone.
+        ctx.actions.extend(DeletePod(p.name) for p in stale if not p.terminating)
+        return
+    if _succeeded(ctx, job, current, observed):
+        return
+    if _failures(ctx, job, current, observed):
+        return
+    _create_missing(ctx, job, current, refusal)
+    _running(ctx, job, current, refusal)
+
+
+def _suspend(ctx: _Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
+    message = "spec.runPolicy.suspend is true: pods deleted, job kept (set it to false to resume)"
+    ctx.transition(C.SUSPENDED, "JobSuspended", message)
+    for other in (C.RUNNING, C.RESTARTING, C.QUEUED):
+        ctx.set(other, False, "JobSuspended", message)
+    # activeDeadlineSeconds counts running time: it starts again on resume.
+    ctx.status.startTime = None
+    for pod in observed:
+        if pod.terminating:
+            _force_if_stuck(ctx, pod)
+        else:
+            ctx.actions.append(DeletePod(pod.name))
+    if constants.ANNOTATION_GANG_REPLICAS in job.metadata.annotations:
+        # While suspended the gang may be resized: the next creation records the new size.
+        ctx.actions.insert(0, AnnotateJob({constants.ANNOTATION_GANG_REPLICAS: None}))
+    _replica_statuses(ctx, job, [p for p in observed if p.attempt == ctx.status.restartCount])
+
+
+def _deadline_passed(ctx: _Ctx, job: TFJob, observed: list[ObservedPod]) -> bool:
+    limit = job.spec.runPolicy.activeDeadlineSeconds
+    started = parse_time(ctx.status.startTime)
+    if limit is None or started is None:
+        return False
+    deadline = started + timedelta(seconds=limit)
+    if ctx.now < deadline:
+        ctx.requeue_at(deadline)
+        return False
+    message = f"the job ran longer than activeDeadlineSeconds={limit} (started {ctx.status.startTime})"
+    _finish(ctx, C.FAILED, "DeadlineExceeded", message, "Warning", observed, job.spec.runPolicy.cleanPodPolicy)
+    return True
+
+
+def _succeeded(ctx: _Ctx, job: TFJob, current: list[ObservedPod], observed: list[ObservedPod]) -> bool:
+    by_name = {p.name: p for p in current}
+    if job.spec.successPolicy == SuccessPolicy.ALL_WORKERS:
+        names = [pod_name(job.name, t, i) for t, s in job.replica_specs()
+                 if t in (ReplicaType.CHIEF, ReplicaType.WORKER) for i in range(s.replicas)]
+        if not all(n in by_name and by_name[n].phase == "Succeeded" for n in names):
+            return False
+        reason, message = "AllWorkersSucceeded", f"all {len(names)} workers exited 0"
+    else:
+        chief = by_name.get(chief_pod_name(job))
+        if chief is None or chief.phase != "Succeeded":
+            return False
+        who = "chief" if chief.rtype == ReplicaType.CHIEF else "worker 0"
+        reason = "ChiefSucceeded" if chief.rtype == ReplicaType.CHIEF else "WorkerSucceeded"
+        message = f"the {who} ({chief.name}) exited 0"
+    _finish(ctx, C.SUCCEEDED, reason, message, "Normal", observed, job.spec.runPolicy.cleanPodPolicy)
+    return True
+
+
+@dataclass(frozen=True)
+class _Failure:
+    pod: ObservedPod
+    #: disruption (never counts towards backoffLimit), retryable (counts) or permanent (fails the job).
+    kind: Literal["disruption", "retryable", "permanent"]
+    reason: str
+    message: str
+
+    @property
+    def gang(self) -> bool:
+        return self.pod.rtype in (ReplicaType.CHIEF, ReplicaType.WORKER)
+
+    def order(self) -> tuple[float, int, str]:
+        """Earliest first; at equal times the cause before its consequence (a peer's 'peer lost' exit)."""
+        t = self.pod.finished_at.timestamp() if self.pod.finished_at else math.inf
+        code = self.pod.exit_code
+        if self.kind == "disruption":
+            rank = 0
+        elif code in PEER_LOST_CODES:
+            rank = 3
+        else:
+            rank = 1 if self.kind == "permanent" else 2
+        return (t, rank, self.pod.name)
+
+
+def _describe_exit(pod: ObservedPod) -> str:
+    code = pod.exit_code
+    meaning = f" ({KNOWN_EXIT_CODES[code]})" if code in KNOWN_EXIT_CODES else ""
+    return f"pod {pod.label} exited with code {code}{meaning}"
+
+
+def classify(pod: ObservedPod, policy: RestartPolicy) -> _Failure:
+    """Why a pod failed and what that means under its replica type's restartPolicy."""
+    if pod.disruption:
+        detail = f": {pod.disruption_message}" if pod.disruption_message else ""
+        where = f" on node {pod.node}" if pod.disruption == "NodeLost" and pod.node else ""
+        words = {"PodEvicted": "was evicted", "PodPreempted": "was preempted", "NodeLost": "lost its node"}
+        text = f"pod {pod.label} {words.get(pod.disruption, 'was disrupted')}{where}{detail}"
+        return _Failure(pod, "disruption", pod.disruption, text)
+    if policy == RestartPolicy.NEVER:
+        what = _describe_exit(pod) if pod.exit_code is not None else f"pod {pod.label} failed"
+        return _Failure(pod, "permanent", "RestartPolicyNever", f"{what}; restartPolicy Never")
+    if policy == RestartPolicy.EXIT_CODE:
+        if pod.exit_code is not None and pod.exit_code >= 128:
+            return _Failure(pod, "retryable", "RetryableExitCode", _describe_exit(pod))
+        if pod.exit_code is None:
+            return _Failure(pod, "retryable", "PodFailed", f"pod {pod.label} failed without an exit code")
+        return _Failure(pod, "permanent", "NonRetryableExitCode",
+                        f"{_describe_exit(pod)}; under restartPolicy ExitCode codes 1-127 are permanent")
+    what = _describe_exit(pod) if pod.exit_code is not None else f"pod {pod.label} failed"
+    return _Failure(pod, "retryable", "PodFailed", f"{what}; restartPolicy {policy.value}")
+
+
+def _failures(ctx: _Ctx, job: TFJob, current: list[ObservedPod], observed: list[ObservedPod]) -> bool:
+    """Handle failed pods of the current attempt, earliest first; True if the job stopped or restarts."""
+    failures = [classify(p, job.spec.tfReplicaSpecs[p.rtype].restartPolicy)
+                for p in current if p.failed and p.rtype in job.spec.tfReplicaSpecs]
+    if ctx.is_true(C.RUNNING):
+        failures.extend(_vanished(job, current))
+    for failure in sorted(failures, key=_Failure.order):
+        if failure.kind == "permanent":
+            _finish(ctx, C.FAILED, failure.reason, failure.message, "Warning", observed,
+                    job.spec.runPolicy.cleanPodPolicy)
+            return True
+        if failure.gang:
+            return _restart_gang(ctx, job, current, observed, failure)
+        _restart_alone(ctx, failure)
+    return False
+
+
+def _vanished(job: TFJob, current: list[ObservedPod]) -> list[_Failure]:
+    """Chief/worker pods of a gang that was all running and is now missing: deleted behind our back."""
+    present = {p.name for p in current}
+    out = []
+    for rtype, spec in job.replica_specs():
+        if rtype not in (ReplicaType.CHIEF, ReplicaType.WORKER):
+            continue
+        for i in range(spec.replicas):
+            name = pod_name(job.name, rtype, i)
+            if name not in present:
+                pod = ObservedPod(name, rtype, i, -1, "Unknown", True, None, False, None, None, None,
+                                  "PodDeleted", "", None)
+                out.append(_Failure(pod, "disruption", "PodDeleted", f"pod {name} ({rtype.value} {i}) was deleted"))
+    return out
+
+
+def _restart_gang(ctx: _Ctx, job: TFJob, current: list[ObservedPod], observed: list[ObservedPod],
+                  failure: _Failure) -> bool:
+    status = ctx.status
+    limit = job.spec.runPolicy.backoffLimit
+    if failure.kind == "retryable" and limit is not None and status.failureRestarts >= limit:
+        message = f"{failure.message}; backoffLimit {limit} reached ({status.failureRestarts} failure restarts)"
+        _finish(ctx, C.FAILED, "BackoffLimitExceeded", message, "Warning", observed,
+                job.spec.runPolicy.cleanPodPolicy)
+        return True
+    status.restartCount += 1
+    if failure.kind == "retryable":
+        status.failureRestarts += 1
+    budget = f"{status.failureRestarts}/{limit}" if limit is not None else f"{status.failureRestarts}"
+    message = (f"{failure.message}; restarting the whole gang as attempt {status.restartCount} "
+               f"(restarts {status.restartCount}, failure restarts {budget})")
+    ctx.set(C.RESTARTING, False, failure.reason, message)  # so the event below fires on every restart
+    ctx.set(C.RESTARTING, True, failure.reason, message)
+    ctx.event("Warning", failure.reason, message, C.RESTARTING)
+    ctx.set(C.RUNNING, False, "Restarting", message)
+    ctx.actions.extend(DeletePod(p.name) for p in current if not p.terminating)
+    _replica_statuses(ctx, job, [])  # the new attempt has no pods yet
+    return True
+
+
+def _restart_alone(ctx: _Ctx, failure: _Failure) -> None:
+    pod = failure.pod
+    if not pod.terminating:
+        ctx.actions.append(DeletePod(pod.name))
+        ctx.event("Warning", "ReplicaRestarting", f"{failure.message}; restarting this pod alone")
+
+
+def _create_missing(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: str | None) -> None:
+    present = {p.name for p in current}
+    gang = ctx.options.gang
+    names_needed = [pod_name(job.name, t, i) for t, s in job.replica_specs() for i in range(s.replicas)]
+    missing = [n for n in names_needed if n not in present]
+    if not missing:
+        return
+    if not gang.ready_to_create_pods:
+        ctx.transition(C.QUEUED, "GangQueued", gang.queued_reason or "waiting for the gang backend")
+        return
+    rendered = render(job, RenderOptions(attempt=ctx.status.restartCount, cluster_domain=ctx.options.cluster_domain,
+                                         loopback_ports=ctx.options.loopback_ports))
+    if recorded_replicas(job) is None:
+        ctx.actions.append(AnnotateJob({constants.ANNOTATION_GANG_REPLICAS: json.dumps(spec_replicas(job),
+                                                                                       sort_keys=True)}))
+    ctx.actions.append(CreateObject(rendered.service))
+    ctx.actions.extend(CreateObject(dict(obj)) for obj in gang.group_objects)
+    ctx.actions.extend(CreateObject(gang.decorate_pod(job, pod)) for pod in rendered.pods
+                       if pod["metadata"]["name"] in missing)
+    if not ctx.is_true(C.CREATED):
+        ctx.transition(C.CREATED, "JobCreated",
+                       f"TFJob {job.namespace}/{job.name} created its Service and {len(names_needed)} pods")
+
+
+def _running(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: str | None) -> None:
+    announced = any(c.status == "True" and c.message == refusal for c in ctx.status.conditions)
+    total = job.total_replicas()
+    running = [p for p in current if p.phase == "Running" and not p.terminating]
+    if len(running) == total and total > 0:
+        message = f"all {total} pods of attempt {ctx.status.restartCount} are running"
+        if refusal is not None and ctx.is_true(C.RUNNING):
+            ctx.transition(C.RUNNING, "ReplicasChangeRefused", refusal)
+        else:
+            ctx.transition(C.RUNNING, "AllPodsRunning", message)
+        ctx.set(C.RESTARTING, False, "AllPodsRunning", message)
+        ctx.set(C.QUEUED, False, "AllPodsRunning", message)
+    elif ctx.options.gang.ready_to_create_pods:
+        ctx.set(C.QUEUED, False, "GangAdmitted", "the gang backend released the pods")
+    _refuse_resize(ctx, refusal, announced)
+
+
+def _refuse_resize(ctx: _Ctx, refusal: str | None, announced: bool) -> None:
+    """A replicas change on a running gang is refused: the state condition says so, and one Warning Event."""
+    true = [c for c in ctx.status.conditions if c.status == "True"]
+    if refusal is None:
+        for cond in true:
+            if cond.reason == "ReplicasChangeRefused":
+                cond.reason, cond.message = "ReplicasChangeReverted", "spec replicas match the running gang again"
+        return
+    if not announced:
+        ctx.event("Warning", "ReplicasChangeRefused", refusal)
+    if not true or true[-1].message == refusal:
+        return
+    for cond in true:
+        if cond.reason == "ReplicasChangeRefused":
+            cond.reason = "ReplicasChangeSuperseded"
+    true[-1].reason, true[-1].message, true[-1].lastUpdateTime = "ReplicasChangeRefused", refusal, ctx.stamp
+
+
+def _replica_statuses(ctx: _Ctx, job: TFJob, current: list[ObservedPod]) -> None:
+    statuses: dict[str, ReplicaStatus] = {}
+    for rtype, _ in job.replica_specs():
+        mine = [p for p in current if p.rtype == rtype]
+        statuses[rtype.value] = ReplicaStatus(
+            active=sum(p.active for p in mine),
+            ready=sum(p.ready and not p.terminating for p in mine),
+            succeeded=sum(p.phase == "Succeeded" for p in mine),
+            failed=sum(p.phase in ("Failed", "Unknown") for p in mine),
+        )
+    ctx.status.replicaStatuses = statuses
+    ready = sum(s.ready for s in statuses.values())
+    ctx.status.workers = f"{ready}/{job.total_replicas()}"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

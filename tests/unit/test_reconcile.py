@@ -1,0 +1,433 @@
+"""The TFJob lifecycle (DESIGN §5), one table: a job and its pods at a moment → what the operator decides.
+
+Each row reads: given this job and these pods, the job's state is X (reason R), these pods are created or
+deleted, these Events are posted, restart counters are N. Times are seconds after T0.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tfjob_operator import constants
+from tfjob_operator.reconcile import (
+    AnnotateJob,
+    CreateObject,
+    Decision,
+    DeleteJob,
+    DeletePod,
+    EmitEvent,
+    GangView,
+    ReconcileOptions,
+    format_time,
+    reconcile,
+)
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> str:
+    return format_time(T0 + timedelta(seconds=seconds))
+
+
+# ---------------------------------------------------------------- builders
+
+
+def replica(n: int, policy: str = "ExitCode") -> dict[str, Any]:
+    return {"replicas": n, "restartPolicy": policy,
+            "template": {"spec": {"containers": [{"name": "tensorflow", "image": "tf:1"}]}}}
+
+
+def tfjob(replicas: dict[str, Any] | None = None, *, status: dict[str, Any] | None = None,
+          annotations: dict[str, str] | None = None, success: str = "", **run_policy: Any) -> dict[str, Any]:
+    """A TFJob `j` in namespace `ns`; replicas default to 2 workers under ExitCode."""
+    return {
+        "apiVersion": "tfjob.dev/v1", "kind": "TFJob",
+        "metadata": {"name": "j", "namespace": "ns", "uid": "uid-j", "generation": 1,
+                     "annotations": annotations or {}},
+        "spec": {"tfReplicaSpecs": replicas or {"Worker": replica(2)}, "runPolicy": run_policy,
+                 "successPolicy": success},
+        "status": status or {},
+    }
+
+
+def recorded(**counts: int) -> dict[str, str]:
+    return {constants.ANNOTATION_GANG_REPLICAS: json.dumps(counts, sort_keys=True)}
+
+
+def cond(ctype: str, reason: str = "X", status: str = "True", t: float = 0) -> dict[str, Any]:
+    return {"type": ctype, "status": status, "reason": reason, "message": "", "lastTransitionTime": at(t),
+            "lastUpdateTime": at(t)}
+
+
+def started(*conditions: dict[str, Any], restarts: int = 0, failures: int = 0, start: float = 0,
+            completed: float | None = None) -> dict[str, Any]:
+    """Status of a job the operator already created (Created true, plus the given conditions)."""
+    status: dict[str, Any] = {"conditions": [cond("Created", "JobCreated"), *conditions], "startTime": at(start),
+                              "restartCount": restarts, "failureRestarts": failures}
+    if completed is not None:
+        status["completionTime"] = at(completed)
+    return status
+
+
+RUNNING = cond("Running", "AllPodsRunning")
+
+
+def pod(name: str, phase: str = "Running", *, code: int | None = None, attempt: int = 0, finished: float = 10,
+        evicted: bool = False, disruption: str | None = None, deleting: float | None = None,
+        node_lost: bool = False) -> dict[str, Any]:
+    """Pod `j-<name>` (e.g. "worker-1") of the given attempt; `code` makes its container terminated."""
+    rtype, index = name.rsplit("-", 1)
+    labels = {constants.LABEL_JOB_NAME: "j", constants.LABEL_REPLICA_TYPE: rtype,
+              constants.LABEL_REPLICA_INDEX: index, constants.LABEL_ATTEMPT: str(attempt)}
+    meta: dict[str, Any] = {"name": f"j-{name}", "namespace": "ns", "labels": labels,
+                            "ownerReferences": [{"uid": "uid-j", "controller": True, "kind": "TFJob", "name": "j"}]}
+    if deleting is not None:
+        meta["deletionTimestamp"] = at(deleting)
+    state: dict[str, Any] = {"running": {}}
+    if code is not None:
+        state = {"terminated": {"exitCode": code, "finishedAt": at(finished)}}
+    status: dict[str, Any] = {"phase": phase, "containerStatuses": [{"name": "tensorflow", "state": state}]}
+    if evicted:
+        status.update(phase="Failed", reason="Evicted", message="The node was low on resource: memory.")
+        status["containerStatuses"] = [{"name": "tensorflow", "state": {"terminated": {
+            "exitCode": 137, "finishedAt": at(finished)}}}]
+    if disruption:
+        status["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": disruption,
+                                 "message": "preempted by a higher-priority pod", "lastTransitionTime": at(finished)}]
+    if node_lost:
+        status.update(phase="Unknown", reason="NodeLost", message="node n1 stopped posting status")
+    return {"metadata": meta, "spec": {"nodeName": "n1", "containers": [{"name": "tensorflow"}]}, "status": status}
+
+
+def running(*names: str, attempt: int = 0) -> list[dict[str, Any]]:
+    return [pod(n, "Running", attempt=attempt) for n in names]
+
+
+W2 = ("worker-0", "worker-1")
+CW2P = ("chief-0", "worker-0", "worker-1", "ps-0")
+CHIEF_W2_PS = {"Chief": replica(1), "Worker": replica(2), "PS": replica(1)}
+
+
+# ---------------------------------------------------------------- the table
+
+
+@dataclass
+class Case:
+    name: str
+    job: dict[str, Any]
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    now: float = 30
+    state: str | None = None
+    reason: str | None = None  # reason of the condition named by `state`
+    message: tuple[str, ...] = ()  # fragments of that condition's message
+    creates: tuple[str, ...] = ()  # pod names created, in order
+    deletes: tuple[str, ...] = ()
+    force_deletes: tuple[str, ...] = ()
+    events: tuple[str, ...] = ()
+    restarts: int = 0
+    failure_restarts: int = 0
+    workers: str | None = None
+    requeue: float | None = None
+    delete_job: bool = False
+    options: ReconcileOptions = field(default_factory=ReconcileOptions)
+
+
+CASES = [
+    # --- creation
+    Case("new job: Service, then every pod; Created", tfjob({"Chief": replica(1), "Worker": replica(2)}),
+         state="Created", reason="JobCreated", creates=("j-chief-0", "j-worker-0", "j-worker-1"),
+         events=("JobCreated",), workers="0/3"),
+    Case("new job with PS and evaluator creates them too",
+         tfjob({**CHIEF_W2_PS, "Evaluator": replica(1)}), state="Created",
+         creates=("j-chief-0", "j-worker-0", "j-worker-1", "j-ps-0", "j-evaluator-0"), events=("JobCreated",)),
+    Case("operator restarted mid-creation: only the missing pods are created, no second Created event",
+         tfjob({"Worker": replica(3)}, status=started(), annotations=recorded(Worker=3)),
+         pods=[pod("worker-0", "Pending")], state="Created", creates=("j-worker-1", "j-worker-2")),
+    Case("all pods pending: nothing to do, not Running", tfjob(status=started(), annotations=recorded(Worker=2)),
+         pods=[pod("worker-0", "Pending"), pod("worker-1", "Pending")], state="Created", workers="0/2"),
+    Case("one pod of the gang still pending: not Running yet", tfjob(status=started(), annotations=recorded(Worker=2)),
+         pods=[pod("worker-0"), pod("worker-1", "Pending")], state="Created", workers="1/2"),
+    Case("every pod running: Running", tfjob(CHIEF_W2_PS, status=started(), annotations=recorded(
+         Chief=1, PS=1, Worker=2)), pods=running(*CW2P), state="Running", reason="AllPodsRunning",
+         events=("AllPodsRunning",), workers="4/4"),
+    Case("gang backend holds the pods: Queued, nothing created", tfjob(), state="Queued", reason="GangQueued",
+         message=("2 GPUs short",), events=("GangQueued",),
+         options=ReconcileOptions(gang=GangView(ready_to_create_pods=False, queued_reason="2 GPUs short"))),
+    # --- success
+    Case("chief exits 0: Succeeded; running workers and PS deleted (cleanPodPolicy Running)",
+         tfjob(CHIEF_W2_PS, status=started(RUNNING)),
+         pods=[pod("chief-0", "Succeeded", code=0), *running("worker-0", "worker-1", "ps-0")],
+         state="Succeeded", reason="ChiefSucceeded", deletes=("j-worker-0", "j-worker-1", "j-ps-0"),
+         events=("ChiefSucceeded",)),
+    Case("no chief: worker 0 exiting 0 decides success", tfjob(status=started(RUNNING)),
+         pods=[pod("worker-0", "Succeeded", code=0), pod("worker-1", "Succeeded", code=0)],
+         state="Succeeded", reason="WorkerSucceeded", events=("WorkerSucceeded",)),
+    Case("no chief: worker 1 done, worker 0 still running: still Running", tfjob(status=started(RUNNING)),
+         pods=[pod("worker-0"), pod("worker-1", "Succeeded", code=0)], state="Running"),
+    Case("AllWorkers: one worker done is not success", tfjob(status=started(RUNNING), success="AllWorkers"),
+         pods=[pod("worker-0", "Succeeded", code=0), pod("worker-1")], state="Running"),
+    Case("AllWorkers: every worker done, the PS is stopped",
+         tfjob({"Worker": replica(2), "PS": replica(1)}, status=started(RUNNING), success="AllWorkers"),
+         pods=[pod("worker-0", "Succeeded", code=0), pod("worker-1", "Succeeded", code=0), pod("ps-0")],
+         state="Succeeded", reason="AllWorkersSucceeded", deletes=("j-ps-0",), events=("AllWorkersSucceeded",)),
+    Case("cleanPodPolicy None keeps the evaluator running after success",
+         tfjob({"Worker": replica(1), "Evaluator": replica(1)}, status=started(RUNNING), cleanPodPolicy="None"),
+         pods=[pod("worker-0", "Succeeded", code=0), pod("evaluator-0")], state="Succeeded",
+         events=("WorkerSucceeded",)),
+    Case("cleanPodPolicy All deletes finished pods too", tfjob(status=started(RUNNING), cleanPodPolicy="All"),
+         pods=[pod("worker-0", "Succeeded", code=0), pod("worker-1", "Succeeded", code=0)], state="Succeeded",
+         deletes=("j-worker-0", "j-worker-1"), events=("WorkerSucceeded",)),
+    Case("a finished job never recreates its pods", tfjob(status=started(cond("Succeeded", "WorkerSucceeded"),
+         completed=20)), pods=[pod("worker-0", "Succeeded", code=0)], state="Succeeded"),
+    # --- whole-gang restart
+    Case("worker exit 130 under ExitCode restarts the whole gang and counts a failure",
+         tfjob({"Chief": replica(1), "Worker": replica(2)}, status=started(RUNNING)),
+         pods=[pod("chief-0"), pod("worker-0"), pod("worker-1", "Failed", code=130)], state="Restarting",
+         reason="RetryableExitCode", message=("j-worker-1", "code 130", "attempt 1"),
+         deletes=("j-chief-0", "j-worker-0", "j-worker-1"), events=("RetryableExitCode",), restarts=1,
+         failure_restarts=1),
+    Case("chief exit 143 (SIGTERM) under ExitCode restarts the gang",
+         tfjob({"Chief": replica(1), "Worker": replica(1)}, status=started(RUNNING)),
+         pods=[pod("chief-0", "Failed", code=143), pod("worker-0")], state="Restarting",
+         message=("SIGTERM",), deletes=("j-chief-0", "j-worker-0"), events=("RetryableExitCode",), restarts=1,
+         failure_restarts=1),
+    Case("worker exit 1 under ExitCode fails the job naming pod, container and code",
+         tfjob(status=started(RUNNING)), pods=[pod("worker-0"), pod("worker-1", "Failed", code=1)],
+         state="Failed", reason="NonRetryableExitCode", message=("j-worker-1", "container tensorflow", "code 1"),
+         deletes=("j-worker-0",), events=("NonRetryableExitCode",)),
+    Case("restartPolicy Never: even exit 137 fails the job", tfjob({"Worker": replica(2, "Never")},
+         status=started(RUNNING)), pods=[pod("worker-0"), pod("worker-1", "Failed", code=137)], state="Failed",
+         reason="RestartPolicyNever", message=("code 137",), deletes=("j-worker-0",),
+         events=("RestartPolicyNever",)),
+    Case("OnFailure: a worker pod that itself fails restarts the gang",
+         tfjob({"Worker": replica(2, "OnFailure")}, status=started(RUNNING)),
+         pods=[pod("worker-0"), pod("worker-1", "Failed", code=2)], state="Restarting", reason="PodFailed",
+         deletes=("j-worker-0", "j-worker-1"), events=("PodFailed",), restarts=1, failure_restarts=1),
+    Case("eviction restarts the gang even under Never, and is not a failure",
+         tfjob({"Worker": replica(2, "Never")}, status=started(RUNNING)),
+         pods=[pod("worker-0"), pod("worker-1", evicted=True)], state="Restarting", reason="PodEvicted",
+         message=("evicted", "low on resource"), deletes=("j-worker-0", "j-worker-1"), events=("PodEvicted",),
+         restarts=1),
+    Case("preemption (DisruptionTarget) restarts the gang", tfjob(status=started(RUNNING)),
+         pods=[pod("worker-0"), pod("worker-1", "Failed", code=143, disruption="PreemptionByScheduler")],
+         state="Restarting", reason="PodPreempted", deletes=("j-worker-0", "j-worker-1"), events=("PodPreempted",),
+         restarts=1),
+    Case("node loss restarts the gang", tfjob(status=started(RUNNING)),
+         pods=[pod("worker-0"), pod("worker-1", node_lost=True)], state="Restarting", reason="NodeLost",
+         message=("node n1",), deletes=("j-worker-0", "j-worker-1"), events=("NodeLost",), restarts=1),
+    Case("a pod deleted by the taint manager (Terminating + DisruptionTarget) restarts the gang",
+         tfjob(status=started(RUNNING)),
+         pods=[pod("worker-0"), pod("worker-1", disruption="DeletionByTaintManager", deleting=25)],
+         state="Restarting", reason="NodeLost", deletes=("j-worker-0",), events=("NodeLost",), restarts=1,
+         requeue=55),
+    Case("a worker of a running gang deleted behind the operator's back restarts the gang",
+         tfjob(status=started(RUNNING), annotations=recorded(Worker=2)), pods=[pod("worker-0")],
+         state="Restarting", reason="PodDeleted", deletes=("j-worker-0",), events=("PodDeleted",), restarts=1),
+    Case("peer exits 200 after the first failure (eviction): one disruption restart",
+         tfjob(status=started(RUNNING)),
+         pods=[pod("worker-0", "Failed", code=200, finished=15), pod("worker-1", evicted=True, finished=10)],
+         state="Restarting", reason="PodEvicted", message=("j-worker-1",), deletes=("j-worker-0", "j-worker-1"),
+         events=("PodEvicted",), restarts=1, failure_restarts=0),
+    Case("same second: the exit-1 cause wins over the peer's 'peer lost' exit 200",
+         tfjob(status=started(RUNNING)),
+         pods=[pod("worker-0", "Failed", code=200, finished=10), pod("worker-1", "Failed", code=1, finished=10)],
+         state="Failed", reason="NonRetryableExitCode", message=("j-worker-1",), events=("NonRetryableExitCode",)),
+    Case("backoffLimit reached: a retryable failure fails the job",
+         tfjob(status=started(RUNNING, restarts=3, failures=2), backoffLimit=2),
+         pods=[pod("worker-0", attempt=3), pod("worker-1", "Failed", code=130, attempt=3)], state="Failed",
+         reason="BackoffLimitExceeded", message=("backoffLimit 2",), deletes=("j-worker-0",),
+         events=("BackoffLimitExceeded",), restarts=3, failure_restarts=2),
+    Case("disruptions do not consume backoffLimit", tfjob(status=started(RUNNING, restarts=1, failures=1),
+         backoffLimit=1), pods=[pod("worker-0", attempt=1), pod("worker-1", evicted=True, attempt=1)],
+         state="Restarting", reason="PodEvicted", deletes=("j-worker-0", "j-worker-1"), events=("PodEvicted",),
+         restarts=2, failure_restarts=1),
+    Case("a peer exiting in the old attempt after the restart decision is ignored",
+         tfjob(status=started(cond("Restarting", "PodEvicted"), restarts=1)),
+         pods=[pod("worker-0", "Failed", code=200, deleting=29), pod("worker-1", evicted=True, deleting=29)],
+         state="Restarting", reason="PodEvicted", restarts=1, requeue=59),
+    Case("old attempt still running: delete it, create nothing until it is gone",
+         tfjob(status=started(cond("Restarting", "RetryableExitCode"), restarts=1)),
+         pods=[pod("worker-0", attempt=0), pod("worker-1", attempt=0, deleting=5)], state="Restarting",
+         deletes=("j-worker-0",), restarts=1, requeue=35),
+    Case("pod stuck Terminating past the timeout is force-deleted",
+         tfjob(status=started(cond("Restarting", "NodeLost"), restarts=1)),
+         pods=[pod("worker-1", node_lost=True, attempt=0, deleting=-40)], state="Restarting",
+         force_deletes=("j-worker-1",), restarts=1),
+    Case("old attempt gone: the next attempt is created (attempt label 1), no new Created event",
+         tfjob(status=started(cond("Restarting", "RetryableExitCode"), restarts=1),
+               annotations=recorded(Worker=2)), state="Restarting", creates=("j-worker-0", "j-worker-1"),
+         restarts=1),
+    Case("next attempt all running: Running again, Restarting false",
+         tfjob(status=started(cond("Restarting", "RetryableExitCode", t=20), restarts=1),
+               annotations=recorded(Worker=2)), pods=running(*W2, attempt=1), state="Running",
+         events=("AllPodsRunning",), restarts=1, workers="2/2"),
+    # --- PS and evaluator
+    Case("evicted PS under OnFailure: that pod alone is restarted",
+         tfjob({"Worker": replica(2), "PS": replica(1, "OnFailure")}, status=started(RUNNING)),
+         pods=[*running(*W2), pod("ps-0", evicted=True)], state="Running", deletes=("j-ps-0",),
+         events=("ReplicaRestarting",)),
+    Case("PS exit 137 under ExitCode: restarted alone, the gang keeps running",
+         tfjob({"Worker": replica(2), "PS": replica(1)}, status=started(RUNNING)),
+         pods=[*running(*W2), pod("ps-0", "Failed", code=137)], state="Running", deletes=("j-ps-0",),
+         events=("ReplicaRestarting",)),
+    Case("restarted PS gone: recreated in the same attempt",
+         tfjob({"Worker": replica(2), "PS": replica(1)}, status=started(RUNNING),
+               annotations=recorded(PS=1, Worker=2)), pods=running(*W2), state="Running", creates=("j-ps-0",)),
+    Case("PS failing under Never fails the job", tfjob({"Worker": replica(2), "PS": replica(1, "Never")},
+         status=started(RUNNING)), pods=[*running(*W2), pod("ps-0", "Failed", code=1)], state="Failed",
+         reason="RestartPolicyNever", message=("j-ps-0",), deletes=("j-worker-0", "j-worker-1"),
+         events=("RestartPolicyNever",)),
+    Case("evaluator exit 1 under ExitCode fails the job",
+         tfjob({"Worker": replica(1), "Evaluator": replica(1)}, status=started(RUNNING)),
+         pods=[pod("worker-0"), pod("evaluator-0", "Failed", code=1)], state="Failed",
+         reason="NonRetryableExitCode", message=("j-evaluator-0",), deletes=("j-worker-0",),
+         events=("NonRetryableExitCode",)),
+    # --- time
+    Case("activeDeadlineSeconds passed: Failed DeadlineExceeded, running pods deleted",
+         tfjob(status=started(RUNNING), activeDeadlineSeconds=20), pods=running(*W2), now=21, state="Failed",
+         reason="DeadlineExceeded", deletes=("j-worker-0", "j-worker-1"), events=("DeadlineExceeded",)),
+    Case("activeDeadlineSeconds not yet passed: look again when it is", tfjob(status=started(RUNNING),
+         activeDeadlineSeconds=100), pods=running(*W2), now=30, state="Running", requeue=70),
+    Case("ttlSecondsAfterFinished not yet passed: look again when it is", tfjob(status=started(
+         cond("Succeeded", "WorkerSucceeded"), completed=20), ttlSecondsAfterFinished=60), now=30,
+         state="Succeeded", requeue=50),
+    Case("ttlSecondsAfterFinished passed: the job is deleted", tfjob(status=started(
+         cond("Failed", "NonRetryableExitCode"), completed=20), ttlSecondsAfterFinished=5), now=30,
+         state="Failed", delete_job=True),
+    # --- suspend / resume / resize
+    Case("suspend deletes the pods and keeps the job", tfjob(status=started(RUNNING), suspend=True,
+         annotations=recorded(Worker=2)), pods=running(*W2), state="Suspended", reason="JobSuspended",
+         deletes=("j-worker-0", "j-worker-1"), events=("JobSuspended",)),
+    Case("resume recreates the pods", tfjob(status=started(cond("Suspended", "JobSuspended", t=5))),
+         state="Created", creates=("j-worker-0", "j-worker-1"), events=("JobResumed",)),
+    Case("resume while suspended pods still terminate: wait, no restart",
+         tfjob(status=started(cond("Suspended", "JobSuspended", t=5)), annotations=recorded(Worker=2)),
+         pods=[pod("worker-0", "Failed", code=143, deleting=25), pod("worker-1", deleting=25)],
+         events=("JobResumed",), requeue=55),
+    Case("replicas changed on a running job: refused with a message, nothing touched",
+         tfjob({"Worker": replica(3)}, status=started(RUNNING), annotations=recorded(Worker=2)),
+         pods=running(*W2), state="Running", reason="ReplicasChangeRefused",
+         message=("Worker.replicas 2→3", "suspend"), events=("ReplicasChangeRefused",), workers="2/2"),
+    Case("replicas changed while suspended: resume creates the new size",
+         tfjob({"Worker": replica(3)}, status=started(cond("Suspended", "JobSuspended", t=5))),
+         creates=("j-worker-0", "j-worker-1", "j-worker-2"), events=("JobResumed",)),
+    # --- bad input, other controllers
+    Case("invalid spec: Failed InvalidSpec with the messages, no pods",
+         tfjob({"Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "main", "image": "x"},
+               {"name": "side", "image": "y"}]}}}}), state="Failed", reason="InvalidSpec",
+         message=('no container named "tensorflow"',), events=("InvalidSpec",)),
+]
+
+
+def summarize(decision: Decision) -> dict[str, Any]:
+    creates = [a for a in decision.actions if isinstance(a, CreateObject)]
+    return {
+        "creates": tuple(a.name for a in creates if a.kind == "Pod"),
+        "deletes": tuple(a.name for a in decision.actions if isinstance(a, DeletePod) and not a.force),
+        "force_deletes": tuple(a.name for a in decision.actions if isinstance(a, DeletePod) and a.force),
+        "events": tuple(a.reason for a in decision.actions if isinstance(a, EmitEvent)),
+    }
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_lifecycle_rule(case: Case) -> None:
+    decision = reconcile(case.job, case.pods, T0 + timedelta(seconds=case.now), case.options)
+    status = decision.status
+    got = summarize(decision)
+    expected = {"creates": case.creates, "deletes": case.deletes, "force_deletes": case.force_deletes,
+                "events": case.events}
+    assert got == expected
+    if case.state is not None:
+        assert status.state == case.state
+    if case.reason is not None:
+        assert next(c for c in status.conditions if c.type == status.state).reason == case.reason
+    state_message = next((c.message for c in status.conditions if c.type == status.state), "") or ""
+    for fragment in case.message:
+        assert fragment in state_message
+    assert (status.restartCount, status.failureRestarts) == (case.restarts, case.failure_restarts)
+    if case.workers is not None:
+        assert status.workers == case.workers
+    assert decision.requeue_after == case.requeue
+    assert bool(decision.of_type(DeleteJob)) == case.delete_job
+
+
+# ---------------------------------------------------------------- properties of the whole function
+
+
+def test_table_has_at_least_30_scenarios() -> None:
+    assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_reconciling_again_before_the_pods_change_writes_nothing_new_and_posts_no_second_event(case: Case) -> None:
+    """The operator may reconcile again before its own writes come back through the watch: same outcome."""
+    now = T0 + timedelta(seconds=case.now)
+    first = reconcile(case.job, case.pods, now, case.options)
+    job = {**case.job, "status": first.status.model_dump(mode="json")}
+    for action in first.of_type(AnnotateJob):
+        annotations = {**job["metadata"]["annotations"], **action.annotations}
+        job["metadata"] = {**job["metadata"], "annotations": {k: v for k, v in annotations.items() if v is not None}}
+    second = reconcile(job, case.pods, now, case.options)
+    # Restarting one PS/evaluator pod is a pod action, repeated with its (idempotent) delete until the pod is
+    # seen terminating; the handlers drop identical Events within a minute, like Kubernetes' event correlator.
+    assert [e for e in second.of_type(EmitEvent) if e.reason != "ReplicaRestarting"] == []
+    assert second.status == first.status
+    assert {a.name for a in second.of_type(DeletePod)} <= {a.name for a in first.of_type(DeletePod)} | {
+        p["metadata"]["name"] for p in case.pods}
+
+
+def test_started_job_records_start_time_and_observed_generation() -> None:
+    job = tfjob()
+    job["metadata"]["generation"] = 7
+    status = reconcile(job, [], T0).status
+    assert (status.startTime, status.observedGeneration) == (at(0), 7)
+
+
+def test_gang_size_is_recorded_before_any_pod_is_created() -> None:
+    actions = reconcile(tfjob({"Worker": replica(3)}), [], T0).actions
+    assert isinstance(actions[0], AnnotateJob)
+    assert json.loads(actions[0].annotations[constants.ANNOTATION_GANG_REPLICAS] or "") == {"Worker": 3}
+    assert isinstance(actions[1], CreateObject) and actions[1].kind == "Service"
+
+
+def test_next_attempt_pods_carry_the_attempt_number() -> None:
+    job = tfjob(status=started(cond("Restarting"), restarts=2), annotations=recorded(Worker=2))
+    pods = [a.obj for a in reconcile(job, [], T0).of_type(CreateObject) if a.kind == "Pod"]
+    assert {p["metadata"]["labels"][constants.LABEL_ATTEMPT] for p in pods} == {"2"}
+    env = {e["name"]: e["value"] for e in pods[0]["spec"]["containers"][0]["env"]}
+    assert env[constants.ENV_ATTEMPT] == "2"
+
+
+def test_loopback_addressing_puts_the_recorded_ports_in_tf_config() -> None:
+    options = ReconcileOptions(loopback_ports={"j-worker-0": 41001, "j-worker-1": 41002})
+    pods = [a.obj for a in reconcile(tfjob(), [], T0, options).of_type(CreateObject) if a.kind == "Pod"]
+    env = {e["name"]: e["value"] for e in pods[1]["spec"]["containers"][0]["env"]}
+    assert json.loads(env["TF_CONFIG"])["cluster"] == {"worker": ["127.0.0.1:41001", "127.0.0.1:41002"]}
+
+
+def test_gang_backend_decorates_every_pod_it_releases() -> None:
+    def gate(job: Any, p: dict[str, Any]) -> dict[str, Any]:
+        return {**p, "spec": {**p["spec"], "schedulingGates": [{"name": constants.GANG_SCHEDULING_GATE}]}}
+
+    options = ReconcileOptions(gang=GangView(decorate_pod=gate, group_objects=({"kind": "PodGroup",
+                               "metadata": {"name": "j"}},)))
+    creates = reconcile(tfjob(), [], T0, options).of_type(CreateObject)
+    assert [c.kind for c in creates] == ["Service", "PodGroup", "Pod", "Pod"]
+    assert all(c.obj["spec"]["schedulingGates"] for c in creates if c.kind == "Pod")
+
+
+def test_job_managed_by_another_controller_is_left_alone() -> None:
+    decision = reconcile(tfjob(managedBy="kueue.x-k8s.io/multikueue"), [], T0)
+    assert (decision.managed, decision.actions) == (False, [])
+
+
+def test_pods_of_a_previous_job_with_the_same_name_are_ignored() -> None:
+    stranger = pod("worker-0")
+    stranger["metadata"]["ownerReferences"][0]["uid"] = "uid-of-a-deleted-job"
+    creates = reconcile(tfjob(), [stranger], T0).of_type(CreateObject)
+    assert [c.name for c in creates if c.kind == "Pod"] == ["j-worker-0", "j-worker-1"]
