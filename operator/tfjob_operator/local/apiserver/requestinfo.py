@@ -19,6 +19,8 @@ class RequestInfo:
     namespace: str | None = None
     name: str | None = None
     path: str = ""
+    #: The name segment of the URL itself (`name` may instead come from a metadata.name field selector).
+    url_name: str | None = None
 
 
 def parse_request(method: str, path: str, query: Mapping[str, str]) -> RequestInfo:
@@ -43,6 +45,7 @@ def parse_request(method: str, path: str, query: Mapping[str, str]) -> RequestIn
             rest = rest[2:]
     resource = rest[0]
     name = rest[1] if len(rest) > 1 else None
+    url_name = name
     sub = "/".join(rest[2:]) or None
     if resource == "namespaces" and namespace is None and name is not None:
         namespace = name
@@ -65,4 +68,4 @@ def parse_request(method: str, path: str, query: Mapping[str, str]) -> RequestIn
             key, sep, value = term.partition("=")
             if sep and key.strip() == "metadata.name" and not key.endswith("!"):
                 name = value.lstrip("=").strip()
-    return RequestInfo(True, verb, group, version, resource, sub, namespace, name, path)
+    return RequestInfo(True, verb, group, version, resource, sub, namespace, name, path, url_name)

@@ -35,6 +35,7 @@ POD_KEY: Key = ("", "pods")
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 JSON = "application/json"
 DEFAULT_WATCH_TIMEOUT = 1800.0
+RECORD = web.RequestKey("record", Callable[[int], None])  # type: ignore[misc]
 
 
 def _truthy(value: str | None) -> bool:
@@ -86,9 +87,9 @@ class ApiServer:
         """Bind the listener; afterwards `.url` is the base URL clients use."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, shutdown_timeout=0.5)
+        site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         server = site._server
         assert server is not None
@@ -138,7 +139,7 @@ class ApiServer:
                 status_code=status, path=request.path_qs,
             ))
 
-        request["record"] = record
+        request[RECORD] = record
         try:
             delay = self.faults.take_delay(request.method, request.path_qs)
             if delay:
@@ -179,7 +180,7 @@ class ApiServer:
             if not (info.verb == "deletecollection"):
                 raise ApiError(404, "the server could not find the requested resource")
         method = request.method
-        name, sub = info.name, info.subresource
+        name, sub = info.url_name, info.subresource
         query = request.query
         if sub is not None and sub not in rt.subresources:
             raise ApiError(404, "the server could not find the requested resource")
@@ -371,7 +372,7 @@ class ApiServer:
             watcher = self.store.watch(rt.key, ns, pred, since)
         except ResourceVersionTooOld as e:
             await response.prepare(request)
-            request["record"](200)
+            request[RECORD](200)
             error = status_body(410, f"too old resource version: {e.requested} ({e.oldest})", "Expired")
             await response.write(dumps({"type": "ERROR", "object": error}) + b"\n")
             await response.write_eof()
@@ -379,7 +380,7 @@ class ApiServer:
         if initial:
             watcher.queue.put_nowait(("INITIAL_END", Stored({})))
         await response.prepare(request)
-        request["record"](200)
+        request[RECORD](200)
         loop = asyncio.get_running_loop()
         timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
         deadline = loop.time() + timeout
@@ -1013,7 +1014,7 @@ class ApiServer:
         response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
         await response.prepare(request)
-        request["record"](200)
+        request[RECORD](200)
         try:
             if first:
                 await response.write(first)

@@ -1,0 +1,224 @@
+"""Object metadata, CRUD errors, status subresource, finalizers and garbage collection, via the official client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import kubernetes
+import pytest
+from kubernetes.client import ApiException
+
+from emulator_helpers import pod, widget
+
+pytestmark = pytest.mark.timeout(60)
+G, V = "emulator.test", "v1"
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def gone(fn: Callable[[], Any]) -> bool:
+    try:
+        fn()
+    except ApiException as e:
+        return e.status == 404
+    return False
+
+
+def test_create_sets_uid_resource_version_generation_and_creation_timestamp(core):
+    created = core.create_namespaced_config_map("default", {"metadata": {"name": "a"}, "data": {"k": "v"}})
+    assert created.metadata.uid and created.metadata.creation_timestamp
+    assert int(created.metadata.resource_version) > 0
+    assert created.metadata.generation is None  # no spec, no generation (as for real ConfigMaps)
+
+
+def test_resource_version_is_global_and_increasing(core, custom, widgets):
+    a = core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+    w = custom.create_namespaced_custom_object(G, V, "default", "widgets", widget("w"))
+    b = core.patch_namespaced_config_map("a", "default", {"data": {"x": "y"}})
+    assert int(a.metadata.resource_version) < int(w["metadata"]["resourceVersion"]) < int(b.metadata.resource_version)
+
+
+def test_generate_name_appends_a_random_suffix(core):
+    made = core.create_namespaced_config_map("default", {"metadata": {"generateName": "job-"}})
+    assert made.metadata.name.startswith("job-") and len(made.metadata.name) == len("job-") + 5
+
+
+def test_generation_bumps_on_spec_changes_only(custom, widgets):
+    w = custom.create_namespaced_custom_object(G, V, "default", "widgets", widget("w"))
+    assert w["metadata"]["generation"] == 1
+    w = custom.patch_namespaced_custom_object(G, V, "default", "widgets", "w", {"metadata": {"labels": {"a": "b"}}})
+    assert w["metadata"]["generation"] == 1
+    w = custom.patch_namespaced_custom_object_status(G, V, "default", "widgets", "w", {"status": {"phase": "Up"}})
+    assert w["metadata"]["generation"] == 1
+    w = custom.patch_namespaced_custom_object(G, V, "default", "widgets", "w", {"spec": {"replicas": 5}})
+    assert w["metadata"]["generation"] == 2
+
+
+def test_duplicate_create_is_409_already_exists(core):
+    core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+    assert err.value.status == 409 and '"reason":"AlreadyExists"' in err.value.body
+
+
+def test_update_with_stale_resource_version_is_409_conflict(core):
+    first = core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+    core.patch_namespaced_config_map("a", "default", {"data": {"x": "1"}})
+    stale = {"metadata": {"name": "a", "resourceVersion": first.metadata.resource_version}, "data": {"x": "2"}}
+    with pytest.raises(ApiException) as err:
+        core.replace_namespaced_config_map("a", "default", stale)
+    assert err.value.status == 409 and '"reason":"Conflict"' in err.value.body
+
+
+def test_replacing_custom_resource_without_resource_version_is_422(custom, widgets):
+    custom.create_namespaced_custom_object(G, V, "default", "widgets", widget("w"))
+    with pytest.raises(ApiException) as err:
+        custom.replace_namespaced_custom_object(G, V, "default", "widgets", "w", widget("w", size="large"))
+    assert err.value.status == 422 and "must be specified for an update" in err.value.body
+
+
+def test_missing_object_is_404_with_status_body(core):
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_config_map("nope", "default")
+    assert err.value.status == 404
+    assert '"kind":"Status"' in err.value.body and 'configmaps \\"nope\\" not found' in err.value.body
+
+
+def test_create_in_missing_namespace_is_404(core):
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_config_map("ghost", {"metadata": {"name": "a"}})
+    assert err.value.status == 404 and 'namespaces \\"ghost\\" not found' in err.value.body
+
+
+def test_delete_collection_honours_label_selector(core):
+    for name, team in [("a", "x"), ("b", "x"), ("c", "y")]:
+        core.create_namespaced_config_map("default", {"metadata": {"name": name, "labels": {"team": team}}})
+    core.delete_collection_namespaced_config_map("default", label_selector="team=x")
+    assert [c.metadata.name for c in core.list_namespaced_config_map("default").items] == ["c"]
+
+
+def test_main_resource_ignores_status_and_status_subresource_ignores_spec(custom, widgets):
+    created = widget("w")
+    created["status"] = {"phase": "Sneaky"}
+    w = custom.create_namespaced_custom_object(G, V, "default", "widgets", created)
+    assert "status" not in w
+    w = custom.patch_namespaced_custom_object(G, V, "default", "widgets", "w", {"status": {"phase": "X"}})
+    assert "status" not in w
+    w = custom.patch_namespaced_custom_object_status(G, V, "default", "widgets", "w",
+                                                     {"spec": {"size": "large"}, "status": {"phase": "Up"}})
+    assert w["status"] == {"phase": "Up"} and w["spec"]["size"] == "small"
+
+
+def test_finalizers_keep_a_deleted_object_until_they_are_removed(core):
+    core.create_namespaced_config_map("default", {"metadata": {"name": "a", "finalizers": ["x/y"]}})
+    core.delete_namespaced_config_map("a", "default")
+    held = core.read_namespaced_config_map("a", "default")
+    assert held.metadata.deletion_timestamp is not None
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_config_map("a", "default", {"metadata": {"finalizers": ["x/y", "new/one"]}})
+    assert err.value.status == 422
+    core.patch_namespaced_config_map("a", "default", {"metadata": {"finalizers": None}})
+    assert gone(lambda: core.read_namespaced_config_map("a", "default"))
+
+
+def test_bound_pod_deletion_is_graceful_until_the_kubelet_confirms(core):
+    core.create_namespaced_pod("default", pod("p", nodeName="node-a"))
+    core.delete_namespaced_pod("p", "default")
+    terminating = core.read_namespaced_pod("p", "default")
+    assert terminating.metadata.deletion_timestamp is not None
+    assert terminating.metadata.deletion_grace_period_seconds == 30
+    core.delete_namespaced_pod("p", "default", grace_period_seconds=0)  # what the kubelet sends
+    assert gone(lambda: core.read_namespaced_pod("p", "default"))
+
+
+@pytest.mark.parametrize("extra", [{}, {"nodeName": "node-a", "phase": "Succeeded"}], ids=["unbound", "terminal"])
+def test_unbound_or_terminal_pod_is_deleted_at_once(core, extra):
+    body = pod("p", **({"nodeName": extra["nodeName"]} if "nodeName" in extra else {}))
+    core.create_namespaced_pod("default", body)
+    if "phase" in extra:
+        core.patch_namespaced_pod_status("p", "default", {"status": {"phase": extra["phase"]}})
+    core.delete_namespaced_pod("p", "default")
+    assert gone(lambda: core.read_namespaced_pod("p", "default"))
+
+
+def owned(name: str, owner: dict[str, Any] | Any, *, block: bool = False, finalizers: list[str] | None = None) -> dict:
+    meta = owner["metadata"] if isinstance(owner, dict) else owner.metadata.to_dict()
+    return {"metadata": {"name": name, "finalizers": finalizers or [], "ownerReferences": [{
+        "apiVersion": "emulator.test/v1", "kind": "Widget", "name": meta["name"], "uid": meta["uid"],
+        "controller": True, "blockOwnerDeletion": block}]}}
+
+
+def test_background_deletion_removes_dependents_after_the_owner(core, custom, widgets):
+    w = custom.create_namespaced_custom_object(G, V, "default", "widgets", widget("w"))
+    core.create_namespaced_config_map("default", owned("child", w))
+    custom.delete_namespaced_custom_object(G, V, "default", "widgets", "w")
+    assert gone(lambda: custom.get_namespaced_custom_object(G, V, "default", "widgets", "w"))
+    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("child", "default")))
+
+
+def test_foreground_deletion_keeps_owner_until_blocking_dependents_are_gone(core, custom, widgets):
+    w = custom.create_namespaced_custom_object(G, V, "default", "widgets", widget("w"))
+    core.create_namespaced_config_map("default", owned("child", w, block=True, finalizers=["hold/on"]))
+    custom.delete_namespaced_custom_object(G, V, "default", "widgets", "w", propagation_policy="Foreground")
+    owner = custom.get_namespaced_custom_object(G, V, "default", "widgets", "w")
+    assert "foregroundDeletion" in owner["metadata"]["finalizers"] and owner["metadata"]["deletionTimestamp"]
+    wait_for(lambda: core.read_namespaced_config_map("child", "default").metadata.deletion_timestamp)
+    time.sleep(0.2)  # give the collector a chance to (wrongly) release the owner
+    assert custom.get_namespaced_custom_object(G, V, "default", "widgets", "w")
+    core.patch_namespaced_config_map("child", "default", {"metadata": {"finalizers": None}})
+    wait_for(lambda: gone(lambda: custom.get_namespaced_custom_object(G, V, "default", "widgets", "w")))
+
+
+def test_orphan_deletion_keeps_dependents_and_drops_their_owner_reference(core, custom, widgets):
+    w = custom.create_namespaced_custom_object(G, V, "default", "widgets", widget("w"))
+    core.create_namespaced_config_map("default", owned("child", w))
+    custom.delete_namespaced_custom_object(G, V, "default", "widgets", "w", propagation_policy="Orphan")
+    wait_for(lambda: gone(lambda: custom.get_namespaced_custom_object(G, V, "default", "widgets", "w")))
+    child = core.read_namespaced_config_map("child", "default")
+    assert not child.metadata.owner_references
+
+
+def test_dependent_of_a_missing_owner_is_garbage_collected(core):
+    ghost = {"metadata": {"name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}}
+    core.create_namespaced_config_map("default", owned("child", ghost))
+    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("child", "default")))
+
+
+def test_namespace_deletion_removes_its_objects_then_itself(core):
+    core.create_namespace({"metadata": {"name": "team"}})
+    core.create_namespaced_config_map("team", {"metadata": {"name": "a"}})
+    core.create_namespaced_pod("team", pod("p", nodeName="node-a"))  # graceful: holds the namespace
+    core.delete_namespace("team")
+    wait_for(lambda: core.read_namespaced_pod("p", "team").metadata.deletion_timestamp)
+    assert core.read_namespace("team").status.phase == "Terminating"
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_config_map("team", {"metadata": {"name": "b"}})
+    assert err.value.status == 403
+    core.delete_namespaced_pod("p", "team", grace_period_seconds=0)
+    wait_for(lambda: gone(lambda: core.read_namespace("team")))
+    assert core.list_namespaced_config_map("team").items == []
+
+
+def test_events_are_served_in_core_and_events_k8s_io(core, client):
+    ref = {"kind": "Widget", "name": "w", "namespace": "default", "uid": "u1", "apiVersion": "emulator.test/v1"}
+    core.create_namespaced_event("default", {"metadata": {"generateName": "w-"}, "involvedObject": ref,
+                                             "reason": "Made", "message": "hi", "type": "Normal"})
+    core.create_namespaced_event("default", {"metadata": {"generateName": "x-"}, "reason": "Other", "type": "Normal",
+                                             "involvedObject": {**ref, "name": "x", "uid": "u2"}})
+    found = core.list_namespaced_event("default", field_selector="involvedObject.name=w,involvedObject.kind=Widget")
+    assert [e.reason for e in found.items] == ["Made"]
+    events_v1 = kubernetes.client.EventsV1Api(client)
+    events_v1.create_namespaced_event("default", {"metadata": {"name": "n1"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+                                                  "reportingController": "c", "reportingInstance": "i",
+                                                  "action": "Do", "reason": "R", "type": "Normal", "regarding": ref})
+    assert [e.reason for e in events_v1.list_namespaced_event("default").items] == ["R"]
