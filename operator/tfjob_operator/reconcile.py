@@ -122,12 +122,14 @@ class GangView:
 
     #: Adds the backend's gates, labels, annotations, schedulerName to a rendered pod. Must be pure.
     decorate_pod: Callable[[TFJob, dict[str, Any]], dict[str, Any]] = _identity
-    #: Objects the backend needs before the pods (e.g. a PodGroup); created idempotently with the pods.
-    group_objects: tuple[dict[str, Any], ...] = ()
+    #: Objects the backend needs before the pods (e.g. a PodGroup), from the rendered pods. Must be pure.
+    group_objects: Callable[[TFJob, list[dict[str, Any]]], list[dict[str, Any]]] = lambda job, pods: []
     #: May the pods be created now? (Volcano: only once the PodGroup left Pending.)
     ready_to_create_pods: bool = True
     #: Why the gang waits, shown on the Queued condition; None when it does not wait.
     queued_reason: str | None = None
+    #: Why the job cannot run under its backend (unknown backend name, missing queue ...): fails it as InvalidSpec.
+    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,8 @@ class ReconcileOptions:
     #: Seconds past a pod's deletion deadline after which it is force-deleted.
     terminating_timeout: float = 60.0
     gang: GangView = GangView()
+    #: The API server refused to create a pod for a reason retrying cannot fix (e.g. 422): fails the job.
+    pod_create_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -359,6 +363,8 @@ def reconcile(
     try:
         # The status is read apart (prior_status): it is the operator's own output, never a reason to refuse.
         job = parse_tfjob({k: v for k, v in obj.items() if k != "status"})
+        if options.gang.problems:
+            raise InvalidSpec(list(options.gang.problems))
     except InvalidSpec as exc:
         _invalid(ctx, obj, observed, exc.messages)
         return _decision(ctx)
@@ -520,6 +526,10 @@ def _lifecycle(ctx: _Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
     if stale:
         # The next attempt reuses these names: wait until the old pods are gone.
         ctx.actions.extend(DeletePod(p.name) for p in stale if not p.terminating)
+        return
+    if ctx.options.pod_create_error:
+        _finish(ctx, C.FAILED, "PodCreationFailed", ctx.options.pod_create_error, "Warning", observed,
+                job.spec.runPolicy.cleanPodPolicy)
         return
     if _succeeded(ctx, job, current, observed):
         return
@@ -707,13 +717,16 @@ def _create_missing(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: 
     if not gang.ready_to_create_pods:
         ctx.transition(C.QUEUED, "GangQueued", gang.queued_reason or "waiting for the gang backend")
         return
+    if ctx.options.loopback_ports is not None and not set(names_needed) <= set(ctx.options.loopback_ports):
+        unassigned = sorted(set(names_needed) - set(ctx.options.loopback_ports))
+        raise ValueError(f"loopback addressing: no port recorded for {unassigned}")
     rendered = render(job, RenderOptions(attempt=ctx.status.restartCount, cluster_domain=ctx.options.cluster_domain,
                                          loopback_ports=ctx.options.loopback_ports))
     if recorded_replicas(job) is None:
         ctx.actions.append(AnnotateJob({constants.ANNOTATION_GANG_REPLICAS: json.dumps(spec_replicas(job),
                                                                                        sort_keys=True)}))
     ctx.actions.append(CreateObject(rendered.service))
-    ctx.actions.extend(CreateObject(dict(obj)) for obj in gang.group_objects)
+    ctx.actions.extend(CreateObject(dict(obj)) for obj in gang.group_objects(job, rendered.pods))
     ctx.actions.extend(CreateObject(gang.decorate_pod(job, pod)) for pod in rendered.pods
                        if pod["metadata"]["name"] in missing)
     if not ctx.is_true(C.CREATED):
@@ -733,6 +746,8 @@ def _running(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: str | N
             ctx.transition(C.RUNNING, "AllPodsRunning", message)
         ctx.set(C.RESTARTING, False, "AllPodsRunning", message)
         ctx.set(C.QUEUED, False, "AllPodsRunning", message)
+    elif ctx.options.gang.queued_reason and current:
+        ctx.transition(C.QUEUED, "GangQueued", ctx.options.gang.queued_reason)
     elif ctx.options.gang.ready_to_create_pods:
         ctx.set(C.QUEUED, False, "GangAdmitted", "the gang backend released the pods")
     _refuse_resize(ctx, refusal, announced)

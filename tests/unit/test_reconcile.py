@@ -316,7 +316,20 @@ CASES = [
     Case("replicas changed while suspended: resume creates the new size",
          tfjob({"Worker": replica(3)}, status=started(cond("Suspended", "JobSuspended", t=5))),
          creates=("j-worker-0", "j-worker-1", "j-worker-2"), events=("JobResumed",)),
+    Case("created gang waiting for admission: Queued with the backend's reason",
+         tfjob(status=started(), annotations=recorded(Worker=2)), pods=[pod("worker-0", "Pending"),
+         pod("worker-1", "Pending")], state="Queued", reason="GangQueued", message=("no node has 8 GPUs free",),
+         events=("GangQueued",), options=ReconcileOptions(gang=GangView(queued_reason="no node has 8 GPUs free"))),
     # --- bad input, other controllers
+    Case("unknown gang backend: Failed InvalidSpec naming the annotation", tfjob(), state="Failed",
+         reason="InvalidSpec", message=("unknown gang backend",), events=("InvalidSpec",),
+         options=ReconcileOptions(gang=GangView(problems=("metadata.annotations[tfjob.dev/gang-backend]: unknown "
+                                                         "gang backend 'slurm'",)))),
+    Case("the API server refuses a pod (422): Failed PodCreationFailed, no retry loop",
+         tfjob(status=started(), annotations=recorded(Worker=2)), pods=[pod("worker-0", "Pending")],
+         state="Failed", reason="PodCreationFailed", message=("spec.containers[0].image",),
+         deletes=("j-worker-0",), events=("PodCreationFailed",),
+         options=ReconcileOptions(pod_create_error="creating pod j-worker-1: spec.containers[0].image: Required")),
     Case("invalid spec: Failed InvalidSpec with the messages, no pods",
          tfjob({"Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "main", "image": "x"},
                {"name": "side", "image": "y"}]}}}}), state="Failed", reason="InvalidSpec",
@@ -414,8 +427,10 @@ def test_gang_backend_decorates_every_pod_it_releases() -> None:
     def gate(job: Any, p: dict[str, Any]) -> dict[str, Any]:
         return {**p, "spec": {**p["spec"], "schedulingGates": [{"name": constants.GANG_SCHEDULING_GATE}]}}
 
-    options = ReconcileOptions(gang=GangView(decorate_pod=gate, group_objects=({"kind": "PodGroup",
-                               "metadata": {"name": "j"}},)))
+    def group(job: Any, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"kind": "PodGroup", "metadata": {"name": "j"}, "spec": {"minMember": len(pods)}}]
+
+    options = ReconcileOptions(gang=GangView(decorate_pod=gate, group_objects=group))
     creates = reconcile(tfjob(), [], T0, options).of_type(CreateObject)
     assert [c.kind for c in creates] == ["Service", "PodGroup", "Pod", "Pod"]
     assert all(c.obj["spec"]["schedulingGates"] for c in creates if c.kind == "Pod")

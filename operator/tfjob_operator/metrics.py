@@ -1,0 +1,62 @@
+"""Prometheus metrics of the operator, served on `/metrics` (prometheus-client's own HTTP server).
+
+Counters move when the operator acts (jobs created/succeeded/failed/restarted, pods created/deleted); the
+histogram times one reconcile of one job, API calls included.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+
+from tfjob_operator.api import JobConditionType
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Metrics:
+    """One registry per operator, so tests can run several without clashing on global state."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.jobs_created = Counter("tfjob_jobs_created", "TFJobs whose pods the operator created.", registry=r)
+        self.jobs_succeeded = Counter("tfjob_jobs_succeeded", "TFJobs that succeeded.", registry=r)
+        self.jobs_failed = Counter("tfjob_jobs_failed", "TFJobs that failed, by reason.", ["reason"], registry=r)
+        self.jobs_restarted = Counter("tfjob_jobs_restarted", "Whole-gang restarts, by cause.", ["reason"],
+                                      registry=r)
+        self.pods_created = Counter("tfjob_pods_created", "Pods created (not counting ones that existed).",
+                                    registry=r)
+        self.pods_deleted = Counter("tfjob_pods_deleted", "Pods deleted (force deletions included).", ["force"],
+                                    registry=r)
+        self.reconcile_seconds = Histogram(
+            "tfjob_reconcile_duration_seconds", "Time to reconcile one job, API calls included.", registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+        self.reconcile_errors = Counter("tfjob_reconcile_errors", "Reconciles that failed and will be retried.",
+                                        registry=r)
+
+    def transition(self, condition: JobConditionType | None, reason: str) -> None:
+        """Count a lifecycle transition the operator announced with an Event."""
+        if condition == JobConditionType.CREATED:
+            self.jobs_created.inc()
+        elif condition == JobConditionType.SUCCEEDED:
+            self.jobs_succeeded.inc()
+        elif condition == JobConditionType.FAILED:
+            self.jobs_failed.labels(reason).inc()
+        elif condition == JobConditionType.RESTARTING:
+            self.jobs_restarted.labels(reason).inc()
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> bool:
+        """Start the /metrics endpoint; False (and a warning) if the port is taken or disabled (0)."""
+        if not port:
+            return False
+        try:
+            start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            log.warning("metrics endpoint not started on %s:%s: %s", host, port, exc)
+            return False
+        return True
