@@ -1,0 +1,107 @@
+"""HA: two operator instances on one control plane; only the Lease holder ever creates pods."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tfjob_operator import leader
+from tfjob_operator.local.apiserver.thread import ApiServerThread
+
+NS = "default"
+
+
+def config(identity: str, **kw: Any) -> leader.LeaderElectionConfig:
+    return leader.LeaderElectionConfig(namespace=NS, lease_name="tfjob-operator", identity=identity,
+                                       lease_duration=1.0, renew_deadline=0.8, retry_period=0.1, **kw)
+
+
+def acting(url: str, identity: str, created: asyncio.Event) -> Any:
+    """An 'operator' that creates a pod every 50 ms for as long as it runs (user agent = its identity)."""
+
+    async def main() -> None:
+        async with aiohttp.ClientSession(headers={"User-Agent": identity}) as session:
+            for i in range(10_000):
+                pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{identity}-{i}"},
+                       "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+                async with session.post(f"{url}/api/v1/namespaces/{NS}/pods", json=pod) as resp:
+                    assert resp.status == 201, await resp.text()
+                created.set()
+                await asyncio.sleep(0.05)
+
+    return main
+
+
+@pytest.mark.parametrize(
+    ("lease", "identity", "seen_for", "expected"),
+    [
+        (None, "a", 0, "create"),
+        ({"spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}, "a", 0, "renew"),
+        ({"spec": {"holderIdentity": "b", "leaseDurationSeconds": 15}}, "a", 14.9, "wait"),
+        ({"spec": {"holderIdentity": "b", "leaseDurationSeconds": 15}}, "a", 15, "take"),
+        ({"spec": {"holderIdentity": None, "leaseDurationSeconds": 15}}, "a", 0, "take"),
+    ],
+)
+def test_lease_decision(lease: Any, identity: str, seen_for: float, expected: str) -> None:
+    assert leader.decide(lease, identity, seen_for=seen_for, duration=15) == expected
+
+
+@pytest.mark.timeout(60)
+async def test_two_instances_never_both_create_pods_and_the_standby_takes_over() -> None:
+    with ApiServerThread() as api:
+        a_created, b_created = asyncio.Event(), asyncio.Event()
+        api_a, api_b = leader.LeaseApi(api.url), leader.LeaseApi(api.url)
+        a = asyncio.create_task(leader.run_as_leader(api_a, config("op-a"), acting(api.url, "op-a", a_created)))
+        await asyncio.wait_for(a_created.wait(), 10)
+        b = asyncio.create_task(leader.run_as_leader(api_b, config("op-b"), acting(api.url, "op-b", b_created)))
+        await asyncio.sleep(1.5)  # well past a lease duration: b must stay a standby while a renews
+        assert not b_created.is_set()
+        api_a.base_url = "http://127.0.0.1:9"  # a crash or partition: a cannot release the lease
+        a.cancel()  # so b takes over only after the lease expires
+        with contextlib.suppress(asyncio.CancelledError):
+            await a
+        stopped = asyncio.get_running_loop().time()
+        await asyncio.wait_for(b_created.wait(), 10)
+        takeover = asyncio.get_running_loop().time() - stopped
+        b.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await b
+        await api_a.close()
+        await api_b.close()
+
+        creations = [(r.user_agent, i) for i, r in enumerate(api.server.requests)
+                     if r.verb == "create" and r.resource == "pods"]
+        by_a = [i for ua, i in creations if ua == "op-a"]
+        by_b = [i for ua, i in creations if ua == "op-b"]
+        assert by_a and by_b
+        assert max(by_a) < min(by_b)  # never interleaved: one acting instance at a time
+        assert takeover >= 0.5  # the standby respected the lease
+        lease = [r for r in api.server.requests if r.resource == "leases"]
+        assert {r.user_agent for r in lease} == {"tfjob-operator/leader-election"}
+
+
+@pytest.mark.timeout(60)
+async def test_clean_shutdown_releases_the_lease_and_the_leader_labels_its_pod() -> None:
+    with ApiServerThread() as api:
+        async with aiohttp.ClientSession() as session:
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "operator-0"},
+                   "spec": {"containers": [{"name": "c", "image": "op"}]}}
+            async with session.post(f"{api.url}/api/v1/namespaces/{NS}/pods", json=pod) as resp:
+                assert resp.status == 201
+            lease_api = leader.LeaseApi(api.url)
+
+            async def main() -> None:
+                async with session.get(f"{api.url}/api/v1/namespaces/{NS}/pods/operator-0") as resp:
+                    labels = (await resp.json())["metadata"]["labels"]
+                assert labels[leader.LEADER_LABEL] == "true"
+
+            await leader.run_as_leader(lease_api, config("op-a", pod_name="operator-0"), main)
+            lease = await lease_api.get(NS, "tfjob-operator")
+            assert lease is not None and lease["spec"].get("holderIdentity") is None
+            other = leader.LeaderElector(lease_api, config("op-b"))
+            assert await other.try_acquire_or_renew()  # taken at once, no waiting for expiry
+            await lease_api.close()
