@@ -458,13 +458,9 @@ class PodRuntime:
         previous = self._transitions.get(ctype)
         if previous is None or previous[0] != status:
             self._transitions[ctype] = (status, now_rfc3339())
-        cond: dict[str, Any] = {"type": ctype, "status": status, "lastProbeTime": None,
-                                "lastTransitionTime": self._transitions[ctype][1]}
-        if reason:
-            cond["reason"] = reason
-        if message:
-            cond["message"] = message
-        return cond
+        # reason/message always present (null clears them), because the patch merges conditions by type.
+        return {"type": ctype, "status": status, "lastProbeTime": None,
+                "lastTransitionTime": self._transitions[ctype][1], "reason": reason, "message": message}
 
     def status(self) -> dict[str, Any]:
         """The status this kubelet reports (conditions it does not own are left to the server's merge)."""
@@ -757,9 +753,13 @@ class ProcessKubelet:
         raise KeyError(f"pod {namespace}/{pod} has no running container"
                        + (f" named {container}" if container else ""))
 
-    async def lose_node(self, node: str) -> None:
+    async def lose_node(self, node: str, *, toleration_cap: float = 0.0) -> None:
         """Node loss: processes die at once, the node turns NotReady/unreachable, and the node controller's
-        taint manager marks and deletes its pods, which then stay Terminating (no kubelet to confirm)."""
+        taint manager marks and deletes its pods, which then stay Terminating (no kubelet to confirm).
+
+        Pods tolerating `unreachable:NoExecute` for N seconds (300 by default admission) are deleted after
+        min(N, toleration_cap) seconds, in the background; pods tolerating it forever stay.
+        """
         self.lost_nodes.add(node)
         for rt in list(self._runtimes.values()):
             if rt.node == node:
@@ -774,25 +774,33 @@ class ProcessKubelet:
         await self.client.patch(f"/api/v1/nodes/{node}/status", {"status": {"conditions": ready_conditions(None)}},
                                 MERGE_PATCH)
         pods = [p for p in self._pods.cache.values() if p["spec"].get("nodeName") == node]
-        await asyncio.gather(*(self._node_controller_evict(p) for p in pods))
+        now = now_rfc3339()
+        not_ready = {"status": {"conditions": [
+            {"type": "Ready", "status": "False", "lastProbeTime": None, "lastTransitionTime": now}]}}
+        for pod in pods:
+            meta = pod["metadata"]
+            with contextlib.suppress(*_TRANSIENT):
+                await self.client.patch(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+                                        not_ready, STRATEGIC_MERGE_PATCH)
+        for pod in pods:
+            delay = _unreachable_toleration_seconds(pod)
+            if delay is None:
+                await self._taint_manager_delete(pod)
+            elif delay != float("inf"):
+                self._spawn_background(self._taint_manager_delete(pod, min(delay, toleration_cap)))
 
-    async def _node_controller_evict(self, pod: Mapping[str, Any]) -> None:
+    async def _taint_manager_delete(self, pod: Mapping[str, Any], delay: float = 0.0) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
         meta = pod["metadata"]
         ns, name = meta.get("namespace", "default"), meta["name"]
+        if meta["uid"] in self._runtimes or pod["spec"].get("nodeName") not in self.lost_nodes:
+            return  # the node came back meanwhile
         path = f"/api/v1/namespaces/{ns}/pods/{name}"
         now = now_rfc3339()
-        conditions = [{"type": "Ready", "status": "False", "lastProbeTime": None, "lastTransitionTime": now}]
-        delay = _unreachable_toleration_seconds(pod)
-        if delay is not None:
-            with contextlib.suppress(*_TRANSIENT):
-                await self.client.patch(path + "/status", {"status": {"conditions": conditions}},
-                                        STRATEGIC_MERGE_PATCH)
-            if delay == float("inf"):
-                return
-            await asyncio.sleep(delay)
-        conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
-                           "message": "Taint manager: deleting due to NoExecute taint", "lastProbeTime": None,
-                           "lastTransitionTime": now})
+        conditions = [{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
+                       "message": "Taint manager: deleting due to NoExecute taint", "lastProbeTime": None,
+                       "lastTransitionTime": now}]
         with contextlib.suppress(*_TRANSIENT):
             await self.client.patch(path + "/status", {"status": {"conditions": conditions}}, STRATEGIC_MERGE_PATCH)
             await self.client.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions",
@@ -813,21 +821,23 @@ class ProcessKubelet:
 
     # -- LogSource --------------------------------------------------------------------------------------
 
-    def stream(self, namespace: str, pod: str, container: str | None, *, follow: bool,
-               tail_lines: int | None, previous: bool) -> AsyncIterator[bytes]:
-        """A container's log, as the API server's pods/log serves it; KeyError when there is none."""
+    async def stream(self, namespace: str, pod: str, container: str | None, *, follow: bool,
+                     tail_lines: int | None, previous: bool) -> AsyncIterator[bytes]:
+        """A container's log, as the API server's pods/log serves it; KeyError (on first read) when none."""
+        run = self._log_run(namespace, pod, container, previous)
+        async for chunk in _read_log(run, follow=follow and not previous, tail_lines=tail_lines, poll=0.05):
+            yield chunk
+
+    def _log_run(self, namespace: str, pod: str, container: str | None, previous: bool) -> Run:
         rt = self.runtime(namespace, pod)
         c = rt.container(container)
         if previous:
             if len(c.runs) < 2 and not (c.backing_off and c.runs):
                 raise KeyError(f'previous terminated container "{c.name}" in pod "{pod}" not found')
-            run = c.runs[-1] if c.backing_off else c.runs[-2]
-            follow = False
-        else:
-            if not c.runs:
-                raise KeyError(f'container "{c.name}" in pod "{pod}" is waiting to start: {c.waiting_reason}')
-            run = c.runs[-1]
-        return _read_log(run, follow=follow, tail_lines=tail_lines, poll=0.05)
+            return c.runs[-1] if c.backing_off else c.runs[-2]
+        if not c.runs:
+            raise KeyError(f'container "{c.name}" in pod "{pod}" is waiting to start: {c.waiting_reason}')
+        return c.runs[-1]
 
     def pods(self) -> Iterable[PodRuntime]:
         return list(self._runtimes.values())

@@ -301,13 +301,7 @@ class Scheduler:
                 self._assumed.pop(uid, None)
                 self._wake.set()
                 return
-            self.binds += 1
-            status = {"status": {"conditions": [
-                {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                 "lastTransitionTime": now_rfc3339()}]}}
-            with contextlib.suppress(ApiError, OSError, asyncio.TimeoutError):
-                await self.client.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status", status,
-                                        STRATEGIC_MERGE_PATCH)
+            self.binds += 1  # the binding itself sets PodScheduled=True, as kube-apiserver does
             await self._event(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
 
     async def _mark_unschedulable(self, pod: Mapping[str, Any], message: str) -> None:

@@ -1,0 +1,197 @@
+"""LocalCluster: the API emulator, the declared nodes, the scheduler stand-in and the process kubelet.
+
+All four share one event loop. `LocalCluster` is an async context manager; `LocalClusterThread` runs
+one on a background thread for synchronous callers (tests, `tfjob local`, kubectl users).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Awaitable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from tfjob_operator.local.apiserver import ApiServer
+from tfjob_operator.local.kubeclient import ApiError, KubeClient
+from tfjob_operator.local.kubelet import ProcessKubelet
+from tfjob_operator.local.nodes import DEFAULT_NODES, parse_node_spec
+from tfjob_operator.local.scheduler import Scheduler
+
+try:
+    from tfjob_operator.crd import CRD_PATH
+except ImportError:  # pragma: no cover - the generated CRD module is part of the package
+    CRD_PATH = Path(__file__).resolve().parents[3] / "crds" / "tfjob.yaml"
+
+T = TypeVar("T")
+CRD_API = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+async def install_crds(url: str, paths: Sequence[Path], *, timeout: float = 30.0) -> list[str]:
+    """Create the CRDs in these YAML files through the API (as kubectl would) and wait until they serve."""
+    client = KubeClient(url, "tfjob-local-cluster")
+    names = []
+    try:
+        for path in paths:
+            for doc in yaml.safe_load_all(Path(path).read_text()):
+                if not doc or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                try:
+                    await client.post(CRD_API, doc)
+                except ApiError as exc:
+                    if exc.status != 409:
+                        raise
+                names.append(doc["metadata"]["name"])
+        deadline = time.monotonic() + timeout
+        for name in names:
+            while True:
+                crd = await client.get(f"{CRD_API}/{name}")
+                conds = {c.get("type"): c.get("status") for c in (crd.get("status") or {}).get("conditions") or []}
+                if conds.get("Established") == "True":
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"CRD {name} not Established after {timeout:g}s")
+                await asyncio.sleep(0.05)
+    finally:
+        await client.close()
+    return names
+
+
+class LocalCluster:
+    """A whole local control plane; `async with LocalCluster(workdir=...) as c:` then use `c.url`."""
+
+    def __init__(self, *, nodes: str | None = None, workdir: Path, port: int = 0,
+                 crds: Sequence[Path] = (CRD_PATH,), max_grace_seconds: float = 5.0,
+                 restart_backoff: tuple[float, float] = (0.2, 5.0)) -> None:
+        self.node_spec = nodes or DEFAULT_NODES
+        self.nodes = parse_node_spec(self.node_spec)  # fail on a bad spec before anything starts
+        self.workdir = Path(workdir).resolve()
+        self.port = port
+        self.crds = tuple(crds)
+        self.max_grace_seconds = max_grace_seconds
+        self.restart_backoff = restart_backoff
+        self.apiserver = ApiServer(port=port)
+        self._kubelet: ProcessKubelet | None = None
+        self._scheduler: Scheduler | None = None
+
+    @property
+    def url(self) -> str:
+        return str(self.apiserver.url)
+
+    @property
+    def kubelet(self) -> ProcessKubelet:
+        if self._kubelet is None:
+            raise RuntimeError("the cluster is not running (use `async with LocalCluster(...)`)")
+        return self._kubelet
+
+    @property
+    def scheduler(self) -> Scheduler:
+        if self._scheduler is None:
+            raise RuntimeError("the cluster is not running (use `async with LocalCluster(...)`)")
+        return self._scheduler
+
+    async def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        await self.apiserver.start()
+        try:
+            if self.crds:
+                await install_crds(self.url, self.crds)
+            self._kubelet = ProcessKubelet(self.url, nodes=self.nodes, workdir=self.workdir,
+                                           max_grace_seconds=self.max_grace_seconds, backoff=self.restart_backoff)
+            self.apiserver.set_log_source(self._kubelet)
+            await self._kubelet.start()
+            self._scheduler = Scheduler(self.url)
+            await self._scheduler.start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Stop scheduling, end every pod process, then the API server."""
+        if self._scheduler is not None:
+            await self._scheduler.stop()
+        if self._kubelet is not None:
+            await self._kubelet.stop()
+            self.apiserver.set_log_source(None)
+        await self.apiserver.stop()
+
+    async def __aenter__(self) -> LocalCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+class LocalClusterThread:
+    """A LocalCluster on its own event loop in a daemon thread; `with LocalClusterThread(workdir=...) as c:`."""
+
+    def __init__(self, *, start_timeout: float = 60.0, **cluster_kwargs: Any) -> None:
+        self.cluster = LocalCluster(**cluster_kwargs)
+        self.start_timeout = start_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped: asyncio.Event | None = None
+        self._ready = concurrent.futures.Future[None]()
+
+    @property
+    def url(self) -> str:
+        return self.cluster.url
+
+    @property
+    def kubelet(self) -> ProcessKubelet:
+        return self.cluster.kubelet
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.cluster.scheduler
+
+    @property
+    def apiserver(self) -> ApiServer:
+        return self.cluster.apiserver
+
+    def __enter__(self) -> LocalClusterThread:
+        self._thread = threading.Thread(target=self._run, name="tfjob-local-cluster", daemon=True)
+        self._thread.start()
+        try:
+            self._ready.result(timeout=self.start_timeout)
+        except BaseException:
+            self._thread.join(timeout=self.start_timeout)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None and self._stopped is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._stopped.set)
+            self._thread.join(timeout=60)
+
+    def call(self, coro: Awaitable[T], timeout: float | None = 60.0) -> T:
+        """Run a coroutine on the cluster's loop and return its result (e.g. `c.call(c.kubelet.evict(...))`)."""
+        if self._loop is None:
+            raise RuntimeError("the cluster thread is not running")
+
+        async def wrap() -> T:
+            return await coro
+
+        return asyncio.run_coroutine_threadsafe(wrap(), self._loop).result(timeout)
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        try:
+            await self.cluster.start()
+        except BaseException as exc:
+            self._ready.set_exception(exc)
+            return
+        self._ready.set_result(None)
+        try:
+            await self._stopped.wait()
+        finally:
+            await self.cluster.stop()

@@ -1,0 +1,65 @@
+"""`tfjob local up`: the local control plane alone (no operator), serving until interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from tfjob_operator.local.apiserver import write_kubeconfig
+from tfjob_operator.local.cluster import CRD_PATH, LocalCluster
+from tfjob_operator.local.nodes import NodeSpecError, describe_nodes
+
+EXIT_USAGE = 2
+
+
+def run_local_up(port: int, kubeconfig: Path, nodes: str | None, workdir: Path) -> int:
+    """Start a LocalCluster with the TFJob CRD, write a kubeconfig for it, serve until SIGINT/SIGTERM."""
+    try:
+        cluster = LocalCluster(nodes=nodes, workdir=workdir, port=port, crds=(CRD_PATH,))
+    except NodeSpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return asyncio.run(_serve(cluster, Path(kubeconfig)))
+
+
+async def _serve(cluster: LocalCluster, kubeconfig: Path) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        try:
+            await cluster.start()
+        except OSError as exc:
+            print(f"error: cannot start the API server on port {cluster.port}: {exc.strerror or exc} "
+                  "(choose another with --port, or 0 for any free port)", file=sys.stderr)
+            return 1
+        try:
+            kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+            write_kubeconfig(kubeconfig, cluster.url)
+            print(_banner(cluster, kubeconfig), flush=True)
+            await stop.wait()
+            print("stopping: ending every pod process and the API server", flush=True)
+        finally:
+            await cluster.stop()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return 0
+
+
+def _banner(cluster: LocalCluster, kubeconfig: Path) -> str:
+    nodes = "\n".join("  " + line for line in describe_nodes(cluster.nodes).splitlines())
+    return (
+        f"Local Kubernetes control plane at {cluster.url} (API emulator, scheduler stand-in, process kubelet)\n"
+        f"Nodes:\n{nodes}\n"
+        f"TFJob CRD installed from {CRD_PATH}\n"
+        f"Pods run as processes on this machine; their files live under {cluster.workdir}\n"
+        f"Kubeconfig written to {kubeconfig}; use it with:\n"
+        f"  export KUBECONFIG={kubeconfig}\n"
+        f"  kubectl get nodes\n"
+        f"  kubectl apply -f examples/mnist-cpu.yaml   # then run the operator: tfjob operator\n"
+        f"Press Ctrl-C to stop."
+    )

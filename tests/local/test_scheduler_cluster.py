@@ -1,0 +1,123 @@
+"""The scheduler stand-in through the API: binding, Unschedulable with retry, gated and foreign pods."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from local_helpers import condition, core_api, phase_is, pod_dict, python_pod, unique, wait_until
+
+from tfjob_operator.local.cluster import LocalClusterThread
+from tfjob_operator.local.nodes import make_node
+
+pytestmark = pytest.mark.timeout(90)
+Core = kubernetes.client.CoreV1Api
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClusterThread]:
+    with LocalClusterThread(nodes="2x{gpu:2,cpu:8,memory:16Gi};zoned{cpu:4,label:zone=a}",
+                            workdir=tmp_path_factory.mktemp("sched"), crds=()) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def api(gpu_cluster: LocalClusterThread) -> Iterator[Core]:
+    core = core_api(gpu_cluster.url)
+    yield core
+    core.api_client.close()
+
+
+def gpu_pod(name: str, gpus: int, code: str = "print(1)", **spec: Any) -> dict[str, Any]:
+    return python_pod(name, code, container={"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}, **spec)
+
+
+def scheduled(core: Core, name: str) -> dict[str, Any] | None:
+    pod = pod_dict(core, name)
+    return pod if pod and condition(pod, "PodScheduled").get("status") == "True" else None
+
+
+def unschedulable(core: Core, name: str) -> dict[str, Any] | None:
+    pod = pod_dict(core, name)
+    return pod if pod and condition(pod, "PodScheduled").get("reason") == "Unschedulable" else None
+
+
+def test_a_pod_that_fits_is_bound_and_runs(api: Core) -> None:
+    name = unique("fits")
+    api.create_namespaced_pod("default", gpu_pod(name, 2))
+    pod = wait_until(phase_is(api, name, "Succeeded"), what=f"{name} to run to completion")
+    assert pod["spec"]["nodeName"] in ("node-0", "node-1")
+    assert condition(pod, "PodScheduled")["status"] == "True"
+
+
+def test_node_selector_places_the_pod_on_the_labelled_node(api: Core) -> None:
+    name = unique("zoned")
+    api.create_namespaced_pod("default", python_pod(name, "print(1)", nodeSelector={"zone": "a"}))
+    assert wait_until(lambda: scheduled(api, name), what="binding")["spec"]["nodeName"] == "zoned"
+
+
+def test_pod_too_big_for_any_node_waits_unschedulable_until_a_node_fits(
+        gpu_cluster: LocalClusterThread, api: Core) -> None:
+    name = unique("big")
+    api.create_namespaced_pod("default", gpu_pod(name, 4))
+    pod = wait_until(lambda: unschedulable(api, name), what="PodScheduled=False Unschedulable")
+    assert condition(pod, "PodScheduled")["message"] == "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    assert pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName")
+    events = api.list_namespaced_event("default", field_selector=f"involvedObject.name={name}").items
+    assert any(e.reason == "FailedScheduling" for e in events)
+    big = make_node("big", gpu=4)
+    api.create_node(big)
+    try:
+        pod = wait_until(phase_is(api, name, "Succeeded"), what=f"{name} to run on the new node")
+        assert pod["spec"]["nodeName"] == "big"
+    finally:
+        api.delete_node("big")
+
+
+def test_an_unschedulable_pod_is_retried_when_another_pod_ends(api: Core, tmp_path: Path) -> None:
+    holders = [unique("holder") for _ in range(2)]
+    hold = "import os, time\nwhile not os.path.exists('/ctl/release'): time.sleep(0.05)"
+    ctl = {"volumes": [{"name": "ctl", "hostPath": {"path": str(tmp_path)}}]}
+    for holder in holders:
+        body = gpu_pod(holder, 2, hold, **ctl)
+        body["spec"]["containers"][0]["volumeMounts"] = [{"name": "ctl", "mountPath": "/ctl"}]
+        api.create_namespaced_pod("default", body)
+    for holder in holders:
+        wait_until(phase_is(api, holder, "Running"), what=f"{holder} to hold its GPUs")
+    waiter = unique("waiter")
+    api.create_namespaced_pod("default", gpu_pod(waiter, 1))
+    wait_until(lambda: unschedulable(api, waiter), what="the waiter to be Unschedulable")
+    (tmp_path / "release").touch()
+    wait_until(phase_is(api, waiter, "Succeeded"), what="the waiter to run once GPUs are free")
+
+
+def test_gated_pods_are_never_touched_by_the_scheduler(gpu_cluster: LocalClusterThread, api: Core) -> None:
+    gated = unique("gated")
+    api.create_namespaced_pod("default", python_pod(gated, "print(1)",
+                                                    schedulingGates=[{"name": "tfjob.dev/gang"}]))
+    barrier = unique("barrier")  # created later, so once it is bound the scheduler has seen the gated pod
+    api.create_namespaced_pod("default", python_pod(barrier, "print(1)"))
+    wait_until(lambda: scheduled(api, barrier), what="the barrier pod to be bound")
+    pod = pod_dict(api, gated)
+    assert pod and not pod["spec"].get("nodeName")
+    assert (condition(pod, "PodScheduled")["status"], condition(pod, "PodScheduled")["reason"]) == (
+        "False", "SchedulingGated")
+    touched = [r for r in gpu_cluster.apiserver.requests
+               if r.name == gated and (r.user_agent or "").startswith("tfjob-local-scheduler")]
+    assert touched == []
+    api.patch_namespaced_pod(gated, "default", [{"op": "remove", "path": "/spec/schedulingGates"}])
+    wait_until(phase_is(api, gated, "Succeeded"), what="the ungated pod to run")
+
+
+def test_pods_for_another_scheduler_are_left_pending(api: Core) -> None:
+    name = unique("volcano")
+    api.create_namespaced_pod("default", python_pod(name, "print(1)", schedulerName="volcano"))
+    barrier = unique("barrier")
+    api.create_namespaced_pod("default", python_pod(barrier, "print(1)"))
+    wait_until(lambda: scheduled(api, barrier), what="the barrier pod to be bound")
+    pod = pod_dict(api, name)
+    assert pod and not pod["spec"].get("nodeName") and not condition(pod, "PodScheduled")
+    api.delete_namespaced_pod(name, "default")
