@@ -1,0 +1,87 @@
+"""`tfjob local up`: the control plane alone, used with the real kubectl binary."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tfjob_operator.local.up import EXIT_USAGE, run_local_up
+
+pytestmark = pytest.mark.timeout(120)
+KUBECTL = str(Path(sys.executable).parent / "kubectl")
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hello
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: python:3.11
+    command: [python, -c, "import os; print('hello from', os.environ['HOSTNAME'])"]
+"""
+
+
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), *args], input=stdin, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, f"kubectl {' '.join(args)} failed: {done.stderr}"
+    return done.stdout
+
+
+def test_local_up_serves_kubectl_until_sigterm(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    code = ("import sys; from pathlib import Path; from tfjob_operator.local.up import run_local_up; "
+            f"sys.exit(run_local_up(0, Path({str(kubeconfig)!r}), '2x{{cpu:4,gpu:1}}', Path({str(tmp_path)!r})))")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True)
+    reader.start()
+    try:
+        banner = []
+        deadline = time.monotonic() + 60
+        while not banner or "Press Ctrl-C" not in banner[-1]:
+            banner.append(lines.get(timeout=max(0.1, deadline - time.monotonic())))
+        text = "".join(banner)
+        assert f"Kubeconfig written to {kubeconfig}" in text and "node-0: cpu=4" in text
+
+        assert kubectl(kubeconfig, "get", "nodes", "-o", "name").split() == ["node/node-0", "node/node-1"]
+        assert "tfjobs.tfjob.dev" in kubectl(kubeconfig, "get", "crd", "-o", "name")
+        kubectl(kubeconfig, "apply", "-f", "-", stdin=POD)
+        kubectl(kubeconfig, "wait", "pod/hello", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=60s")
+        assert kubectl(kubeconfig, "logs", "hello") == "hello from hello\n"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        reader.join(10)
+    rest = []
+    while not lines.empty():
+        rest.append(lines.get())
+    assert "stopping" in "".join(rest)
+
+
+def test_local_up_refuses_a_bad_node_spec_before_starting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_local_up(0, tmp_path / "kubeconfig", "2x{gpus:4}", tmp_path) == EXIT_USAGE
+    assert "unknown key 'gpus'" in capsys.readouterr().err
+    assert not (tmp_path / "kubeconfig").exists()
+
+
+def test_local_up_reports_a_port_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert run_local_up(port, tmp_path / "kubeconfig", None, tmp_path) == 1
+    assert f"cannot start the API server on port {port}" in capsys.readouterr().err
