@@ -1,0 +1,167 @@
+"""Harness for the operator integration tests: the real operator (`python -m tfjob_operator.cli operator`,
+a subprocess) against the local control plane.
+
+The process kubelet runs each pod's command as a local process, so pods here are small real programs
+(`python -c "import sys; sys.exit(3)"`). Settings are shortened through TFJOB_* so the tier stays fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from tfjob_operator.local.apiserver import write_kubeconfig
+from tfjob_operator.local.cluster import LocalClusterThread
+
+T = TypeVar("T")
+REPO = Path(__file__).resolve().parents[2]
+KUBECTL = REPO / ".venv" / "bin" / "kubectl"
+NS = "default"
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.1, what: str = "") -> T:
+    """Poll until `predicate()` is truthy and return it; fail naming what was awaited and the last value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}; last value: {last!r}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def py(code: str) -> list[str]:
+    """A container command running a Python snippet (the kubelet maps `python` to this interpreter)."""
+    return ["python", "-c", code]
+
+
+def replica(command: list[str], replicas: int = 1, policy: str = "ExitCode", **template_spec: Any) -> dict[str, Any]:
+    container = {"name": "tensorflow", "image": "local", "command": command}
+    return {"replicas": replicas, "restartPolicy": policy,
+            "template": {"spec": {"containers": [container], **template_spec}}}
+
+
+class Operator:
+    """The operator as a subprocess; SIGKILL-able and restartable with the same settings."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, **settings: str) -> None:
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1",
+                    "TFJOB_ADDRESSING": "loopback", "TFJOB_METRICS_PORT": "0", "TFJOB_LIVENESS_PORT": "0",
+                    "TFJOB_TERMINATING_TIMEOUT": "2", "TFJOB_RESYNC_SECONDS": "5", "TFJOB_RETRY_BACKOFF": "0.1",
+                    "TFJOB_RETRY_MAX_BACKOFF": "1", **settings}
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Operator:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "operator"], env=self.env,
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up, no last writes (what a crash or an OOM kill looks like)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+class Cluster:
+    """What a test needs: the control plane, the official client, kubectl, and job helpers."""
+
+    def __init__(self, local: LocalClusterThread, kubeconfig: Path, workdir: Path) -> None:
+        self.local = local
+        self.kubeconfig = kubeconfig
+        self.workdir = workdir
+        api = config.new_client_from_config(str(kubeconfig))
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+
+    def submit(self, replica_specs: dict[str, Any], name: str | None = None, **run_policy: Any) -> str:
+        name = name or f"j{uuid.uuid4().hex[:8]}"
+        body = {"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": name},
+                "spec": {"tfReplicaSpecs": replica_specs, "runPolicy": run_policy}}
+        self.custom.create_namespaced_custom_object("tfjob.dev", "v1", NS, "tfjobs", body)
+        return name
+
+    def job(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object("tfjob.dev", "v1", NS, "tfjobs", name)  # type: ignore
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def status(self, name: str) -> dict[str, Any]:
+        return (self.job(name) or {}).get("status") or {}
+
+    def condition(self, name: str, ctype: str) -> dict[str, Any] | None:
+        return next((c for c in self.status(name).get("conditions") or [] if c["type"] == ctype), None)
+
+    def patch_spec(self, name: str, patch: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object("tfjob.dev", "v1", NS, "tfjobs", name, {"spec": patch})
+
+    def pods(self, name: str) -> list[Any]:
+        return list(self.core.list_namespaced_pod(NS, label_selector=f"tfjob.dev/job-name={name}").items)
+
+    def pod_phases(self, name: str) -> dict[str, str]:
+        return {p.metadata.name: p.status.phase for p in self.pods(name)}
+
+    def events(self, name: str) -> list[tuple[str, str]]:
+        items = self.core.list_namespaced_event(NS).items
+        return [(e.reason, e.message) for e in items if e.involved_object.name == name
+                and e.involved_object.kind == "TFJob"]
+
+    def event_reasons(self, name: str) -> list[str]:
+        return [reason for reason, _ in self.events(name)]
+
+    def wait_state(self, name: str, state: str, timeout: float = 40.0) -> dict[str, Any]:
+        return wait_for(lambda: (s := self.status(name)).get("state") == state and s, timeout,
+                        what=f"{name} state {state}")
+
+    def kubectl(self, *args: str) -> str:
+        result = subprocess.run([str(KUBECTL), "--kubeconfig", str(self.kubeconfig), *args], capture_output=True,
+                                text=True, timeout=30, check=True)
+        return result.stdout
+
+    def call(self, coro: Any) -> Any:
+        return self.local.call(coro)
+
+
+@contextlib.contextmanager
+def local_cluster(tmp: Path, nodes: str | None = None) -> Iterator[Cluster]:
+    with LocalClusterThread(workdir=tmp, nodes=nodes, max_grace_seconds=1.0) as local:
+        kubeconfig = tmp / "kubeconfig"
+        write_kubeconfig(kubeconfig, local.url)
+        yield Cluster(local, kubeconfig, tmp)
