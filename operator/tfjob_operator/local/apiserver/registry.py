@@ -47,6 +47,7 @@ class ResourceType:
     crd_version: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     crd_name: str | None = None
     preserve_unknown: bool = False
+    verbs: tuple[str, ...] = ALL_VERBS
 
     @property
     def key(self) -> tuple[str, str]:
@@ -74,9 +75,7 @@ class ResourceType:
 
     def discovery(self) -> list[dict[str, Any]]:
         """The APIResource entries for the resource and its subresources."""
-        verbs = list(ALL_VERBS)
-        if self.key == ("", "events") or self.key == ("events.k8s.io", "events"):
-            verbs = list(ALL_VERBS)
+        verbs = list(self.verbs)
         entries: list[dict[str, Any]] = [
             {
                 "name": self.plural,
@@ -122,6 +121,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     _rt("", "v1", "Node", "nodes", namespaced=False, short=("no",), subs=("status",)),
     _rt("", "v1", "Namespace", "namespaces", namespaced=False, short=("ns",), subs=("status", "finalize")),
     _rt("", "v1", "Event", "events", short=("ev",)),
+    ResourceType("", "v1", "Binding", "bindings", "binding", True, verbs=("create",)),
     _rt("", "v1", "ConfigMap", "configmaps", short=("cm",)),
     _rt("", "v1", "Secret", "secrets"),
     _rt("", "v1", "ServiceAccount", "serviceaccounts", short=("sa",)),

@@ -69,6 +69,7 @@ class ApiServer:
         self._openapi_docs: dict[str, bytes] = {}
         self._next_ip = int(ipaddress.IPv4Address("10.96.0.10"))
         self._stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.store.listeners.append(self._on_event)
         for ns in ("default", "kube-system"):
             self._seed_namespace(ns)
@@ -85,6 +86,7 @@ class ApiServer:
 
     async def start(self) -> None:
         """Bind the listener; afterwards `.url` is the base URL clients use."""
+        self._loop = asyncio.get_running_loop()
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
@@ -117,8 +119,19 @@ class ApiServer:
 
     def _drop_watches(self) -> int:
         watchers = self.store.all_watchers()
-        for _, watcher in watchers:
-            watcher.close(drop=True)
+
+        def drop() -> None:
+            for _, watcher in watchers:
+                watcher.close(drop=True)
+
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if self._loop is None or running is self._loop:
+            drop()
+        else:  # called from a test thread: asyncio queues are not thread-safe
+            self._loop.call_soon_threadsafe(drop)
         return len(watchers)
 
     # --- HTTP dispatch ----------------------------------------------------------------------------------
@@ -184,6 +197,11 @@ class ApiServer:
         query = request.query
         if sub is not None and sub not in rt.subresources:
             raise ApiError(404, "the server could not find the requested resource")
+        if rt.key == ("", "bindings") and method == "POST":
+            body = await self._body(request)
+            pods = self.registry.get("", "v1", "pods")
+            assert pods is not None
+            return self._pod_binding(pods, ns, ((body or {}).get("metadata") or {}).get("name") or "", body)
         if name is None:
             if method in ("GET", "HEAD"):
                 if info.verb == "watch":
