@@ -28,8 +28,9 @@ def main() -> None:
         client = kubernetes.client.ApiClient(cfg)
         core = kubernetes.client.CoreV1Api(client)
         for i in range(args.objects):
-            core.create_namespaced_config_map("default", {"metadata": {"name": f"cm-{i}", "labels": {"i": str(i)}},
-                                                          "data": {"k": "v" * 64}})
+            core.create_namespaced_config_map(
+                "default", {"metadata": {"name": f"cm-{i}", "labels": {"i": str(i)}}, "data": {"k": "v" * 64}}
+            )
 
         start = time.perf_counter()
         for _ in range(args.lists):
@@ -45,8 +46,9 @@ def main() -> None:
             w_client = kubernetes.client.ApiClient(cfg)
             w_core = kubernetes.client.CoreV1Api(w_client)
             started.wait()
-            for _ in kubernetes.watch.Watch().stream(w_core.list_namespaced_config_map, "default",
-                                                     resource_version=since, timeout_seconds=120):
+            for _ in kubernetes.watch.Watch().stream(
+                w_core.list_namespaced_config_map, "default", resource_version=since, timeout_seconds=120
+            ):
                 counts[slot] += 1
                 if counts[slot] >= args.objects:
                     break
@@ -72,8 +74,10 @@ def main() -> None:
             core.patch_namespaced_config_map(f"cm-{i}", "default", {"data": {"k": f"x{i}"}})
         plain_patch = args.objects / (time.perf_counter() - start)
         print(f"patch ({args.objects} objects, no watchers busy): {plain_patch:.1f} req/s")
-        print(f"emulator: list {list_rate:.1f} req/s, watch fan-out {fanout_rate:.0f} events/s, "
-              f"patch {plain_patch:.0f} req/s")
+        print(
+            f"emulator: list {list_rate:.1f} req/s, watch fan-out {fanout_rate:.0f} events/s, "
+            f"patch {plain_patch:.0f} req/s"
+        )
         client.close()
 
 

@@ -58,8 +58,14 @@ def http(api: ApiServerThread) -> Callable[..., requests.Response]:
 
     def call(method: str, path: str, body: Any = None, ctype: str = "application/json", **kw: Any) -> requests.Response:
         data = body if isinstance(body, (bytes, str)) or body is None else __import__("json").dumps(body)
-        return session.request(method, api.url + path, data=data, headers={"Content-Type": ctype, **kw.pop("headers", {})},
-                               timeout=30, **kw)
+        return session.request(
+            method,
+            api.url + path,
+            data=data,
+            headers={"Content-Type": ctype, **kw.pop("headers", {})},
+            timeout=30,
+            **kw,
+        )
 
     return call
 
@@ -70,9 +76,17 @@ def kubectl(api: ApiServerThread, tmp_path: Path) -> Callable[..., subprocess.Co
     write_kubeconfig(config, api.url)
     env = {**os.environ, "KUBECONFIG": str(config), "HOME": str(tmp_path)}
 
-    def run(*args: str, stdin: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([str(KUBECTL), "--cache-dir", str(tmp_path / "cache"), *args], input=stdin,
-                              capture_output=True, text=True, env=env, timeout=timeout)
+    def run(
+        *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [str(KUBECTL), "--cache-dir", str(tmp_path / "cache"), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
         return proc

@@ -6,13 +6,21 @@ from typing import Any
 
 
 def widget(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "emulator.test/v1", "kind": "Widget", "metadata": {"name": name},
-            "spec": {"size": "small", **spec}}
+    return {
+        "apiVersion": "emulator.test/v1",
+        "kind": "Widget",
+        "metadata": {"name": name},
+        "spec": {"size": "small", **spec},
+    }
 
 
 def pod(name: str, **extra: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-                            "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
+    }
     for key, value in extra.items():
         body["spec"][key] = value
     return body

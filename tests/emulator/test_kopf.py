@@ -11,12 +11,10 @@ from typing import Any
 import kopf
 import kubernetes
 import pytest
-
-
-from tfjob_operator.local.apiserver import ApiServerThread
-
 from conftest import WIDGET_CRD
 from emulator_helpers import widget
+
+from tfjob_operator.local.apiserver import ApiServerThread
 
 G, V = "emulator.test", "v1"
 
@@ -35,8 +33,12 @@ def run_scenario(api: ApiServerThread, index: int) -> None:
 
     @kopf.on.create(G, V, "widgets", registry=registry)
     def created(body: Any, spec: Any, name: str, namespace: str, patch: Any, **_: Any) -> None:
-        child = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-cm"},
-                 "data": {"size": spec["size"]}}
+        child = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"{name}-cm"},
+            "data": {"size": spec["size"]},
+        }
         kopf.adopt(child, owner=body)
         core.create_namespaced_config_map(namespace, child)
         patch.status["phase"] = "Ready"
@@ -50,8 +52,16 @@ def run_scenario(api: ApiServerThread, index: int) -> None:
         settings.watching.server_timeout = 30
         settings.posting.level = logging.INFO
         try:
-            asyncio.run(kopf.operator(registry=registry, standalone=True, namespaces=["default"],
-                                      stop_flag=stop, ready_flag=ready, settings=settings))
+            asyncio.run(
+                kopf.operator(
+                    registry=registry,
+                    standalone=True,
+                    namespaces=["default"],
+                    stop_flag=stop,
+                    ready_flag=ready,
+                    settings=settings,
+                )
+            )
         except BaseException as e:  # surfaced by the assertion below
             errors.append(e)
 
@@ -66,7 +76,11 @@ def run_scenario(api: ApiServerThread, index: int) -> None:
             w = custom.get_namespaced_custom_object(G, V, "default", "widgets", name)
             events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={name}").items
             cms = core.list_namespaced_config_map("default", field_selector=f"metadata.name={name}-cm").items
-            if (w.get("status") or {}).get("phase") == "Ready" and cms and any(e.reason == "Provisioned" for e in events):
+            if (
+                (w.get("status") or {}).get("phase") == "Ready"
+                and cms
+                and any(e.reason == "Provisioned" for e in events)
+            ):
                 break
             assert time.monotonic() < deadline, f"scenario {index} did not converge: {w} {cms} {events}"
             time.sleep(0.02)

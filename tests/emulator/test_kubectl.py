@@ -26,8 +26,15 @@ def header_and_rows(text: str) -> list[list[str]]:
 def test_apply_then_get_shows_the_crd_printer_columns(kubectl):
     kubectl("apply", "-f", str(HERE / "widget_crd.yaml"))
     assert "created" in kubectl("apply", "-f", "-", stdin=WIDGET).stdout
-    kubectl("patch", "widget", "w1", "--subresource=status", "--type=merge",
-            "-p", '{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}')
+    kubectl(
+        "patch",
+        "widget",
+        "w1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}',
+    )
     rows = header_and_rows(kubectl("get", "wd").stdout)
     assert rows[0] == ["NAME", "PHASE", "REPLICAS", "READY", "AGE"]
     assert rows[1][:4] == ["w1", "Running", "2", "True"]
@@ -64,9 +71,22 @@ def test_get_watch_streams_changes(kubectl, api, tmp_path):
     kubectl("apply", "-f", str(HERE / "widget_crd.yaml"))
     kubectl("get", "wd")  # warm the discovery cache so the watch starts promptly
     env_cfg = tmp_path / "kubeconfig"
-    proc = subprocess.Popen([str(KUBECTL), "--kubeconfig", str(env_cfg), "--cache-dir", str(tmp_path / "cache"),
-                             "get", "widgets", "-w", "--output-watch-events"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(KUBECTL),
+            "--kubeconfig",
+            str(env_cfg),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "get",
+            "widgets",
+            "-w",
+            "--output-watch-events",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True).start()
     try:
@@ -88,9 +108,18 @@ def test_get_watch_streams_changes(kubectl, api, tmp_path):
 def test_wait_for_condition_returns_once_status_is_patched(kubectl):
     kubectl("apply", "-f", str(HERE / "widget_crd.yaml"))
     kubectl("apply", "-f", "-", stdin=WIDGET)
-    timer = threading.Timer(0.5, lambda: kubectl(
-        "patch", "widget", "w1", "--subresource=status", "--type=merge",
-        "-p", '{"status":{"conditions":[{"type":"Ready","status":"True"}]}}'))
+    timer = threading.Timer(
+        0.5,
+        lambda: kubectl(
+            "patch",
+            "widget",
+            "w1",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            '{"status":{"conditions":[{"type":"Ready","status":"True"}]}}',
+        ),
+    )
     timer.start()
     try:
         out = kubectl("wait", "--for=condition=Ready", "widget/w1", "--timeout=30s").stdout
@@ -117,8 +146,9 @@ class FakeLogs:
         for line in lines:
             yield (line + "\n").encode()
 
-    def stream(self, namespace: str, pod: str, container: str | None, *, follow: bool, tail_lines: int | None,
-               previous: bool) -> AsyncIterator[bytes]:
+    def stream(
+        self, namespace: str, pod: str, container: str | None, *, follow: bool, tail_lines: int | None, previous: bool
+    ) -> AsyncIterator[bytes]:
         self.calls.append((namespace, pod, container, follow, tail_lines, previous))
         if pod != "p":
             raise KeyError(pod)
@@ -128,8 +158,12 @@ class FakeLogs:
 def test_logs_come_from_the_log_source(kubectl, api):
     source = FakeLogs(["one", "two", "three"])
     api.server.set_log_source(source)
-    kubectl("apply", "-f", "-", stdin="apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
-                                      "spec: {containers: [{name: c, image: busybox}]}\n")
+    kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin="apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: busybox}]}\n",
+    )
     assert kubectl("logs", "p").stdout == "one\ntwo\nthree\n"
     assert kubectl("logs", "p", "--tail=1", "-c", "c").stdout == "three\n"
     assert source.calls[-1] == ("default", "p", "c", False, 1, False)
@@ -144,15 +178,25 @@ def test_explain_reads_the_crd_schema(kubectl):
 @pytest.mark.skipif(not (REPO / "crds" / "tfjob.yaml").exists(), reason="crds/tfjob.yaml not generated yet")
 def test_tfjob_round_trips_through_kubectl_with_its_printer_columns(kubectl, tmp_path: Path):
     kubectl("apply", "-f", str(REPO / "crds" / "tfjob.yaml"))
-    example = next(d for d in yaml.safe_load_all((REPO / "examples" / "mnist-cpu.yaml").read_text())
-                   if d and d.get("kind") == "TFJob")
+    example = next(
+        d
+        for d in yaml.safe_load_all((REPO / "examples" / "mnist-cpu.yaml").read_text())
+        if d and d.get("kind") == "TFJob"
+    )
     example["metadata"].pop("namespace", None)
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(example))
     assert "created" in kubectl("apply", "-f", str(path)).stdout
     name = example["metadata"]["name"]
-    kubectl("patch", "tfjob", name, "--subresource=status", "--type=merge",
-            "-p", '{"status":{"state":"Running","workers":"2/2","restartCount":1}}')
+    kubectl(
+        "patch",
+        "tfjob",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status":{"state":"Running","workers":"2/2","restartCount":1}}',
+    )
     rows = header_and_rows(kubectl("get", "tfj").stdout)
     assert rows[0] == ["NAME", "STATE", "WORKERS", "RESTARTS", "AGE"]
     assert rows[1][:4] == [name, "Running", "2/2", "1"]

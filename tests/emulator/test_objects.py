@@ -8,9 +8,8 @@ from typing import Any
 
 import kubernetes
 import pytest
-from kubernetes.client import ApiException
-
 from emulator_helpers import pod, widget
+from kubernetes.client import ApiException
 
 pytestmark = pytest.mark.timeout(60)
 G, V = "emulator.test", "v1"
@@ -114,8 +113,9 @@ def test_main_resource_ignores_status_and_status_subresource_ignores_spec(custom
     assert "status" not in w
     w = custom.patch_namespaced_custom_object(G, V, "default", "widgets", "w", {"status": {"phase": "X"}})
     assert "status" not in w
-    w = custom.patch_namespaced_custom_object_status(G, V, "default", "widgets", "w",
-                                                     {"spec": {"size": "large"}, "status": {"phase": "Up"}})
+    w = custom.patch_namespaced_custom_object_status(
+        G, V, "default", "widgets", "w", {"spec": {"size": "large"}, "status": {"phase": "Up"}}
+    )
     assert w["status"] == {"phase": "Up"} and w["spec"]["size"] == "small"
 
 
@@ -153,9 +153,22 @@ def test_unbound_or_terminal_pod_is_deleted_at_once(core, extra):
 
 def owned(name: str, owner: dict[str, Any] | Any, *, block: bool = False, finalizers: list[str] | None = None) -> dict:
     meta = owner["metadata"] if isinstance(owner, dict) else owner.metadata.to_dict()
-    return {"metadata": {"name": name, "finalizers": finalizers or [], "ownerReferences": [{
-        "apiVersion": "emulator.test/v1", "kind": "Widget", "name": meta["name"], "uid": meta["uid"],
-        "controller": True, "blockOwnerDeletion": block}]}}
+    return {
+        "metadata": {
+            "name": name,
+            "finalizers": finalizers or [],
+            "ownerReferences": [
+                {
+                    "apiVersion": "emulator.test/v1",
+                    "kind": "Widget",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": block,
+                }
+            ],
+        }
+    }
 
 
 def test_background_deletion_removes_dependents_after_the_owner(core, custom, widgets):
@@ -211,14 +224,39 @@ def test_namespace_deletion_removes_its_objects_then_itself(core):
 
 def test_events_are_served_in_core_and_events_k8s_io(core, client):
     ref = {"kind": "Widget", "name": "w", "namespace": "default", "uid": "u1", "apiVersion": "emulator.test/v1"}
-    core.create_namespaced_event("default", {"metadata": {"generateName": "w-"}, "involvedObject": ref,
-                                             "reason": "Made", "message": "hi", "type": "Normal"})
-    core.create_namespaced_event("default", {"metadata": {"generateName": "x-"}, "reason": "Other", "type": "Normal",
-                                             "involvedObject": {**ref, "name": "x", "uid": "u2"}})
+    core.create_namespaced_event(
+        "default",
+        {
+            "metadata": {"generateName": "w-"},
+            "involvedObject": ref,
+            "reason": "Made",
+            "message": "hi",
+            "type": "Normal",
+        },
+    )
+    core.create_namespaced_event(
+        "default",
+        {
+            "metadata": {"generateName": "x-"},
+            "reason": "Other",
+            "type": "Normal",
+            "involvedObject": {**ref, "name": "x", "uid": "u2"},
+        },
+    )
     found = core.list_namespaced_event("default", field_selector="involvedObject.name=w,involvedObject.kind=Widget")
     assert [e.reason for e in found.items] == ["Made"]
     events_v1 = kubernetes.client.EventsV1Api(client)
-    events_v1.create_namespaced_event("default", {"metadata": {"name": "n1"}, "eventTime": "2026-01-01T00:00:00.000000Z",
-                                                  "reportingController": "c", "reportingInstance": "i",
-                                                  "action": "Do", "reason": "R", "type": "Normal", "regarding": ref})
+    events_v1.create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "n1"},
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingController": "c",
+            "reportingInstance": "i",
+            "action": "Do",
+            "reason": "R",
+            "type": "Normal",
+            "regarding": ref,
+        },
+    )
     assert [e.reason for e in events_v1.list_namespaced_event("default").items] == ["R"]

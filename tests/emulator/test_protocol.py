@@ -8,6 +8,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+import requests
 from emulator_helpers import pod, widget
 from kubernetes.client import ApiException
 
@@ -37,9 +38,15 @@ def test_watch_from_a_resource_version_replays_only_later_events(core):
     first = core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
     core.create_namespaced_config_map("default", {"metadata": {"name": "b"}})
     core.delete_namespaced_config_map("a", "default")
-    events = [(e["type"], e["object"].metadata.name) for e in kubernetes.watch.Watch().stream(
-        core.list_namespaced_config_map, "default", resource_version=first.metadata.resource_version,
-        timeout_seconds=1)]
+    events = [
+        (e["type"], e["object"].metadata.name)
+        for e in kubernetes.watch.Watch().stream(
+            core.list_namespaced_config_map,
+            "default",
+            resource_version=first.metadata.resource_version,
+            timeout_seconds=1,
+        )
+    ]
     assert events == [("ADDED", "b"), ("DELETED", "a")]
 
 
@@ -52,14 +59,22 @@ def test_watch_from_a_compacted_resource_version_gets_410_expired(http):
         for i in range(5):
             core.patch_namespaced_config_map("a", "default", {"data": {"i": str(i)}})
         with pytest.raises(ApiException) as err:
-            list(kubernetes.watch.Watch().stream(core.list_namespaced_config_map, "default",
-                                                 resource_version=first.metadata.resource_version, timeout_seconds=1))
+            list(
+                kubernetes.watch.Watch().stream(
+                    core.list_namespaced_config_map,
+                    "default",
+                    resource_version=first.metadata.resource_version,
+                    timeout_seconds=1,
+                )
+            )
         assert err.value.status == 410
 
 
 def test_watch_sends_bookmarks_when_allowed_and_ends_at_timeout(http):
     started = time.monotonic()
-    events = watch_lines(http, "/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true&timeoutSeconds=1")
+    events = watch_lines(
+        http, "/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true&timeoutSeconds=1"
+    )
     assert 0.9 < time.monotonic() - started < 5
     assert events and all(e["type"] == "BOOKMARK" for e in events)
     assert events[0]["object"]["kind"] == "ConfigMap" and events[0]["object"]["metadata"]["resourceVersion"]
@@ -68,8 +83,11 @@ def test_watch_sends_bookmarks_when_allowed_and_ends_at_timeout(http):
 
 def test_watch_list_sends_initial_events_then_the_end_bookmark(core, http):
     core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
-    events = watch_lines(http, "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true"
-                               "&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1")
+    events = watch_lines(
+        http,
+        "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true"
+        "&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+    )
     assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "a"
     assert events[1]["type"] == "BOOKMARK"
     assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
@@ -78,9 +96,16 @@ def test_watch_list_sends_initial_events_then_the_end_bookmark(core, http):
 def test_watch_with_a_selector_reports_objects_leaving_it_as_deleted(core):
     made = core.create_namespaced_config_map("default", {"metadata": {"name": "a", "labels": {"x": "1"}}})
     core.patch_namespaced_config_map("a", "default", {"metadata": {"labels": {"x": "2"}}})
-    events = [e["type"] for e in kubernetes.watch.Watch().stream(
-        core.list_namespaced_config_map, "default", label_selector="x=1",
-        resource_version=str(int(made.metadata.resource_version) - 1), timeout_seconds=1)]
+    events = [
+        e["type"]
+        for e in kubernetes.watch.Watch().stream(
+            core.list_namespaced_config_map,
+            "default",
+            label_selector="x=1",
+            resource_version=str(int(made.metadata.resource_version) - 1),
+            timeout_seconds=1,
+        )
+    ]
     assert events == ["ADDED", "DELETED"]
 
 
@@ -95,30 +120,38 @@ def test_watch_response_is_a_json_stream(http):
 LABELLED = {"a": {"env": "prod", "tier": "web"}, "b": {"env": "dev"}, "c": {"tier": "db"}}
 
 
-@pytest.mark.parametrize(("selector", "expected"), [
-    ("env=prod", ["a"]),
-    ("env==prod", ["a"]),
-    ("env!=prod", ["b", "c"]),
-    ("env in (prod,dev)", ["a", "b"]),
-    ("env notin (prod)", ["b", "c"]),
-    ("tier", ["a", "c"]),
-    ("!tier", ["b"]),
-    ("env=prod,tier=web", ["a"]),
-])
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("env=prod", ["a"]),
+        ("env==prod", ["a"]),
+        ("env!=prod", ["b", "c"]),
+        ("env in (prod,dev)", ["a", "b"]),
+        ("env notin (prod)", ["b", "c"]),
+        ("tier", ["a", "c"]),
+        ("!tier", ["b"]),
+        ("env=prod,tier=web", ["a"]),
+    ],
+)
 def test_label_selectors(core, selector, expected):
     for name, labels in LABELLED.items():
         core.create_namespaced_config_map("default", {"metadata": {"name": name, "labels": labels}})
-    assert [c.metadata.name for c in core.list_namespaced_config_map("default", label_selector=selector).items] == expected
+    assert [
+        c.metadata.name for c in core.list_namespaced_config_map("default", label_selector=selector).items
+    ] == expected
 
 
-@pytest.mark.parametrize(("selector", "expected"), [
-    ("metadata.name=p1", ["p1"]),
-    ("metadata.namespace=default", ["p1", "p2", "p3"]),
-    ("spec.nodeName=node-a", ["p2"]),
-    ("spec.nodeName=", ["p1", "p3"]),
-    ("status.phase=Running", ["p3"]),
-    ("status.phase!=Running,spec.nodeName!=node-a", ["p1"]),
-])
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("metadata.name=p1", ["p1"]),
+        ("metadata.namespace=default", ["p1", "p2", "p3"]),
+        ("spec.nodeName=node-a", ["p2"]),
+        ("spec.nodeName=", ["p1", "p3"]),
+        ("status.phase=Running", ["p3"]),
+        ("status.phase!=Running,spec.nodeName!=node-a", ["p1"]),
+    ],
+)
 def test_field_selectors_on_pods(core, selector, expected):
     core.create_namespaced_pod("default", pod("p1"))
     core.create_namespaced_pod("default", pod("p2", nodeName="node-a"))
@@ -146,38 +179,87 @@ def test_list_pages_with_limit_and_continue(core):
 
 # --- patches ------------------------------------------------------------------------------------------------
 
-BASE = {"metadata": {"finalizers": ["a"], "ownerReferences": [{"uid": "1", "name": "x"}]},
-        "spec": {"containers": [{"name": "c", "image": "i:1", "env": [{"name": "A", "value": "1"}],
-                                 "ports": [{"containerPort": 80}]}],
-                 "volumes": [{"name": "v", "emptyDir": {}}], "schedulingGates": [{"name": "g1"}, {"name": "g2"}],
-                 "tolerations": [{"key": "t1"}]},
-        "status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+BASE = {
+    "metadata": {"finalizers": ["a"], "ownerReferences": [{"uid": "1", "name": "x"}]},
+    "spec": {
+        "containers": [
+            {"name": "c", "image": "i:1", "env": [{"name": "A", "value": "1"}], "ports": [{"containerPort": 80}]}
+        ],
+        "volumes": [{"name": "v", "emptyDir": {}}],
+        "schedulingGates": [{"name": "g1"}, {"name": "g2"}],
+        "tolerations": [{"key": "t1"}],
+    },
+    "status": {"conditions": [{"type": "Ready", "status": "False"}]},
+}
 
 
-@pytest.mark.parametrize(("patch", "path", "expected"), [
-    ({"spec": {"containers": [{"name": "c", "image": "i:2"}]}}, ("spec", "containers"),
-     [{"name": "c", "image": "i:2", "env": [{"name": "A", "value": "1"}], "ports": [{"containerPort": 80}]}]),
-    ({"spec": {"containers": [{"name": "c", "env": [{"name": "B", "value": "2"}]}]}}, ("spec", "containers", 0, "env"),
-     [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]),
-    ({"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 81}]}]}}, ("spec", "containers", 0, "ports"),
-     [{"containerPort": 80}, {"containerPort": 81}]),
-    ({"spec": {"volumes": [{"name": "w", "emptyDir": {}}]}}, ("spec", "volumes"),
-     [{"name": "v", "emptyDir": {}}, {"name": "w", "emptyDir": {}}]),
-    ({"spec": {"schedulingGates": [{"name": "g1", "$patch": "delete"}]}}, ("spec", "schedulingGates"), [{"name": "g2"}]),
-    ({"spec": {"tolerations": [{"key": "t2"}]}}, ("spec", "tolerations"), [{"key": "t2"}]),
-    ({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, ("status", "conditions"),
-     [{"type": "Ready", "status": "True"}]),
-    ({"metadata": {"finalizers": ["b"]}}, ("metadata", "finalizers"), ["a", "b"]),
-    ({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}, ("metadata", "finalizers"), []),
-    ({"metadata": {"ownerReferences": [{"uid": "2", "name": "y"}]}}, ("metadata", "ownerReferences"),
-     [{"uid": "1", "name": "x"}, {"uid": "2", "name": "y"}]),
-    ({"spec": {"volumes": [{"name": "v", "hostPath": {"path": "/x"}, "$retainKeys": ["name", "hostPath"]}]}},
-     ("spec", "volumes"), [{"name": "v", "hostPath": {"path": "/x"}}]),
-    ({"spec": {"containers": [{"$patch": "replace"}, {"name": "d", "image": "j"}]}}, ("spec", "containers"),
-     [{"name": "d", "image": "j"}]),
-], ids=["containers-by-name", "env-by-name", "ports-by-containerPort", "volumes-by-name", "gate-delete",
-        "tolerations-replace", "conditions-by-type", "finalizers-union", "finalizers-delete-primitive",
-        "ownerReferences-by-uid", "retainKeys", "list-replace"])
+@pytest.mark.parametrize(
+    ("patch", "path", "expected"),
+    [
+        (
+            {"spec": {"containers": [{"name": "c", "image": "i:2"}]}},
+            ("spec", "containers"),
+            [{"name": "c", "image": "i:2", "env": [{"name": "A", "value": "1"}], "ports": [{"containerPort": 80}]}],
+        ),
+        (
+            {"spec": {"containers": [{"name": "c", "env": [{"name": "B", "value": "2"}]}]}},
+            ("spec", "containers", 0, "env"),
+            [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+        ),
+        (
+            {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 81}]}]}},
+            ("spec", "containers", 0, "ports"),
+            [{"containerPort": 80}, {"containerPort": 81}],
+        ),
+        (
+            {"spec": {"volumes": [{"name": "w", "emptyDir": {}}]}},
+            ("spec", "volumes"),
+            [{"name": "v", "emptyDir": {}}, {"name": "w", "emptyDir": {}}],
+        ),
+        (
+            {"spec": {"schedulingGates": [{"name": "g1", "$patch": "delete"}]}},
+            ("spec", "schedulingGates"),
+            [{"name": "g2"}],
+        ),
+        ({"spec": {"tolerations": [{"key": "t2"}]}}, ("spec", "tolerations"), [{"key": "t2"}]),
+        (
+            {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+            ("status", "conditions"),
+            [{"type": "Ready", "status": "True"}],
+        ),
+        ({"metadata": {"finalizers": ["b"]}}, ("metadata", "finalizers"), ["a", "b"]),
+        ({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}, ("metadata", "finalizers"), []),
+        (
+            {"metadata": {"ownerReferences": [{"uid": "2", "name": "y"}]}},
+            ("metadata", "ownerReferences"),
+            [{"uid": "1", "name": "x"}, {"uid": "2", "name": "y"}],
+        ),
+        (
+            {"spec": {"volumes": [{"name": "v", "hostPath": {"path": "/x"}, "$retainKeys": ["name", "hostPath"]}]}},
+            ("spec", "volumes"),
+            [{"name": "v", "hostPath": {"path": "/x"}}],
+        ),
+        (
+            {"spec": {"containers": [{"$patch": "replace"}, {"name": "d", "image": "j"}]}},
+            ("spec", "containers"),
+            [{"name": "d", "image": "j"}],
+        ),
+    ],
+    ids=[
+        "containers-by-name",
+        "env-by-name",
+        "ports-by-containerPort",
+        "volumes-by-name",
+        "gate-delete",
+        "tolerations-replace",
+        "conditions-by-type",
+        "finalizers-union",
+        "finalizers-delete-primitive",
+        "ownerReferences-by-uid",
+        "retainKeys",
+        "list-replace",
+    ],
+)
 def test_strategic_merge_patch_follows_kubernetes_patch_strategies(patch, path, expected):
     result: Any = strategic_merge_patch(json.loads(json.dumps(BASE)), patch, POD_SCHEMA)
     for step in path:
@@ -187,9 +269,16 @@ def test_strategic_merge_patch_follows_kubernetes_patch_strategies(patch, path, 
 
 def test_strategic_merge_patch_removes_a_gate_and_adds_a_node_selector_on_a_gated_pod(core):
     core.create_namespaced_pod("default", pod("p", schedulingGates=[{"name": "tfjob.dev/gang"}]))
-    patched = core.patch_namespaced_pod("p", "default", {"spec": {
-        "nodeSelector": {"kubernetes.io/hostname": "node-a"},
-        "schedulingGates": [{"name": "tfjob.dev/gang", "$patch": "delete"}]}})
+    patched = core.patch_namespaced_pod(
+        "p",
+        "default",
+        {
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": "node-a"},
+                "schedulingGates": [{"name": "tfjob.dev/gang", "$patch": "delete"}],
+            }
+        },
+    )
     assert patched.spec.scheduling_gates is None or patched.spec.scheduling_gates == []
     assert patched.spec.node_selector == {"kubernetes.io/hostname": "node-a"}
 
@@ -213,31 +302,47 @@ def test_json_patch_with_a_failing_test_is_422(http, core):
     resp = http("PATCH", "/api/v1/namespaces/default/configmaps/a", ops, "application/json-patch+json")
     assert resp.status_code == 422 and resp.json()["kind"] == "Status"
     ops[0]["value"] = "1"
-    assert http("PATCH", "/api/v1/namespaces/default/configmaps/a", ops,
-                "application/json-patch+json").json()["data"] == {"x": "3"}
+    assert http("PATCH", "/api/v1/namespaces/default/configmaps/a", ops, "application/json-patch+json").json()[
+        "data"
+    ] == {"x": "3"}
 
 
 def test_strategic_merge_patch_on_a_custom_resource_is_415(http, custom, widgets):
     custom.create_namespaced_custom_object(G, V, "default", "widgets", widget("w"))
-    resp = http("PATCH", "/apis/emulator.test/v1/namespaces/default/widgets/w", {"spec": {"replicas": 2}},
-                "application/strategic-merge-patch+json")
+    resp = http(
+        "PATCH",
+        "/apis/emulator.test/v1/namespaces/default/widgets/w",
+        {"spec": {"replicas": 2}},
+        "application/strategic-merge-patch+json",
+    )
     assert resp.status_code == 415
 
 
 # --- validation, defaulting, pruning ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ({"size": "huge"}, 'spec.size: Unsupported value: "huge": supported values: "small", "large"'),
-    ({"size": "small", "replicas": -1}, "spec.replicas: Invalid value: -1: spec.replicas in body should be greater "
-                                        "than or equal to 0"),
-    ({"size": "small", "replicas": "x"}, 'spec.replicas: Invalid value: "x": spec.replicas in body must be of type integer'),
-    ({"size": "small", "name": "abcdefghijk"}, "spec.name: Too long: may not be more than 10 bytes"),
-    ({"size": "small", "name": "ABC"}, "spec.name in body should match '^[a-z]+$'"),
-    ({"size": "small", "items": ["a", "b", "c"]}, "spec.items: Too many: 3: must have at most 2 items"),
-    ({"replicas": 1}, "spec.size: Required value"),
-    ({"size": "small", "port": 1.5}, "spec.port: Invalid value: 1.5: spec.port in body must be of type integer-or-string"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"size": "huge"}, 'spec.size: Unsupported value: "huge": supported values: "small", "large"'),
+        (
+            {"size": "small", "replicas": -1},
+            "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0",
+        ),
+        (
+            {"size": "small", "replicas": "x"},
+            'spec.replicas: Invalid value: "x": spec.replicas in body must be of type integer',
+        ),
+        ({"size": "small", "name": "abcdefghijk"}, "spec.name: Too long: may not be more than 10 bytes"),
+        ({"size": "small", "name": "ABC"}, "spec.name in body should match '^[a-z]+$'"),
+        ({"size": "small", "items": ["a", "b", "c"]}, "spec.items: Too many: 3: must have at most 2 items"),
+        ({"replicas": 1}, "spec.size: Required value"),
+        (
+            {"size": "small", "port": 1.5},
+            "spec.port: Invalid value: 1.5: spec.port in body must be of type integer-or-string",
+        ),
+    ],
+)
 def test_custom_resources_are_validated_against_the_crd_schema(custom, widgets, spec, message):
     body = widget("w")
     body["spec"] = spec
@@ -250,8 +355,13 @@ def test_custom_resources_are_validated_against_the_crd_schema(custom, widgets, 
 
 
 def test_custom_resources_are_defaulted_and_pruned(custom, widgets):
-    body = widget("w", port="http", template={"anything": {"goes": 1}}, bogus=True,
-                  embedded={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "junk": 1}, "data": {}})
+    body = widget(
+        "w",
+        port="http",
+        template={"anything": {"goes": 1}},
+        bogus=True,
+        embedded={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "junk": 1}, "data": {}},
+    )
     body["topLevelJunk"] = 1
     w = custom.create_namespaced_custom_object(G, V, "default", "widgets", body)
     assert w["spec"]["replicas"] == 1 and w["spec"]["port"] == "http"
@@ -269,15 +379,28 @@ def test_unknown_fields_are_rejected_when_strict_and_warned_otherwise(http):
     assert "bogus" not in warned.json()
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"metadata": {"name": "p"}, "spec": {"containers": []}}, "spec.containers"),
-    ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}, "spec.containers[0].image"),
-    ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": "x"}]}]}},
-     "spec.containers[0].ports[0].containerPort"),
-    ({"metadata": {"name": "Bad_Name"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, "metadata.name"),
-    ({"metadata": {"name": "p", "labels": {"a": "not valid!"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
-     "metadata.labels"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"metadata": {"name": "p"}, "spec": {"containers": []}}, "spec.containers"),
+        ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}, "spec.containers[0].image"),
+        (
+            {
+                "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": "x"}]}]},
+            },
+            "spec.containers[0].ports[0].containerPort",
+        ),
+        ({"metadata": {"name": "Bad_Name"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, "metadata.name"),
+        (
+            {
+                "metadata": {"name": "p", "labels": {"a": "not valid!"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
+            "metadata.labels",
+        ),
+    ],
+)
 def test_pods_are_validated_against_kubernetes_schemas(http, body, field):
     resp = http("POST", "/api/v1/namespaces/default/pods", {"apiVersion": "v1", "kind": "Pod", **body})
     assert resp.status_code == 422, resp.text
@@ -288,24 +411,37 @@ def test_pods_are_validated_against_kubernetes_schemas(http, body, field):
 
 
 def test_pods_get_kubernetes_defaults_and_gated_pods_are_marked(core):
-    made = core.create_namespaced_pod("default", {
-        "metadata": {"name": "p"}, "spec": {"schedulingGates": [{"name": "g"}], "containers": [
-            {"name": "c", "image": "i:1", "resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}}}]}})
+    made = core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "p"},
+            "spec": {
+                "schedulingGates": [{"name": "g"}],
+                "containers": [
+                    {"name": "c", "image": "i:1", "resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}}}
+                ],
+            },
+        },
+    )
     assert made.status.phase == "Pending" and made.spec.restart_policy == "Always"
     assert made.spec.containers[0].resources.requests == {"cpu": "2", "nvidia.com/gpu": "1"}
-    assert [(c.type, c.status, c.reason) for c in made.status.conditions] == [("PodScheduled", "False", "SchedulingGated")]
+    assert [(c.type, c.status, c.reason) for c in made.status.conditions] == [
+        ("PodScheduled", "False", "SchedulingGated")
+    ]
 
 
 def test_binding_sets_the_node_and_pod_scheduled(core):
     core.create_namespaced_pod("default", pod("p"))
-    core.create_namespaced_binding("default", {"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}},
-                                   _preload_content=False)
+    core.create_namespaced_binding(
+        "default", {"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}}, _preload_content=False
+    )
     bound = core.read_namespaced_pod("p", "default")
     assert bound.spec.node_name == "n1"
     assert [(c.type, c.status) for c in bound.status.conditions] == [("PodScheduled", "True")]
     with pytest.raises(ApiException) as err:
-        core.create_namespaced_binding("default", {"metadata": {"name": "p"}, "target": {"name": "n2"}},
-                                       _preload_content=False)
+        core.create_namespaced_binding(
+            "default", {"metadata": {"name": "p"}, "target": {"name": "n2"}}, _preload_content=False
+        )
     assert err.value.status == 409
 
 
@@ -319,8 +455,10 @@ def test_eviction_adds_disruption_target_then_deletes_the_pod(core):
 
 
 def test_pod_log_needs_a_container_name_when_the_pod_has_several(http, core):
-    core.create_namespaced_pod("default", {"metadata": {"name": "p"}, "spec": {"containers": [
-        {"name": "a", "image": "i"}, {"name": "b", "image": "i"}]}})
+    core.create_namespaced_pod(
+        "default",
+        {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "image": "i"}, {"name": "b", "image": "i"}]}},
+    )
     resp = http("GET", "/api/v1/namespaces/default/pods/p/log")
     assert resp.status_code == 400 and "choose one of: [a b]" in resp.json()["message"]
 
@@ -354,10 +492,24 @@ def test_version_and_openapi_v3_advertise_server_side_field_validation(http, wid
 
 def test_table_output_uses_the_crd_printer_columns(http, custom, widgets):
     custom.create_namespaced_custom_object(G, V, "default", "widgets", widget("w", replicas=3))
-    custom.patch_namespaced_custom_object_status(G, V, "default", "widgets", "w", {"status": {
-        "phase": "Up", "conditions": [{"type": "Other", "status": "False"}, {"type": "Ready", "status": "True"}]}})
-    table = http("GET", "/apis/emulator.test/v1/namespaces/default/widgets",
-                 headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}).json()
+    custom.patch_namespaced_custom_object_status(
+        G,
+        V,
+        "default",
+        "widgets",
+        "w",
+        {
+            "status": {
+                "phase": "Up",
+                "conditions": [{"type": "Other", "status": "False"}, {"type": "Ready", "status": "True"}],
+            }
+        },
+    )
+    table = http(
+        "GET",
+        "/apis/emulator.test/v1/namespaces/default/widgets",
+        headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"},
+    ).json()
     assert table["kind"] == "Table"
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Phase", "Replicas", "Ready", "Age"]
     assert table["rows"][0]["cells"][:4] == ["w", "Up", 3, "True"]
@@ -390,10 +542,9 @@ def test_drop_watches_cuts_open_streams(api, http):
         time.sleep(0.02)
     assert api.server.faults.drop_watches() == 1
     started = time.monotonic()
-    with pytest.raises(Exception):
+    with pytest.raises(requests.exceptions.ChunkedEncodingError):
         for _ in resp.iter_lines():
             pass
-        raise ConnectionError("stream ended")
     assert time.monotonic() - started < 5
 
 
@@ -408,7 +559,9 @@ def test_request_log_records_rbac_attributes(api, core, custom, widgets):
     core.patch_namespaced_pod_status("p", "default", {"status": {"phase": "Running"}})
     custom.list_namespaced_custom_object(G, V, "default", "widgets", field_selector="metadata.name=w")
     core.read_namespace("default")
-    seen = [(r.verb, r.group, r.resource, r.subresource, r.namespace, r.name, r.status_code) for r in api.server.requests]
+    seen = [
+        (r.verb, r.group, r.resource, r.subresource, r.namespace, r.name, r.status_code) for r in api.server.requests
+    ]
     assert seen == [
         ("create", "", "pods", None, "default", None, 201),
         ("list", "", "pods", None, None, None, 200),

@@ -1,7 +1,7 @@
 """A Kubernetes API emulator (real HTTP, asyncio) for tests and `tfjob local`; see docs/emulator.md.
 
-    async with-style:  server = ApiServer(); await server.start(); ...; await server.stop()
-    sync:              with ApiServerThread() as api: kubernetes client against api.url
+async with-style:  server = ApiServer(); await server.start(); ...; await server.stop()
+sync:              with ApiServerThread() as api: kubernetes client against api.url
 """
 
 from .faults import FaultInjector, LogSource, RequestRecord

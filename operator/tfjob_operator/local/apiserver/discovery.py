@@ -7,23 +7,35 @@ import json
 from typing import Any
 
 from .registry import Registry, ResourceType
-from .schema import KUBERNETES_SCHEMA_VERSION, _META_DEF, core_definition_name, core_definitions
+from .schema import _META_DEF, KUBERNETES_SCHEMA_VERSION, core_definition_name, core_definitions
 
 MAJOR, MINOR = KUBERNETES_SCHEMA_VERSION.split(".")[:2]
 
 
 def version_info() -> dict[str, str]:
     return {
-        "major": MAJOR, "minor": MINOR, "emulationMajor": MAJOR, "emulationMinor": MINOR,
-        "minCompatibilityMajor": MAJOR, "minCompatibilityMinor": str(int(MINOR) - 1),
-        "gitVersion": f"v{KUBERNETES_SCHEMA_VERSION}+tfjob-local", "gitCommit": "0" * 40, "gitTreeState": "clean",
-        "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25.0", "compiler": "gc", "platform": "linux/amd64",
+        "major": MAJOR,
+        "minor": MINOR,
+        "emulationMajor": MAJOR,
+        "emulationMinor": MINOR,
+        "minCompatibilityMajor": MAJOR,
+        "minCompatibilityMinor": str(int(MINOR) - 1),
+        "gitVersion": f"v{KUBERNETES_SCHEMA_VERSION}+tfjob-local",
+        "gitCommit": "0" * 40,
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.25.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
     }
 
 
 def api_versions(host: str) -> dict[str, Any]:
-    return {"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]}
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}],
+    }
 
 
 def _group(name: str, versions: list[str]) -> dict[str, Any]:
@@ -32,8 +44,11 @@ def _group(name: str, versions: list[str]) -> dict[str, Any]:
 
 
 def api_group_list(registry: Registry) -> dict[str, Any]:
-    return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [_group(g, vs) for g, vs in registry.groups().items()]}
+    return {
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [_group(g, vs) for g, vs in registry.groups().items()],
+    }
 
 
 def api_group(registry: Registry, name: str) -> dict[str, Any] | None:
@@ -48,8 +63,12 @@ def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any
     if not types:
         return None
     resources = [entry for rt in sorted(types, key=lambda r: r.plural) for entry in rt.discovery()]
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}" if group else version,
-            "resources": resources}
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/{version}" if group else version,
+        "resources": resources,
+    }
 
 
 # --- OpenAPI v3 -------------------------------------------------------------------------------------------
@@ -106,15 +125,16 @@ def crd_schema_name(rt: ResourceType) -> str:
 
 def _operation(rt: ResourceType, action: str, schema_ref: str, body: bool, patch: bool = False) -> dict[str, Any]:
     gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
-    params = [{"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
-              {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True}}]
+    params = [
+        {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
+        {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
+    ]
     if body:
         params.append({"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}})
     op: dict[str, Any] = {
         "operationId": f"{action}{rt.kind}",
         "parameters": params,
-        "responses": {"200": {"description": "OK",
-                              "content": {"application/json": {"schema": {"$ref": schema_ref}}}}},
+        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": schema_ref}}}}},
         "x-kubernetes-action": action,
         "x-kubernetes-group-version-kind": gvk,
     }
@@ -147,8 +167,10 @@ def openapi_v3_doc(registry: Registry, group: str, version: str) -> dict[str, An
             raw = json.loads(json.dumps(((rt.crd_version or {}).get("schema") or {}).get("openAPIV3Schema") or {}))
             raw.setdefault("type", "object")
             props = raw.setdefault("properties", {})
-            props["metadata"] = {"allOf": [{"$ref": f"#/components/schemas/{_META_DEF}"}],
-                                 "description": "Standard object's metadata."}
+            props["metadata"] = {
+                "allOf": [{"$ref": f"#/components/schemas/{_META_DEF}"}],
+                "description": "Standard object's metadata.",
+            }
             props.setdefault("apiVersion", {"type": "string"})
             props.setdefault("kind", {"type": "string"})
             raw["x-kubernetes-group-version-kind"] = [{"group": rt.group, "version": rt.version, "kind": rt.kind}]
@@ -162,18 +184,25 @@ def openapi_v3_doc(registry: Registry, group: str, version: str) -> dict[str, An
         base = f"{prefix}/namespaces/{{namespace}}/{rt.plural}" if rt.namespaced else f"{prefix}/{rt.plural}"
         paths[base] = {"get": _operation(rt, "list", ref, False), "post": _operation(rt, "post", ref, True)}
         paths[base + "/{name}"] = {
-            "get": _operation(rt, "get", ref, False), "put": _operation(rt, "put", ref, True),
-            "patch": _operation(rt, "patch", ref, True, patch=True), "delete": _operation(rt, "delete", ref, False),
+            "get": _operation(rt, "get", ref, False),
+            "put": _operation(rt, "put", ref, True),
+            "patch": _operation(rt, "patch", ref, True, patch=True),
+            "delete": _operation(rt, "delete", ref, False),
         }
         if rt.has_status:
             paths[base + "/{name}/status"] = {
-                "get": _operation(rt, "get", ref, False), "put": _operation(rt, "put", ref, True),
+                "get": _operation(rt, "get", ref, False),
+                "put": _operation(rt, "put", ref, True),
                 "patch": _operation(rt, "patch", ref, True, patch=True),
             }
     for name in _closure(wanted):
         schemas[name] = _to_openapi(defs[name])
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": f"v{KUBERNETES_SCHEMA_VERSION}"},
-            "paths": paths, "components": {"schemas": schemas}}
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": f"v{KUBERNETES_SCHEMA_VERSION}"},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }
 
 
 def openapi_v3_index(registry: Registry, docs: dict[str, bytes]) -> dict[str, Any]:

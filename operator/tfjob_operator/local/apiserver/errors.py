@@ -43,9 +43,7 @@ class ApiError(Exception):
         return status_body(self.code, self.message, self.reason, self.details)
 
 
-def status_body(
-    code: int, message: str, reason: str, details: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def status_body(code: int, message: str, reason: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     """A failure `Status` object."""
     body: dict[str, Any] = {
         "kind": "Status",

@@ -80,6 +80,12 @@ class LogSource(Protocol):
     """Where pods/{name}/log reads from (the kubelet); raise KeyError for an unknown pod or container."""
 
     def stream(
-        self, namespace: str, pod: str, container: str | None, *, follow: bool, tail_lines: int | None,
+        self,
+        namespace: str,
+        pod: str,
+        container: str | None,
+        *,
+        follow: bool,
+        tail_lines: int | None,
         previous: bool,
     ) -> AsyncIterator[bytes]: ...

@@ -111,11 +111,16 @@ def prepare_pod_create(pod: dict[str, Any]) -> None:
     pod["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
     if spec.get("schedulingGates"):
         # kube-apiserver itself marks gated pods, so `kubectl get` shows SchedulingGated.
-        pod["status"]["conditions"] = [{
-            "type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
-            "message": "Scheduling is blocked due to non-empty scheduling gates", "lastProbeTime": None,
-            "lastTransitionTime": None,
-        }]
+        pod["status"]["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "SchedulingGated",
+                "message": "Scheduling is blocked due to non-empty scheduling gates",
+                "lastProbeTime": None,
+                "lastTransitionTime": None,
+            }
+        ]
 
 
 def pod_validation_errors(pod: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -136,8 +141,13 @@ def pod_validation_errors(pod: dict[str, Any]) -> list[tuple[str, str, str]]:
                 errors.append((f"spec.{kind}[{i}].image", "FieldValueRequired", "Required value"))
     policy = spec.get("restartPolicy")
     if policy not in (None, "Always", "OnFailure", "Never"):
-        errors.append(("spec.restartPolicy", "FieldValueNotSupported",
-                       f'Unsupported value: "{policy}": supported values: "Always", "OnFailure", "Never"'))
+        errors.append(
+            (
+                "spec.restartPolicy",
+                "FieldValueNotSupported",
+                f'Unsupported value: "{policy}": supported values: "Always", "OnFailure", "Never"',
+            )
+        )
     return errors
 
 
@@ -152,13 +162,18 @@ def pod_update_errors(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[st
     new_gates = [g.get("name") for g in new_spec.get("schedulingGates") or []]
     for gate in new_gates:
         if gate not in old_gates:
-            errors.append(("spec.schedulingGates", "FieldValueForbidden",
-                           f"Forbidden: only deletion is allowed, but found new scheduling gate '{gate}'"))
+            errors.append(
+                (
+                    "spec.schedulingGates",
+                    "FieldValueForbidden",
+                    f"Forbidden: only deletion is allowed, but found new scheduling gate '{gate}'",
+                )
+            )
     gated = bool(old_gates)
     for kind in ("containers", "initContainers"):
         old_cs, new_cs = old_spec.get(kind) or [], new_spec.get(kind) or []
         if len(old_cs) == len(new_cs):
-            for oc, nc in zip(old_cs, new_cs):
+            for oc, nc in zip(old_cs, new_cs, strict=True):
                 nc["image"] = oc.get("image")
     for key in ("activeDeadlineSeconds", "schedulingGates", "tolerations"):
         new_spec.pop(key, None)
@@ -172,8 +187,13 @@ def pod_update_errors(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[st
             if key == "nodeSelector":
                 for k, v in (old_spec.get(key) or {}).items():
                     if (new_spec.get(key) or {}).get(k) != v:
-                        errors.append(("spec.nodeSelector", "FieldValueInvalid",
-                                       "Invalid value: only additions to spec.nodeSelector are allowed"))
+                        errors.append(
+                            (
+                                "spec.nodeSelector",
+                                "FieldValueInvalid",
+                                "Invalid value: only additions to spec.nodeSelector are allowed",
+                            )
+                        )
             new_spec.pop(key, None)
             old_spec.pop(key, None)
     if canonical(old_spec) != canonical(new_spec):

@@ -109,8 +109,9 @@ def _strip_directives(value: Any) -> Any:
     return value
 
 
-def _merge_list(original: list[Any], patch: list[Any], merge_key: str | None,
-                items_schema: dict[str, Any] | None) -> list[Any]:
+def _merge_list(
+    original: list[Any], patch: list[Any], merge_key: str | None, items_schema: dict[str, Any] | None
+) -> list[Any]:
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
         return [_strip_directives(p) for p in patch if not (isinstance(p, dict) and "$patch" in p)]
     if merge_key is None:

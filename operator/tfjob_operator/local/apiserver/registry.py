@@ -10,16 +10,35 @@ ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "up
 #: Field selectors each built-in supports beyond metadata.name/metadata.namespace (as kube-apiserver).
 _FIELD_SELECTORS: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "pods"): (
-        "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-        "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName",
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
     ),
     ("", "events"): (
-        "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-        "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-        "reason", "reportingComponent", "source", "type",
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
     ),
     ("events.k8s.io", "events"): (
-        "regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid", "reason", "type",
+        "regarding.kind",
+        "regarding.namespace",
+        "regarding.name",
+        "regarding.uid",
+        "reason",
+        "type",
         "reportingController",
     ),
     ("", "nodes"): ("spec.unschedulable",),
@@ -110,8 +129,16 @@ _SUBRESOURCE_SHAPES: dict[str, tuple[str, list[str]]] = {
 }
 
 
-def _rt(group: str, version: str, kind: str, plural: str, namespaced: bool = True,
-        short: tuple[str, ...] = (), subs: tuple[str, ...] = (), cats: tuple[str, ...] = ()) -> ResourceType:
+def _rt(
+    group: str,
+    version: str,
+    kind: str,
+    plural: str,
+    namespaced: bool = True,
+    short: tuple[str, ...] = (),
+    subs: tuple[str, ...] = (),
+    cats: tuple[str, ...] = (),
+) -> ResourceType:
     return ResourceType(group, version, kind, plural, kind.lower(), namespaced, short, cats, subs)
 
 
@@ -149,18 +176,46 @@ BUILTINS: tuple[ResourceType, ...] = (
     _rt("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings"),
     _rt("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False),
     _rt("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
-    _rt("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
-        namespaced=False, short=("crd", "crds"), subs=("status",), cats=("api-extensions",)),
-    _rt("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
-        "validatingwebhookconfigurations", namespaced=False, cats=("api-extensions",)),
-    _rt("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
-        "mutatingwebhookconfigurations", namespaced=False, cats=("api-extensions",)),
+    _rt(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        namespaced=False,
+        short=("crd", "crds"),
+        subs=("status",),
+        cats=("api-extensions",),
+    ),
+    _rt(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        namespaced=False,
+        cats=("api-extensions",),
+    ),
+    _rt(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+        namespaced=False,
+        cats=("api-extensions",),
+    ),
 )
 
 #: Groups whose preferred version is fixed; listed in discovery in this order (as kube-apiserver does).
 BUILTIN_GROUP_ORDER = (
-    "apps", "events.k8s.io", "batch", "policy", "rbac.authorization.k8s.io", "coordination.k8s.io",
-    "scheduling.k8s.io", "discovery.k8s.io", "networking.k8s.io", "apiextensions.k8s.io",
+    "apps",
+    "events.k8s.io",
+    "batch",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "coordination.k8s.io",
+    "scheduling.k8s.io",
+    "discovery.k8s.io",
+    "networking.k8s.io",
+    "apiextensions.k8s.io",
     "admissionregistration.k8s.io",
 )
 
@@ -238,7 +293,7 @@ class Registry:
         for rt in self._types.values():
             if rt.group and rt.version not in groups.setdefault(rt.group, []):
                 groups[rt.group].append(rt.version)
-        for g, versions in groups.items():
+        for versions in groups.values():
             versions.sort(key=_version_priority)
         return {g: v for g, v in groups.items() if v}
 

@@ -122,19 +122,27 @@ class Walker:
             return None
         if schema.get("x-kubernetes-int-or-string"):
             if not isinstance(value, (int, str)) or isinstance(value, bool):
-                self.error(path, "FieldValueTypeInvalid",
-                           f"Invalid value: {_go_repr(value)}: {path} in body must be of type integer-or-string")
+                self.error(
+                    path,
+                    "FieldValueTypeInvalid",
+                    f"Invalid value: {_go_repr(value)}: {path} in body must be of type integer-or-string",
+                )
             return value
         if "oneOf" in schema and not self.custom:
             # Built-ins use oneOf only for scalars (IntOrString, Quantity).
             if not any(_type_ok(value, _types(resolve(s))) for s in schema["oneOf"]):
-                self.error(path, "FieldValueTypeInvalid", f"Invalid value: {_go_repr(value)}: {path} has the wrong type")
+                self.error(
+                    path, "FieldValueTypeInvalid", f"Invalid value: {_go_repr(value)}: {path} has the wrong type"
+                )
             return value
         types = _types(schema) - {"null"}
         if types and not _type_ok(value, types):
             want = sorted(types)[0]
-            self.error(path, "FieldValueTypeInvalid",
-                       f"Invalid value: {_go_repr(value)}: {path} in body must be of type {want}: {_go_repr(value)}")
+            self.error(
+                path,
+                "FieldValueTypeInvalid",
+                f"Invalid value: {_go_repr(value)}: {path} in body must be of type {want}: {_go_repr(value)}",
+            )
             return value
         if isinstance(value, dict):
             value = self._object(value, schema, path)
@@ -148,7 +156,9 @@ class Walker:
 
     def _unsupported(self, value: Any, allowed: list[Any], path: str) -> None:
         supported = ", ".join(_go_repr(v) for v in allowed)
-        self.error(path, "FieldValueNotSupported", f"Unsupported value: {_go_repr(value)}: supported values: {supported}")
+        self.error(
+            path, "FieldValueNotSupported", f"Unsupported value: {_go_repr(value)}: supported values: {supported}"
+        )
 
     def _object(self, value: dict[str, Any], schema: dict[str, Any], path: str) -> dict[str, Any]:
         props: dict[str, Any] | None = schema.get("properties")
@@ -205,8 +215,9 @@ class Walker:
             keys = schema.get("x-kubernetes-list-map-keys") or []
             seen = set()
             for i, item in enumerate(value):
-                ident = json.dumps([item.get(k) for k in keys] if keys and isinstance(item, dict) else item,
-                                   sort_keys=True)
+                ident = json.dumps(
+                    [item.get(k) for k in keys] if keys and isinstance(item, dict) else item, sort_keys=True
+                )
                 if ident in seen:
                     self.error(f"{path}[{i}]", "FieldValueDuplicate", f"Duplicate value: {_go_repr(item)}")
                 seen.add(ident)
@@ -220,38 +231,67 @@ class Walker:
                 lo = schema["minimum"]
                 if value < lo or (schema.get("exclusiveMinimum") is True and value == lo):
                     op = "greater than" if schema.get("exclusiveMinimum") is True else "greater than or equal to"
-                    self.error(path, "FieldValueInvalid",
-                               f"Invalid value: {_go_repr(value)}: {path} in body should be {op} {lo}")
+                    self.error(
+                        path,
+                        "FieldValueInvalid",
+                        f"Invalid value: {_go_repr(value)}: {path} in body should be {op} {lo}",
+                    )
             if "maximum" in schema:
                 hi = schema["maximum"]
                 if value > hi or (schema.get("exclusiveMaximum") is True and value == hi):
                     op = "less than" if schema.get("exclusiveMaximum") is True else "less than or equal to"
-                    self.error(path, "FieldValueInvalid",
-                               f"Invalid value: {_go_repr(value)}: {path} in body should be {op} {hi}")
+                    self.error(
+                        path,
+                        "FieldValueInvalid",
+                        f"Invalid value: {_go_repr(value)}: {path} in body should be {op} {hi}",
+                    )
             if "multipleOf" in schema and value % schema["multipleOf"]:
-                self.error(path, "FieldValueInvalid",
-                           f"Invalid value: {_go_repr(value)}: {path} in body should be a multiple of {schema['multipleOf']}")
+                self.error(
+                    path,
+                    "FieldValueInvalid",
+                    f"Invalid value: {_go_repr(value)}: {path} in body should be a multiple of {schema['multipleOf']}",
+                )
         if isinstance(value, str):
             if "maxLength" in schema and len(value) > schema["maxLength"]:
                 self.error(path, "FieldValueTooLong", f"Too long: may not be more than {schema['maxLength']} bytes")
             if "minLength" in schema and len(value) < schema["minLength"]:
-                self.error(path, "FieldValueInvalid",
-                           f"Invalid value: {_go_repr(value)}: {path} in body should be at least {schema['minLength']} chars long")
+                self.error(
+                    path,
+                    "FieldValueInvalid",
+                    f"Invalid value: {_go_repr(value)}: {path} in body should be at least "
+                    f"{schema['minLength']} chars long",
+                )
             if "pattern" in schema and not re.search(schema["pattern"], value):
-                self.error(path, "FieldValueInvalid",
-                           f"Invalid value: {_go_repr(value)}: {path} in body should match '{schema['pattern']}'")
+                self.error(
+                    path,
+                    "FieldValueInvalid",
+                    f"Invalid value: {_go_repr(value)}: {path} in body should match '{schema['pattern']}'",
+                )
         if isinstance(value, list):
             if "maxItems" in schema and len(value) > schema["maxItems"]:
-                self.error(path, "FieldValueTooMany", f"Too many: {len(value)}: must have at most {schema['maxItems']} items")
+                self.error(
+                    path, "FieldValueTooMany", f"Too many: {len(value)}: must have at most {schema['maxItems']} items"
+                )
             if "minItems" in schema and len(value) < schema["minItems"]:
-                self.error(path, "FieldValueInvalid",
-                           f"Invalid value: {len(value)}: {path} in body should have at least {schema['minItems']} items")
+                self.error(
+                    path,
+                    "FieldValueInvalid",
+                    f"Invalid value: {len(value)}: {path} in body should have at least {schema['minItems']} items",
+                )
         if isinstance(value, dict):
             if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-                self.error(path, "FieldValueTooMany", f"Too many: {len(value)}: must have at most {schema['maxProperties']} items")
+                self.error(
+                    path,
+                    "FieldValueTooMany",
+                    f"Too many: {len(value)}: must have at most {schema['maxProperties']} items",
+                )
             if "minProperties" in schema and len(value) < schema["minProperties"]:
-                self.error(path, "FieldValueInvalid",
-                           f"Invalid value: {len(value)}: {path} in body should have at least {schema['minProperties']} properties")
+                self.error(
+                    path,
+                    "FieldValueInvalid",
+                    f"Invalid value: {len(value)}: {path} in body should have at least "
+                    f"{schema['minProperties']} properties",
+                )
         for keyword in ("anyOf", "oneOf", "allOf", "not"):
             if keyword in schema:
                 self._combinator(keyword, value, schema[keyword], path)
@@ -264,15 +304,29 @@ class Walker:
 
         if keyword == "not":
             if ok(subs):
-                self.error(path, "FieldValueInvalid", f"Invalid value: {_go_repr(value)}: {path} in body should not be valid against the given schema")
+                self.error(
+                    path,
+                    "FieldValueInvalid",
+                    f"Invalid value: {_go_repr(value)}: {path} in body should not be valid against the given schema",
+                )
             return
         results = [ok(s) for s in subs]
         if keyword == "allOf" and not all(results):
-            self.error(path, "FieldValueInvalid", f"Invalid value: {_go_repr(value)}: {path} in body must match all schemas")
+            self.error(
+                path, "FieldValueInvalid", f"Invalid value: {_go_repr(value)}: {path} in body must match all schemas"
+            )
         if keyword == "anyOf" and not any(results):
-            self.error(path, "FieldValueInvalid", f"Invalid value: {_go_repr(value)}: {path} in body must match at least one schema")
+            self.error(
+                path,
+                "FieldValueInvalid",
+                f"Invalid value: {_go_repr(value)}: {path} in body must match at least one schema",
+            )
         if keyword == "oneOf" and sum(results) != 1:
-            self.error(path, "FieldValueInvalid", f"Invalid value: {_go_repr(value)}: {path} in body must match exactly one schema")
+            self.error(
+                path,
+                "FieldValueInvalid",
+                f"Invalid value: {_go_repr(value)}: {path} in body must match exactly one schema",
+            )
 
     def _metadata(self, meta: dict[str, Any], path: str) -> dict[str, Any]:
         sub = Walker(custom=False, prune=self.prune, apply_defaults=False)
@@ -303,21 +357,41 @@ def validate_metadata(meta: dict[str, Any], *, name_rule: str = "subdomain") -> 
             "dns1035": (_DNS1035_LABEL, "a DNS-1035 label", 63),
         }[name_rule]
         if len(name) > limit:
-            errors.append(("metadata.name", "FieldValueInvalid",
-                           f"Invalid value: {_go_repr(name)}: must be no more than {limit} characters"))
+            errors.append(
+                (
+                    "metadata.name",
+                    "FieldValueInvalid",
+                    f"Invalid value: {_go_repr(name)}: must be no more than {limit} characters",
+                )
+            )
         elif not pattern.match(name):
-            errors.append(("metadata.name", "FieldValueInvalid",
-                           f"Invalid value: {_go_repr(name)}: a {what} must consist of lower case alphanumeric "
-                           "characters, '-' or '.', and must start and end with an alphanumeric character"))
+            errors.append(
+                (
+                    "metadata.name",
+                    "FieldValueInvalid",
+                    f"Invalid value: {_go_repr(name)}: a {what} must consist of lower case alphanumeric "
+                    "characters, '-' or '.', and must start and end with an alphanumeric character",
+                )
+            )
     for key, value in (meta.get("labels") or {}).items():
         prefix, _, local = key.rpartition("/")
         if not _QUALIFIED_NAME.match(local) or len(local) > 63 or (prefix and not _DNS_SUBDOMAIN.match(prefix)):
-            errors.append(("metadata.labels", "FieldValueInvalid",
-                           f"Invalid value: {_go_repr(key)}: name part must consist of alphanumeric characters, "
-                           "'-', '_' or '.', and must start and end with an alphanumeric character"))
+            errors.append(
+                (
+                    "metadata.labels",
+                    "FieldValueInvalid",
+                    f"Invalid value: {_go_repr(key)}: name part must consist of alphanumeric characters, "
+                    "'-', '_' or '.', and must start and end with an alphanumeric character",
+                )
+            )
         if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
-            errors.append(("metadata.labels", "FieldValueInvalid",
-                           f"Invalid value: {_go_repr(value)}: a valid label must be an empty string or consist of "
-                           "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
-                           "character"))
+            errors.append(
+                (
+                    "metadata.labels",
+                    "FieldValueInvalid",
+                    f"Invalid value: {_go_repr(value)}: a valid label must be an empty string or consist of "
+                    "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                    "character",
+                )
+            )
     return errors

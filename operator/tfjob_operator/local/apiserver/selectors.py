@@ -46,7 +46,9 @@ class Requirement:
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas not inside parentheses."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -102,7 +104,11 @@ def parse_field_selector(
         field, op, value = m.group(1), m.group(2), m.group(3)
         if field not in allowed:
             only = ", ".join(f'"{a}"' for a in allowed)
-            msg = f'"{field}" is not a known field selector: only {only}' if custom else f"field label not supported: {field}"
+            msg = (
+                f'"{field}" is not a known field selector: only {only}'
+                if custom
+                else f"field label not supported: {field}"
+            )
             raise ApiError(400, msg)
         out.append((field, "!=" if op == "!=" else "=", value))
     return out

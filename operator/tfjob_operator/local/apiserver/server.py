@@ -17,12 +17,13 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import discovery, objects, patch as patching
+from . import discovery, objects
+from . import patch as patching
 from .errors import ApiError, already_exists, conflict, invalid, not_found, status_body, success_status
 from .faults import FaultInjector, LogSource, RequestRecord
 from .registry import Registry, ResourceType
 from .requestinfo import RequestInfo, parse_request
-from .schema import check_object, core_schema, validate_metadata
+from .schema import Findings, check_object, core_schema, validate_metadata
 from .selectors import make_predicate
 from .store import Event, Key, ResourceVersionTooOld, Store, Stored, dumps
 from .tables import to_table, wants_table
@@ -35,7 +36,7 @@ POD_KEY: Key = ("", "pods")
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 JSON = "application/json"
 DEFAULT_WATCH_TIMEOUT = 1800.0
-RECORD = web.RequestKey("record", Callable[[int], None])  # type: ignore[misc]
+RECORD: web.RequestKey[Callable[[int], None]] = web.RequestKey("record")
 
 
 def _truthy(value: str | None) -> bool:
@@ -50,8 +51,9 @@ def _json_response(body: Any, status: int = 200, headers: Mapping[str, str] | No
 class ApiServer:
     """A Kubernetes API server in one asyncio process: real HTTP, in-memory storage, no auth."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, watch_cache_size: int = 1000,
-                 bookmark_interval: float = 5.0) -> None:
+    def __init__(
+        self, *, host: str = "127.0.0.1", port: int = 0, watch_cache_size: int = 1000, bookmark_interval: float = 5.0
+    ) -> None:
         self.host = host
         self.port = port
         self.url = ""
@@ -77,12 +79,21 @@ class ApiServer:
     # --- lifecycle --------------------------------------------------------------------------------------
 
     def _seed_namespace(self, name: str) -> None:
-        self.store.write(NS_KEY, {
-            "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "uid": str(uuid.uuid4()), "creationTimestamp": objects.timestamp(),
-                         "labels": {"kubernetes.io/metadata.name": name}},
-            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"},
-        })
+        self.store.write(
+            NS_KEY,
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": name,
+                    "uid": str(uuid.uuid4()),
+                    "creationTimestamp": objects.timestamp(),
+                    "labels": {"kubernetes.io/metadata.name": name},
+                },
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            },
+        )
 
     async def start(self) -> None:
         """Bind the listener; afterwards `.url` is the base URL clients use."""
@@ -145,12 +156,21 @@ class ApiServer:
             if recorded:
                 return
             recorded = True
-            self.requests.append(RequestRecord(
-                method=request.method, verb=info.verb,
-                group=info.group, version=info.version, resource=info.resource, subresource=info.subresource,
-                namespace=info.namespace, name=info.name, user_agent=request.headers.get("User-Agent", ""),
-                status_code=status, path=request.path_qs,
-            ))
+            self.requests.append(
+                RequestRecord(
+                    method=request.method,
+                    verb=info.verb,
+                    group=info.group,
+                    version=info.version,
+                    resource=info.resource,
+                    subresource=info.subresource,
+                    namespace=info.namespace,
+                    name=info.name,
+                    user_agent=request.headers.get("User-Agent", ""),
+                    status_code=status,
+                    path=request.path_qs,
+                )
+            )
 
         request[RECORD] = record
         try:
@@ -159,15 +179,19 @@ class ApiServer:
                 await asyncio.sleep(delay)
             fail = self.faults.take_failure(request.method, request.path_qs)
             if fail is not None:
-                raise ApiError(fail, f"injected fault: HTTP {fail} for {request.method} {request.path}",
-                               details={"retryAfterSeconds": 1} if fail == 429 else None)
+                raise ApiError(
+                    fail,
+                    f"injected fault: HTTP {fail} for {request.method} {request.path}",
+                    details={"retryAfterSeconds": 1} if fail == 429 else None,
+                )
             response = await self._route(request, info)
         except ApiError as e:
             headers = {"Retry-After": "1"} if e.code == 429 else None
             response = _json_response(e.status(), e.code, headers)
         except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as e:
-            response = _json_response(status_body(400, f"the body of the request could not be decoded: {e}",
-                                                  "BadRequest"), 400)
+            response = _json_response(
+                status_body(400, f"the body of the request could not be decoded: {e}", "BadRequest"), 400
+            )
         except (ConnectionResetError, asyncio.CancelledError):
             record(499)
             raise
@@ -184,8 +208,11 @@ class ApiServer:
         assert info.group is not None and info.version is not None and info.resource is not None
         rt = self.registry.get(info.group, info.version, info.resource)
         if rt is None:
-            raise ApiError(404, "the server could not find the requested resource",
-                           details={"group": info.group, "kind": info.resource})
+            raise ApiError(
+                404,
+                "the server could not find the requested resource",
+                details={"group": info.group, "kind": info.resource},
+            )
         ns = info.namespace if rt.namespaced else None
         if rt.key == NS_KEY:
             ns = None
@@ -212,7 +239,9 @@ class ApiServer:
                 obj, warnings = self._create(rt, ns, body, query)
                 return _json_response(obj, 201, self._warning_headers(warnings))
             if method == "DELETE":
-                return self._delete_collection(request, rt, info.namespace if rt.namespaced else None, await self._body_or_none(request))
+                return self._delete_collection(
+                    request, rt, info.namespace if rt.namespaced else None, await self._body_or_none(request)
+                )
             raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
         if sub == "log":
             return await self._pod_log(request, rt, ns, name)
@@ -223,8 +252,14 @@ class ApiServer:
         if method in ("GET", "HEAD"):
             stored = self._get_stored(rt, ns, name)
             if wants_table(request.headers.get("Accept", "")):
-                return _json_response(to_table(rt, [stored.obj], resource_version=str(self.store.rv),
-                                               include_object=query.get("includeObject", "Metadata")))
+                return _json_response(
+                    to_table(
+                        rt,
+                        [stored.obj],
+                        resource_version=str(self.store.rv),
+                        include_object=query.get("includeObject", "Metadata"),
+                    )
+                )
             return _json_response(self._as_version(rt, stored))
         if method == "PUT":
             body = await self._body(request)
@@ -239,8 +274,9 @@ class ApiServer:
             opts = self._delete_options(query, await self._body_or_none(request))
             obj, removed = self._delete(rt, ns, name, opts)
             if removed and not (rt.key == POD_KEY or rt.is_custom):
-                return _json_response(success_status({"name": name, "group": rt.group, "kind": rt.plural,
-                                                      "uid": obj["metadata"]["uid"]}))
+                return _json_response(
+                    success_status({"name": name, "group": rt.group, "kind": rt.plural, "uid": obj["metadata"]["uid"]})
+                )
             return _json_response(obj)
         raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
 
@@ -274,14 +310,20 @@ class ApiServer:
             raw = self._openapi_docs.get(key)
             if raw is None:
                 segs = key.split("/")
-                group, version = ("", segs[1]) if segs[0] == "api" and len(segs) == 2 else (
-                    (segs[1], segs[2]) if segs[0] == "apis" and len(segs) == 3 else (None, None))
-                doc = discovery.openapi_v3_doc(reg, group, version) if version else None
+                group, version = (
+                    ("", segs[1])
+                    if segs[0] == "api" and len(segs) == 2
+                    else ((segs[1], segs[2]) if segs[0] == "apis" and len(segs) == 3 else (None, None))
+                )
+                doc = discovery.openapi_v3_doc(reg, group or "", version) if version else None
                 if doc is not None:
                     raw = self._openapi_docs[key] = dumps(doc)
             if raw is not None:
-                return web.Response(body=raw, content_type=JSON,
-                                    headers={"Cache-Control": "public, immutable", "Expires": "Thu, 01 Jan 2099 00:00:00 GMT"})
+                return web.Response(
+                    body=raw,
+                    content_type=JSON,
+                    headers={"Cache-Control": "public, immutable", "Expires": "Thu, 01 Jan 2099 00:00:00 GMT"},
+                )
         raise ApiError(404, "the server could not find the requested resource")
 
     # --- bodies and options -----------------------------------------------------------------------------
@@ -299,8 +341,11 @@ class ApiServer:
     @staticmethod
     def _decode(raw: bytes, ctype: str) -> Any:
         if "protobuf" in ctype:
-            raise ApiError(415, "the body of the request was in an unknown format - accepted media types include: "
-                                "application/json, application/yaml")
+            raise ApiError(
+                415,
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json, application/yaml",
+            )
         if "yaml" in ctype:
             return yaml.safe_load(raw)
         return json.loads(raw)
@@ -309,7 +354,7 @@ class ApiServer:
     def _warning_headers(warnings: list[str]) -> dict[str, str] | None:
         if not warnings:
             return None
-        return {"Warning": ", ".join(f'299 - {json.dumps(w)}' for w in warnings)}
+        return {"Warning": ", ".join(f"299 - {json.dumps(w)}" for w in warnings)}
 
     # --- reads ------------------------------------------------------------------------------------------
 
@@ -326,8 +371,7 @@ class ApiServer:
         return {**stored.obj, "apiVersion": rt.api_version}
 
     def _predicate(self, rt: ResourceType, query: Mapping[str, str]) -> Callable[[Mapping[str, Any]], bool]:
-        return make_predicate(query.get("labelSelector"), query.get("fieldSelector"), rt.field_selectors,
-                              rt.is_custom)
+        return make_predicate(query.get("labelSelector"), query.get("fieldSelector"), rt.field_selectors, rt.is_custom)
 
     def _list(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.StreamResponse:
         query = request.query
@@ -345,21 +389,31 @@ class ApiServer:
                 rv = token["rv"]
             except (ValueError, KeyError, TypeError) as e:
                 raise ApiError(400, f"continue key is not valid: {e}") from None
-            while start < len(items) and ((items[start].obj["metadata"].get("namespace") or ""),
-                                          items[start].obj["metadata"]["name"]) <= after:
+            while (
+                start < len(items)
+                and ((items[start].obj["metadata"].get("namespace") or ""), items[start].obj["metadata"]["name"])
+                <= after
+            ):
                 start += 1
         limit = int(query.get("limit") or 0)
-        page = items[start:start + limit] if limit > 0 else items[start:]
+        page = items[start : start + limit] if limit > 0 else items[start:]
         next_token = None
         remaining = len(items) - start - len(page)
         if limit > 0 and remaining > 0:
             last = page[-1].obj["metadata"]
-            next_token = base64.urlsafe_b64encode(json.dumps(
-                {"rv": rv, "ns": last.get("namespace"), "name": last["name"]}).encode()).decode()
+            next_token = base64.urlsafe_b64encode(
+                json.dumps({"rv": rv, "ns": last.get("namespace"), "name": last["name"]}).encode()
+            ).decode()
         if wants_table(request.headers.get("Accept", "")):
-            return _json_response(to_table(rt, [s.obj for s in page], resource_version=rv,
-                                           include_object=query.get("includeObject", "Metadata"),
-                                           continue_token=next_token))
+            return _json_response(
+                to_table(
+                    rt,
+                    [s.obj for s in page],
+                    resource_version=rv,
+                    include_object=query.get("includeObject", "Metadata"),
+                    continue_token=next_token,
+                )
+            )
         meta: dict[str, Any] = {"resourceVersion": rv}
         if next_token:
             meta["continue"] = next_token
@@ -375,8 +429,11 @@ class ApiServer:
         initial = _truthy(query.get("sendInitialEvents"))
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
         if initial and not bookmarks:
-            raise ApiError(422, "ListOptions.meta.k8s.io \"\" is invalid: allowWatchBookmarks: Required value: "
-                                "allowWatchBookmarks must be set to true when sendInitialEvents is true")
+            raise ApiError(
+                422,
+                'ListOptions.meta.k8s.io "" is invalid: allowWatchBookmarks: Required value: '
+                "allowWatchBookmarks must be set to true when sendInitialEvents is true",
+            )
         since: int | None = None
         if rv_param not in ("", "0") and not initial:
             try:
@@ -428,13 +485,21 @@ class ApiServer:
                     if typ == "INITIAL_END":
                         chunks.append(self._bookmark(rt, {"k8s.io/initial-events-end": "true"}))
                     elif table:
-                        tbl = to_table(rt, [stored.obj], resource_version=stored.obj["metadata"]["resourceVersion"],
-                                       include_object=query.get("includeObject", "Metadata"), with_columns=first_table)
+                        tbl = to_table(
+                            rt,
+                            [stored.obj],
+                            resource_version=stored.obj["metadata"]["resourceVersion"],
+                            include_object=query.get("includeObject", "Metadata"),
+                            with_columns=first_table,
+                        )
                         first_table = False
                         chunks.append(dumps({"type": typ, "object": tbl}) + b"\n")
                     else:
-                        raw = stored.raw if stored.obj.get("apiVersion") == rt.api_version else dumps(
-                            self._as_version(rt, stored))
+                        raw = (
+                            stored.raw
+                            if stored.obj.get("apiVersion") == rt.api_version
+                            else dumps(self._as_version(rt, stored))
+                        )
                         chunks.append(b'{"type":"' + typ.encode() + b'","object":' + raw + b"}\n")
                 if chunks:
                     await response.write(b"".join(chunks))
@@ -456,8 +521,10 @@ class ApiServer:
         meta: dict[str, Any] = {"resourceVersion": str(self.store.rv)}
         if annotations:
             meta["annotations"] = annotations
-        return dumps({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version,
-                                                      "metadata": meta}}) + b"\n"
+        return (
+            dumps({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}})
+            + b"\n"
+        )
 
     # --- writes -----------------------------------------------------------------------------------------
 
@@ -469,12 +536,17 @@ class ApiServer:
         if space is None:
             raise not_found("", "namespaces", ns)
         if creating and space["metadata"].get("deletionTimestamp"):
-            raise ApiError(403, f"{rt.plural} \"\" is forbidden: unable to create new content in namespace {ns} "
-                                "because it is being terminated", details={"group": rt.group, "kind": rt.plural})
+            raise ApiError(
+                403,
+                f'{rt.plural} "" is forbidden: unable to create new content in namespace {ns} '
+                "because it is being terminated",
+                details={"group": rt.group, "kind": rt.plural},
+            )
 
     def _schema_pass(self, rt: ResourceType, obj: dict[str, Any], query: Mapping[str, str]) -> list[str]:
         """Validate, prune and default; returns warnings (unknown fields) or raises 400/422."""
         name = obj["metadata"].get("name") or obj["metadata"].get("generateName") or ""
+        found: Findings | None
         if rt.is_custom:
             schema = ((rt.crd_version or {}).get("schema") or {}).get("openAPIV3Schema") or {}
             found = check_object(obj, schema, custom=True)
@@ -510,23 +582,45 @@ class ApiServer:
         errors = []
         expected = f"{names.get('plural')}.{spec.get('group')}"
         if crd["metadata"].get("name") != expected:
-            errors.append(("metadata.name", "FieldValueInvalid",
-                           f'Invalid value: "{crd["metadata"].get("name")}": must be spec.names.plural+"."+spec.group'))
+            errors.append(
+                (
+                    "metadata.name",
+                    "FieldValueInvalid",
+                    f'Invalid value: "{crd["metadata"].get("name")}": must be spec.names.plural+"."+spec.group',
+                )
+            )
         versions = spec.get("versions") or []
         if sum(1 for v in versions if v.get("storage")) != 1:
-            errors.append(("spec.versions", "FieldValueInvalid", "Invalid value: must have exactly one version marked as storage version"))
+            errors.append(
+                (
+                    "spec.versions",
+                    "FieldValueInvalid",
+                    "Invalid value: must have exactly one version marked as storage version",
+                )
+            )
         for i, v in enumerate(versions):
             schema = (v.get("schema") or {}).get("openAPIV3Schema")
             if schema is None:
-                errors.append((f"spec.versions[{i}].schema.openAPIV3Schema", "FieldValueRequired",
-                               "Required value: schemas are required"))
+                errors.append(
+                    (
+                        f"spec.versions[{i}].schema.openAPIV3Schema",
+                        "FieldValueRequired",
+                        "Required value: schemas are required",
+                    )
+                )
             elif schema.get("type") != "object":
-                errors.append((f"spec.versions[{i}].schema.openAPIV3Schema.type", "FieldValueRequired",
-                               "Required value: must not be empty at the root"))
+                errors.append(
+                    (
+                        f"spec.versions[{i}].schema.openAPIV3Schema.type",
+                        "FieldValueRequired",
+                        "Required value: must not be empty at the root",
+                    )
+                )
         return errors
 
-    def _create(self, rt: ResourceType, ns: str | None, body: Any, query: Mapping[str, str],
-                *, from_put: bool = False) -> tuple[dict[str, Any], list[str]]:
+    def _create(
+        self, rt: ResourceType, ns: str | None, body: Any, query: Mapping[str, str], *, from_put: bool = False
+    ) -> tuple[dict[str, Any], list[str]]:
         if not isinstance(body, dict):
             raise ApiError(400, "the body of the request must be a JSON object")
         obj = copy.deepcopy(body)
@@ -536,7 +630,9 @@ class ApiServer:
             raise ApiError(400, "metadata must be an object")
         if rt.namespaced:
             if meta.get("namespace") and meta["namespace"] != ns:
-                raise ApiError(400, "the namespace of the provided object does not match the namespace sent on the request")
+                raise ApiError(
+                    400, "the namespace of the provided object does not match the namespace sent on the request"
+                )
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
@@ -545,10 +641,21 @@ class ApiServer:
             if meta.get("generateName"):
                 meta["name"] = objects.generate_name(meta["generateName"])
             else:
-                raise invalid(rt.kind, rt.group, "", [("metadata.name", "FieldValueRequired",
-                                                       "Required value: name or generateName is required")])
-        for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-                    "generation", "selfLink"):
+                raise invalid(
+                    rt.kind,
+                    rt.group,
+                    "",
+                    [("metadata.name", "FieldValueRequired", "Required value: name or generateName is required")],
+                )
+        for key in (
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "selfLink",
+        ):
             meta.pop(key, None)
         if rt.has_status and rt.is_custom:
             obj.pop("status", None)  # the status subresource is the only way to write status
@@ -573,8 +680,11 @@ class ApiServer:
         if kind and kind != rt.kind:
             raise ApiError(400, f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
         if api_version and api_version != rt.api_version:
-            raise ApiError(400, f"the API version in the data ({api_version}) does not match the expected API "
-                                f"version ({rt.api_version})")
+            raise ApiError(
+                400,
+                f"the API version in the data ({api_version}) does not match the expected API "
+                f"version ({rt.api_version})",
+            )
         obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
 
     def _prepare_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
@@ -599,10 +709,20 @@ class ApiServer:
         crd["status"] = {
             "acceptedNames": spec["names"],
             "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-                 "message": "no conflicts found", "lastTransitionTime": ts},
-                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                 "message": "the initial names have been accepted", "lastTransitionTime": ts},
+                {
+                    "type": "NamesAccepted",
+                    "status": "True",
+                    "reason": "NoConflicts",
+                    "message": "no conflicts found",
+                    "lastTransitionTime": ts,
+                },
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                    "lastTransitionTime": ts,
+                },
             ],
             "storedVersions": storage,
         }
@@ -615,15 +735,17 @@ class ApiServer:
         self._next_ip += 1
         return str(ipaddress.IPv4Address(self._next_ip))
 
-    def _update(self, rt: ResourceType, ns: str | None, name: str, body: Any, sub: str | None,
-                query: Mapping[str, str]) -> tuple[dict[str, Any], list[str], bool]:
+    def _update(
+        self, rt: ResourceType, ns: str | None, name: str, body: Any, sub: str | None, query: Mapping[str, str]
+    ) -> tuple[dict[str, Any], list[str], bool]:
         if not isinstance(body, dict):
             raise ApiError(400, "the body of the request must be a JSON object")
         old = self.store.get(rt.key, ns, name)
         body_meta = body.get("metadata") or {}
         if body_meta.get("name") and body_meta["name"] != name:
-            raise ApiError(400, "the name of the object (%s) does not match the name on the URL (%s)"
-                           % (body_meta["name"], name))
+            raise ApiError(
+                400, f"the name of the object ({body_meta['name']}) does not match the name on the URL ({name})"
+            )
         if old is None:
             raise not_found(rt.group, rt.plural, name)
         rv = body_meta.get("resourceVersion")
@@ -631,15 +753,26 @@ class ApiServer:
             if rv != old["metadata"]["resourceVersion"]:
                 raise conflict(rt.group, rt.plural, name)
         elif rt.is_custom or rt.key == CRD_KEY:
-            raise invalid(rt.kind, rt.group, name, [("metadata.resourceVersion", "FieldValueInvalid",
-                                                     "Invalid value: 0x0: must be specified for an update")])
+            raise invalid(
+                rt.kind,
+                rt.group,
+                name,
+                [
+                    (
+                        "metadata.resourceVersion",
+                        "FieldValueInvalid",
+                        "Invalid value: 0x0: must be specified for an update",
+                    )
+                ],
+            )
         new = copy.deepcopy(body)
         self._check_type(rt, new)
         obj, warnings = self._apply_update(rt, old, new, sub, query)
         return obj, warnings, False
 
-    def _apply_update(self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any], sub: str | None,
-                      query: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    def _apply_update(
+        self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any], sub: str | None, query: Mapping[str, str]
+    ) -> tuple[dict[str, Any], list[str]]:
         """The shared tail of PUT and PATCH: subresource rules, immutable fields, validation, generation."""
         old_meta = old["metadata"]
         if sub == "status":
@@ -647,16 +780,25 @@ class ApiServer:
             if new["status"] is None:
                 new.pop("status")
         elif sub == "finalize":
-            new = {**copy.deepcopy(old), "spec": {**(old.get("spec") or {}),
-                                                   "finalizers": (new.get("spec") or {}).get("finalizers") or []}}
+            new = {
+                **copy.deepcopy(old),
+                "spec": {**(old.get("spec") or {}), "finalizers": (new.get("spec") or {}).get("finalizers") or []},
+            }
         elif rt.has_status:
             if "status" in old:
                 new["status"] = copy.deepcopy(old["status"])
             else:
                 new.pop("status", None)
         meta = new.setdefault("metadata", {})
-        for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace",
-                    "name", "generation"):
+        for key in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "namespace",
+            "name",
+            "generation",
+        ):
             if key in old_meta:
                 meta[key] = old_meta[key]
             else:
@@ -665,28 +807,44 @@ class ApiServer:
         if old_meta.get("deletionTimestamp"):
             added = set(meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
             if added:
-                raise invalid(rt.kind, rt.group, meta["name"], [(
-                    "metadata.finalizers", "FieldValueForbidden",
-                    f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers "
-                    f"{json.dumps(sorted(added))}")])
+                raise invalid(
+                    rt.kind,
+                    rt.group,
+                    meta["name"],
+                    [
+                        (
+                            "metadata.finalizers",
+                            "FieldValueForbidden",
+                            "Forbidden: no new finalizers can be added if the object is being deleted, "
+                            f"found new finalizers "
+                            f"{json.dumps(sorted(added))}",
+                        )
+                    ],
+                )
         if rt.key == POD_KEY and sub is None:
             errors = objects.pod_update_errors(old, new)
             if errors:
                 raise invalid(rt.kind, rt.group, meta["name"], errors)
             objects.default_pod_spec(new.setdefault("spec", {}))
         warnings = self._schema_pass(rt, new, query)
-        if "generation" in old_meta and objects.generation_changed(old, new, custom=rt.is_custom,
-                                                                    has_status=rt.has_status):
+        if "generation" in old_meta and objects.generation_changed(
+            old, new, custom=rt.is_custom, has_status=rt.has_status
+        ):
             meta["generation"] = old_meta["generation"] + 1
         if rt.key == CRD_KEY:
             self._crd_status(new)
         if objects.canonical({**new, "metadata": {**meta, "resourceVersion": None}}) == objects.canonical(
-                {**old, "metadata": {**old_meta, "resourceVersion": None}}):
+            {**old, "metadata": {**old_meta, "resourceVersion": None}}
+        ):
             return old, warnings  # a no-op write keeps the resourceVersion, as etcd-backed storage does
         if _truthy_dry(query):
             return new, warnings
-        if meta.get("deletionTimestamp") and not meta.get("finalizers") and rt.key != NS_KEY and \
-                meta.get("deletionGracePeriodSeconds", 0) == 0:
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and rt.key != NS_KEY
+            and meta.get("deletionGracePeriodSeconds", 0) == 0
+        ):
             # The write that empties the finalizers of a deleted object removes it (no MODIFIED event).
             self.store.remove(rt.key, meta.get("namespace"), meta["name"])
             return new, warnings
@@ -695,19 +853,36 @@ class ApiServer:
             self._install_crd(new)
         return new, warnings
 
-    def _patch(self, rt: ResourceType, ns: str | None, name: str, raw: bytes, ctype: str, sub: str | None,
-               query: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    def _patch(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        name: str,
+        raw: bytes,
+        ctype: str,
+        sub: str | None,
+        query: Mapping[str, str],
+    ) -> tuple[dict[str, Any], list[str]]:
         old = self.store.get(rt.key, ns, name)
         if ctype == patching.APPLY_PATCH:
-            raise ApiError(415, "server-side apply is not supported by the tfjob local emulator; use client-side "
-                                "`kubectl apply` (without --server-side)")
+            raise ApiError(
+                415,
+                "server-side apply is not supported by the tfjob local emulator; use client-side "
+                "`kubectl apply` (without --server-side)",
+            )
         if ctype not in (patching.MERGE_PATCH, patching.JSON_PATCH, patching.STRATEGIC_PATCH):
-            raise ApiError(415, f"the body of the request was in an unknown format - accepted media types include: "
-                                f"{patching.JSON_PATCH}, {patching.MERGE_PATCH}, {patching.APPLY_PATCH}"
-                                + ("" if rt.is_custom else f", {patching.STRATEGIC_PATCH}"))
+            raise ApiError(
+                415,
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"{patching.JSON_PATCH}, {patching.MERGE_PATCH}, {patching.APPLY_PATCH}"
+                + ("" if rt.is_custom else f", {patching.STRATEGIC_PATCH}"),
+            )
         if ctype == patching.STRATEGIC_PATCH and rt.is_custom:
-            raise ApiError(415, "the body of the request was in an unknown format - accepted media types include: "
-                                f"{patching.JSON_PATCH}, {patching.MERGE_PATCH}, {patching.APPLY_PATCH}")
+            raise ApiError(
+                415,
+                "the body of the request was in an unknown format - accepted media types include: "
+                f"{patching.JSON_PATCH}, {patching.MERGE_PATCH}, {patching.APPLY_PATCH}",
+            )
         if old is None:
             raise not_found(rt.group, rt.plural, name)
         body = json.loads(raw) if raw.strip() else None
@@ -727,7 +902,9 @@ class ApiServer:
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise conflict(rt.group, rt.plural, name)
         if (new.get("metadata") or {}).get("name", name) != name:
-            raise ApiError(400, f"the name of the object ({new['metadata']['name']}) does not match the name on the URL ({name})")
+            raise ApiError(
+                400, f"the name of the object ({new['metadata']['name']}) does not match the name on the URL ({name})"
+            )
         self._check_type(rt, new)
         return self._apply_update(rt, old, new, sub, query)
 
@@ -746,22 +923,34 @@ class ApiServer:
             opts["propagationPolicy"] = "Orphan" if opts["orphanDependents"] else "Background"
         policy = opts.get("propagationPolicy")
         if policy not in (None, "Background", "Foreground", "Orphan"):
-            raise ApiError(422, f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: '
-                                f'"{policy}": supported values: "Foreground", "Background", "Orphan", "nil"')
+            raise ApiError(
+                422,
+                f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: '
+                f'"{policy}": supported values: "Foreground", "Background", "Orphan", "nil"',
+            )
         return opts
 
-    def _delete(self, rt: ResourceType, ns: str | None, name: str, opts: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    def _delete(
+        self, rt: ResourceType, ns: str | None, name: str, opts: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], bool]:
         """Delete per Kubernetes rules; returns (object, removed-from-storage)."""
         old = self.store.get(rt.key, ns, name)
         if old is None:
             raise not_found(rt.group, rt.plural, name)
         pre = opts.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
-            raise ApiError(409, f'Precondition failed: UID in precondition: {pre["uid"]}, UID in object meta: '
-                                f'{old["metadata"]["uid"]}', reason="Conflict")
+            raise ApiError(
+                409,
+                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {old['metadata']['uid']}",
+                reason="Conflict",
+            )
         if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
-            raise ApiError(409, f'Precondition failed: ResourceVersion in precondition: {pre["resourceVersion"]}, '
-                                f'ResourceVersion in object meta: {old["metadata"]["resourceVersion"]}', reason="Conflict")
+            raise ApiError(
+                409,
+                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                f"ResourceVersion in object meta: {old['metadata']['resourceVersion']}",
+                reason="Conflict",
+            )
         if "All" in (opts.get("dryRun") or []):
             return old, False
         meta = old["metadata"]
@@ -821,8 +1010,14 @@ class ApiServer:
                 with contextlib.suppress(ApiError):
                     obj, _ = self._delete(rt, m.get("namespace"), m["name"], opts)
                     deleted.append(obj)
-        return _json_response({"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
-                               "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted})
+        return _json_response(
+            {
+                "kind": f"{rt.kind}List",
+                "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": str(self.store.rv)},
+                "items": deleted,
+            }
+        )
 
     def _dependents(self, uid: str) -> list[tuple[Key, str | None, str]]:
         return sorted(self._owner_index.get(uid, ()), key=lambda t: (t[0], t[1] or "", t[2]))
@@ -929,7 +1124,8 @@ class ApiServer:
                 if dep is not None:
                     new = copy.deepcopy(dep)
                     new["metadata"]["ownerReferences"] = [
-                        r for r in dep["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
+                        r for r in dep["metadata"].get("ownerReferences") or [] if r.get("uid") != uid
+                    ]
                     if not new["metadata"]["ownerReferences"]:
                         del new["metadata"]["ownerReferences"]
                     self.store.write(dkey, new)
@@ -943,8 +1139,9 @@ class ApiServer:
                 if not dep["metadata"].get("deletionTimestamp"):
                     self._delete(drt, dns, dname, {"propagationPolicy": "Foreground"})
                 if self.store.get(dkey, dns, dname) is not None and any(
-                        r.get("uid") == uid and r.get("blockOwnerDeletion")
-                        for r in dep["metadata"].get("ownerReferences") or []):
+                    r.get("uid") == uid and r.get("blockOwnerDeletion")
+                    for r in dep["metadata"].get("ownerReferences") or []
+                ):
                     blocking = True
             if not blocking:
                 finalizers.remove("foregroundDeletion")
@@ -968,8 +1165,12 @@ class ApiServer:
                 if not m.get("deletionTimestamp"):
                     with contextlib.suppress(ApiError):
                         self._delete(rt, name, m["name"], {"propagationPolicy": "Background"})
-        still = sum(1 for key in self.store.keys() for s in self.store.items(key, name)
-                    if (rt := self._rt_for_key(key)) is not None and rt.namespaced)
+        still = sum(
+            1
+            for key in self.store.keys()
+            for s in self.store.items(key, name)
+            if (rt := self._rt_for_key(key)) is not None and rt.namespaced
+        )
         del remaining
         if still == 0:
             new = copy.deepcopy(space)
@@ -993,8 +1194,9 @@ class ApiServer:
                     self._delete(rt, m.get("namespace"), m["name"], {"propagationPolicy": "Background"})
         if rt is None or not list(self.store.items(key)):
             new = copy.deepcopy(crd)
-            new["metadata"]["finalizers"] = [f for f in crd["metadata"].get("finalizers") or []
-                                             if f != CRD_CLEANUP_FINALIZER]
+            new["metadata"]["finalizers"] = [
+                f for f in crd["metadata"].get("finalizers") or [] if f != CRD_CLEANUP_FINALIZER
+            ]
             crd_rt = self.registry.get(CRD_KEY[0], "v1", CRD_KEY[1])
             assert crd_rt is not None
             self._apply_update(crd_rt, crd, new, None, {})
@@ -1010,8 +1212,9 @@ class ApiServer:
         container = query.get("container")
         if not container:
             if len(names) != 1:
-                raise ApiError(400, f"a container name must be specified for pod {name}, choose one of: "
-                                    f"[{' '.join(names)}]")
+                raise ApiError(
+                    400, f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
+                )
             container = names[0]
         elif container not in all_names:
             raise ApiError(400, f"container {container} is not valid for pod {name}")
@@ -1019,8 +1222,13 @@ class ApiServer:
             raise ApiError(400, f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating')
         tail = query.get("tailLines")
         stream = self._log_source.stream(
-            ns or "", name, container, follow=_truthy(query.get("follow")),
-            tail_lines=int(tail) if tail not in (None, "") else None, previous=_truthy(query.get("previous")))
+            ns or "",
+            name,
+            container,
+            follow=_truthy(query.get("follow")),
+            tail_lines=int(tail) if tail not in (None, "") else None,
+            previous=_truthy(query.get("previous")),
+        )
         try:
             first = await stream.__anext__()
         except StopAsyncIteration:
@@ -1028,7 +1236,9 @@ class ApiServer:
         except KeyError:
             if _truthy(query.get("previous")):
                 raise ApiError(400, f'previous terminated container "{container}" in pod "{name}" not found') from None
-            raise ApiError(400, f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating') from None
+            raise ApiError(
+                400, f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+            ) from None
         response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
         await response.prepare(request)
@@ -1055,16 +1265,23 @@ class ApiServer:
         if pod["metadata"].get("deletionTimestamp"):
             raise ApiError(409, f"pod {name} is being deleted, cannot be assigned to a host", reason="Conflict")
         if (pod.get("spec") or {}).get("nodeName"):
-            raise ApiError(409, f"pod {name} is already assigned to node \"{pod['spec']['nodeName']}\"",
-                           reason="Conflict")
+            raise ApiError(
+                409, f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"', reason="Conflict"
+            )
         if (pod.get("spec") or {}).get("schedulingGates"):
             raise ApiError(409, f"pod {name} has non-empty .spec.schedulingGates", reason="Conflict")
         new = copy.deepcopy(pod)
         new["spec"]["nodeName"] = node
         status = new.setdefault("status", {})
-        status["conditions"] = objects.set_condition(status.get("conditions") or [], {
-            "type": "PodScheduled", "status": "True", "lastProbeTime": None,
-            "lastTransitionTime": objects.timestamp()})
+        status["conditions"] = objects.set_condition(
+            status.get("conditions") or [],
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": objects.timestamp(),
+            },
+        )
         self.store.write(rt.key, new)
         return _json_response(success_status(), 201)
 
@@ -1074,10 +1291,17 @@ class ApiServer:
         if not objects.pod_is_terminal(pod) and not pod["metadata"].get("deletionTimestamp"):
             new = copy.deepcopy(pod)
             status = new.setdefault("status", {})
-            status["conditions"] = objects.set_condition(status.get("conditions") or [], {
-                "type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
-                "message": "Eviction API: evicting", "lastProbeTime": None,
-                "lastTransitionTime": objects.timestamp()})
+            status["conditions"] = objects.set_condition(
+                status.get("conditions") or [],
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "EvictionByEvictionAPI",
+                    "message": "Eviction API: evicting",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": objects.timestamp(),
+                },
+            )
             self.store.write(rt.key, new)
         self._delete(rt, ns, name, opts)
         return _json_response(success_status(), 201)

@@ -11,10 +11,20 @@ from typing import Any
 from .objects import now, parse_timestamp
 from .registry import ResourceType
 
-_NAME_COL = {"name": "Name", "type": "string", "format": "name", "priority": 0,
-             "description": "Name must be unique within a namespace."}
-_AGE_COL = {"name": "Age", "type": "string", "format": "", "priority": 0,
-            "description": "CreationTimestamp is a timestamp representing the server time when this object was created."}
+_NAME_COL = {
+    "name": "Name",
+    "type": "string",
+    "format": "name",
+    "priority": 0,
+    "description": "Name must be unique within a namespace.",
+}
+_AGE_COL = {
+    "name": "Age",
+    "type": "string",
+    "format": "",
+    "priority": 0,
+    "description": "CreationTimestamp is a timestamp representing the server time when this object was created.",
+}
 
 
 def human_duration(seconds: float) -> str:
@@ -159,59 +169,130 @@ def _builtin(rt: ResourceType) -> tuple[list[dict[str, Any]], Any] | None:
         return {"name": name, "type": typ, "format": "", "description": name, "priority": priority}
 
     if rt.key == ("", "pods"):
+
         def pod_row(o: dict[str, Any]) -> list[Any]:
             ready, status, restarts = _pod_status(o)
             st = o.get("status") or {}
-            return [o["metadata"]["name"], ready, status, int(restarts), age(o["metadata"].get("creationTimestamp")),
-                    st.get("podIP") or "<none>", (o.get("spec") or {}).get("nodeName") or "<none>",
-                    st.get("nominatedNodeName") or "<none>", "<none>"]
-        return ([_NAME_COL, col("Ready"), col("Status"), col("Restarts", typ="integer"), _AGE_COL, col("IP", 1),
-                 col("Node", 1), col("Nominated Node", 1), col("Readiness Gates", 1)], pod_row)
+            return [
+                o["metadata"]["name"],
+                ready,
+                status,
+                int(restarts),
+                age(o["metadata"].get("creationTimestamp")),
+                st.get("podIP") or "<none>",
+                (o.get("spec") or {}).get("nodeName") or "<none>",
+                st.get("nominatedNodeName") or "<none>",
+                "<none>",
+            ]
+
+        return (
+            [
+                _NAME_COL,
+                col("Ready"),
+                col("Status"),
+                col("Restarts", typ="integer"),
+                _AGE_COL,
+                col("IP", 1),
+                col("Node", 1),
+                col("Nominated Node", 1),
+                col("Readiness Gates", 1),
+            ],
+            pod_row,
+        )
     if rt.key == ("", "nodes"):
+
         def node_row(o: dict[str, Any]) -> list[Any]:
             conds = {c.get("type"): c.get("status") for c in (o.get("status") or {}).get("conditions") or []}
             state = {"True": "Ready", "False": "NotReady"}.get(conds.get("Ready") or "", "Unknown")
             if (o.get("spec") or {}).get("unschedulable"):
                 state += ",SchedulingDisabled"
-            roles = sorted(k.split("/", 1)[1] for k in (o["metadata"].get("labels") or {})
-                           if k.startswith("node-role.kubernetes.io/")) or ["<none>"]
+            roles = sorted(
+                k.split("/", 1)[1]
+                for k in (o["metadata"].get("labels") or {})
+                if k.startswith("node-role.kubernetes.io/")
+            ) or ["<none>"]
             info = (o.get("status") or {}).get("nodeInfo") or {}
-            return [o["metadata"]["name"], state, ",".join(roles), age(o["metadata"].get("creationTimestamp")),
-                    info.get("kubeletVersion") or ""]
+            return [
+                o["metadata"]["name"],
+                state,
+                ",".join(roles),
+                age(o["metadata"].get("creationTimestamp")),
+                info.get("kubeletVersion") or "",
+            ]
+
         return ([_NAME_COL, col("Status"), col("Roles"), _AGE_COL, col("Version")], node_row)
     if rt.key == ("", "services"):
+
         def svc_row(o: dict[str, Any]) -> list[Any]:
             spec = o.get("spec") or {}
             ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []) or "<none>"
-            return [o["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>",
-                    "<none>", ports, age(o["metadata"].get("creationTimestamp"))]
+            return [
+                o["metadata"]["name"],
+                spec.get("type", "ClusterIP"),
+                spec.get("clusterIP") or "<none>",
+                "<none>",
+                ports,
+                age(o["metadata"].get("creationTimestamp")),
+            ]
+
         return ([_NAME_COL, col("Type"), col("Cluster-IP"), col("External-IP"), col("Port(s)"), _AGE_COL], svc_row)
     if rt.key == ("", "namespaces"):
-        return ([_NAME_COL, col("Status"), _AGE_COL], lambda o: [
-            o["metadata"]["name"], (o.get("status") or {}).get("phase", ""), age(o["metadata"].get("creationTimestamp"))])
+        return (
+            [_NAME_COL, col("Status"), _AGE_COL],
+            lambda o: [
+                o["metadata"]["name"],
+                (o.get("status") or {}).get("phase", ""),
+                age(o["metadata"].get("creationTimestamp")),
+            ],
+        )
     if rt.key == ("", "configmaps"):
-        return ([_NAME_COL, col("Data", typ="integer"), _AGE_COL], lambda o: [
-            o["metadata"]["name"], len(o.get("data") or {}) + len(o.get("binaryData") or {}),
-            age(o["metadata"].get("creationTimestamp"))])
+        return (
+            [_NAME_COL, col("Data", typ="integer"), _AGE_COL],
+            lambda o: [
+                o["metadata"]["name"],
+                len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+                age(o["metadata"].get("creationTimestamp")),
+            ],
+        )
     if rt.key == ("", "events"):
+
         def ev_row(o: dict[str, Any]) -> list[Any]:
             inv = o.get("involvedObject") or {}
             last = o.get("lastTimestamp") or o.get("eventTime") or o["metadata"].get("creationTimestamp")
-            return [age(last), o.get("type", ""), o.get("reason", ""),
-                    f"{(inv.get('kind') or '').lower()}/{inv.get('name', '')}", o.get("message", "")]
+            return [
+                age(last),
+                o.get("type", ""),
+                o.get("reason", ""),
+                f"{(inv.get('kind') or '').lower()}/{inv.get('name', '')}",
+                o.get("message", ""),
+            ]
+
         return ([col("Last Seen"), col("Type"), col("Reason"), col("Object"), col("Message")], ev_row)
     return None
 
 
-def to_table(rt: ResourceType, objs: Iterable[dict[str, Any]], *, resource_version: str,
-             include_object: str = "Metadata", with_columns: bool = True,
-             continue_token: str | None = None) -> dict[str, Any]:
+def to_table(
+    rt: ResourceType,
+    objs: Iterable[dict[str, Any]],
+    *,
+    resource_version: str,
+    include_object: str = "Metadata",
+    with_columns: bool = True,
+    continue_token: str | None = None,
+) -> dict[str, Any]:
     """A meta.k8s.io/v1 Table of `objs` for `rt`."""
     if rt.is_custom:
         specs = _crd_columns(rt)
         columns = [_NAME_COL] + [
-            {"name": c["name"], "type": c.get("type", "string"), "format": c.get("format", ""),
-             "description": c.get("description", ""), "priority": c.get("priority", 0)} for c in specs]
+            {
+                "name": c["name"],
+                "type": c.get("type", "string"),
+                "format": c.get("format", ""),
+                "description": c.get("description", ""),
+                "priority": c.get("priority", 0),
+            }
+            for c in specs
+        ]
 
         def row_of(o: dict[str, Any]) -> list[Any]:
             cells: list[Any] = [o["metadata"]["name"]]
@@ -246,5 +327,3 @@ def to_table(rt: ResourceType, objs: Iterable[dict[str, Any]], *, resource_versi
 
 def wants_table(accept: str) -> bool:
     return any("as=Table" in part.replace(" ", "") for part in accept.split(","))
-
-

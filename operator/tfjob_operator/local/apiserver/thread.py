@@ -48,8 +48,9 @@ class ApiServerThread:
         self.url = self.server.url
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         try:
             self.call(self.server.stop(), timeout=30)
         finally:
