@@ -7,9 +7,9 @@ import time
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from tfjob_worker import checkpoint  # noqa: E402
+from tfjob_worker import checkpoint
 
 directory = sys.argv[1]
 weights = tf.Variable(tf.fill([256, 256], 1.0))

@@ -22,7 +22,7 @@ def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
         model = job.model_fn()
         optimizer = make_optimizer(job, keras, tf)
         accuracy_cls = keras.metrics.SparseCategoricalAccuracy if sparse else keras.metrics.CategoricalAccuracy
-        train_loss, train_acc = keras.metrics.Mean(), accuracy_cls()
+        train_acc = accuracy_cls()
         val_loss, val_acc = keras.metrics.Mean(), accuracy_cls()
         epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False)  # completed epochs
         step_var = tf.Variable(0, dtype=tf.int64, trainable=False)  # completed steps in the current epoch
@@ -81,15 +81,16 @@ def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
     for epoch in range(int(epoch_var.numpy()), job.cfg.epochs):
         recorder.epoch_begin(epoch + 1)
         first_step = int(step_var.numpy())  # resumed mid-epoch: run the remaining steps
-        train_loss.reset_state()
         train_acc.reset_state()
+        loss_sum = 0.0  # summed on the host: the step already returns the cross-replica loss
         for step in range(first_step, job.steps_per_epoch):
-            train_loss.update_state(train_step(iterator))
+            loss_sum += float(train_step(iterator))
             job.watchdog.done()
             step_var.assign(step + 1)
             if every and (step + 1) % every == 0 and step + 1 < job.steps_per_epoch:
                 back_up()
-        metrics = {"loss": float(train_loss.result()), "accuracy": float(train_acc.result())}
+        steps_run = max(job.steps_per_epoch - first_step, 1)
+        metrics = {"loss": loss_sum / steps_run, "accuracy": float(train_acc.result())}
         if val_ds is not None:
             eval_started = time.perf_counter()
             val_loss.reset_state()

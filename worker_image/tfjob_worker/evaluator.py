@@ -19,7 +19,8 @@ def run_evaluator(job: Job, tf: Any, keras: Any) -> None:
     prefix = "val" if job.splits.val is not None else "test"
     model = job.model_fn()
     model.compile(loss=make_loss(job, keras), metrics=["accuracy"])
-    ckpt = tf.train.Checkpoint(model=model)
+    reader = job.model_fn()  # never compiled: the checkpoint's optimizer slots are not restored into it
+    ckpt = tf.train.Checkpoint(model=reader)
     writer = tf.summary.create_file_writer(os.path.join(job.output_dir, "tensorboard", "eval"))
     seen: str | None = None
     results: list[dict[str, Any]] = []
@@ -29,6 +30,7 @@ def run_evaluator(job: Job, tf: Any, keras: Any) -> None:
         if latest is not None and latest != seen:
             seen = latest
             ckpt.read(latest).expect_partial()
+            model.set_weights(reader.get_weights())
             loss, accuracy = (float(v) for v in model.evaluate(*pair, verbose=0)[:2])
             epoch = int(os.path.basename(os.path.dirname(latest)).split("-")[-1])
             row = {"epoch": epoch, f"{prefix}_loss": loss, f"{prefix}_accuracy": accuracy}

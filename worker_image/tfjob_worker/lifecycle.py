@@ -1,12 +1,15 @@
-"""Process lifecycle: environment before TensorFlow loads, SIGTERM, the start-up watchdog, exiting."""
+"""Process lifecycle: a supervisor enforcing start-up timeout and SIGTERM, the trainer's environment, exiting."""
 
 from __future__ import annotations
 
 import os
+import select
 import signal
+import subprocess
 import sys
-import threading
-from collections.abc import MutableMapping
+import time
+from collections.abc import MutableMapping, Sequence
+from typing import Any
 
 from . import exit_codes
 from .progress import error
@@ -30,53 +33,82 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
-def install_sigterm_exit() -> None:
-    """Exit PREEMPTED promptly on SIGTERM, even while the main thread is blocked inside TensorFlow.
+STARTUP_FD_ENV = "TFJOB_STARTUP_FD"
+CHILD_ENV = "TFJOB_WORKER_CHILD"
 
-    SIGTERM is blocked here, before TensorFlow starts its threads (they inherit the mask), and a
-    dedicated thread takes it with sigwait: a Python-level handler would only run once the main
-    thread returned from C++, which can be never (a collective waiting for a dead peer).
+
+def child_exit_code(returncode: int) -> int:
+    """A trainer killed by signal N reports 128+N, as a shell would."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def supervise(argv: Sequence[str], startup_timeout: float) -> int:
+    """Run the trainer as a child process and enforce the start-up timeout and SIGTERM from outside it.
+
+    This cannot live in a thread of the trainer: while peers are missing, the MultiWorkerMirroredStrategy
+    constructor blocks in C++ holding the GIL, so no Python thread of that process runs again.
+    The supervisor imports no TensorFlow; stdout and stderr pass straight through.
     """
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    read_fd, write_fd = os.pipe()
+    env = {**os.environ, CHILD_ENV: "1", STARTUP_FD_ENV: str(write_fd)}
+    child = subprocess.Popen([sys.executable, "-m", "tfjob_worker", *argv], env=env, pass_fds=(write_fd,))
+    os.close(write_fd)
 
-    def wait_for_sigterm() -> None:
-        signal.sigwait({signal.SIGTERM})
+    def on_sigterm(_signum: int, _frame: Any) -> None:
+        child.kill()
         error(f"SIGTERM received: stopping now (exit {exit_codes.PREEMPTED}, retryable; "
               "the gang resumes from the last backup)")
         exit_now(exit_codes.PREEMPTED)
 
-    threading.Thread(target=wait_for_sigterm, name="tfjob-sigterm", daemon=True).start()
+    signal.signal(signal.SIGTERM, on_sigterm)
+    deadline = time.monotonic() + startup_timeout if startup_timeout > 0 else None
+    started = False
+    while not started and child.poll() is None:
+        wait = 0.5 if deadline is None else max(min(deadline - time.monotonic(), 0.5), 0)
+        readable, _, _ = select.select([read_fd], [], [], wait)
+        if readable:
+            started = True  # a byte: start-up done; EOF: the trainer exited (poll() says so next)
+        elif deadline is not None and time.monotonic() >= deadline:
+            child.kill()
+            child.wait()
+            error(f"not all peers were present within --startup-timeout {startup_timeout:g}s; "
+                  f"exit {exit_codes.STARTUP_TIMEOUT}, retryable")
+            return exit_codes.STARTUP_TIMEOUT
+    os.close(read_fd)
+    return child_exit_code(child.wait())
+
+
+def die_with_supervisor() -> None:
+    """Trainer: be killed if the supervisor dies (Linux PR_SET_PDEATHSIG), so no trainer outlives its pod."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the supervisor still kills the trainer on SIGTERM
 
 
 class StartupWatchdog:
-    """Exit STARTUP_TIMEOUT if start-up (peers joining, the first step) is not done in time.
+    """The trainer's side of the start-up timeout: tells the supervisor once start-up is done."""
 
-    A thread is needed because a missing peer blocks the MultiWorkerMirroredStrategy constructor
-    forever inside C++; nothing on the main thread gets a chance to time out.
-    """
-
-    def __init__(self, timeout: float, what: str) -> None:
-        self.timeout = timeout
-        self.what = what
-        self._done = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> StartupWatchdog:
-        if self.timeout > 0 and self._thread is None:
-            self._thread = threading.Thread(target=self._watch, name="tfjob-startup-watchdog", daemon=True)
-            self._thread.start()
-        return self
+    def __init__(self, fd: int | None = None) -> None:
+        if fd is None and os.environ.get(STARTUP_FD_ENV, "").isdigit():
+            fd = int(os.environ[STARTUP_FD_ENV])
+        self._fd = fd
+        self._done = False
 
     def done(self) -> None:
-        """Start-up finished: disarm."""
-        self._done.set()
+        """Every peer is here (the first step ran, or the chief was seen)."""
+        if self._done:
+            return
+        self._done = True
+        if self._fd is not None:
+            try:
+                os.write(self._fd, b"1")
+                os.close(self._fd)
+            except OSError:
+                pass
 
     @property
     def is_done(self) -> bool:
-        return self._done.is_set()
-
-    def _watch(self) -> None:
-        if not self._done.wait(self.timeout):
-            error(f"not all peers were present within --startup-timeout {self.timeout:g}s ({self.what}); "
-                  f"exit {exit_codes.STARTUP_TIMEOUT}, retryable")
-            exit_now(exit_codes.STARTUP_TIMEOUT)
+        return self._done

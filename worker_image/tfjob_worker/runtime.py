@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import traceback
 from collections.abc import Sequence
 from typing import Any
@@ -81,15 +82,13 @@ def run(cfg: RunConfig, view: ClusterView) -> int:
         choice = choose_strategy(cfg.strategy, cfg.collective, view, gpus, local_devices)
     for warning in choice.warnings:
         progress.error(f"warning: {warning}")
-    peers = "chief" if view.role in ("ps", "worker") and choice.kind == "ps" else "all peers"
-    watchdog = lifecycle.StartupWatchdog(cfg.startup_timeout, f"waiting for {peers} of {view.world_size}")
+    watchdog = lifecycle.StartupWatchdog()
     if choice.kind == "ps" and view.role in ("ps", "worker"):
-        watchdog.start()
         return run_server(tf, view, watchdog, cfg.verbose)
     tf.keras.utils.set_random_seed(cfg.seed + (view.rank or 0 if independent else 0))
     model_fn, splits = load_data_and_model(cfg, view)
-    if view.role != "evaluator":
-        watchdog.start()
+    if view.role == "evaluator":
+        watchdog.done()  # the evaluator waits for checkpoints, not for peers
     strategy = build_strategy(tf, choice, local_devices)
     replicas = 1 if choice.kind in ("ps", "independent", "default") else int(strategy.num_replicas_in_sync)
     global_batch = global_batch_size(cfg.batch_size_per_replica, replicas)
@@ -120,9 +119,12 @@ def run(cfg: RunConfig, view: ClusterView) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m tfjob_worker`: never returns normally; exits with a code from exit_codes."""
-    cfg = parse_args(argv)  # exits 2 on a usage error
+    args = list(sys.argv[1:] if argv is None else argv)
+    cfg = parse_args(args)  # exits 2 on a usage error
+    if os.environ.get(lifecycle.CHILD_ENV) != "1":
+        lifecycle.exit_now(lifecycle.supervise(args, cfg.startup_timeout))
+    lifecycle.die_with_supervisor()
     lifecycle.prepare_environment(os.environ, cfg.verbose)
-    lifecycle.install_sigterm_exit()
     try:
         view = cluster.from_env(port_base=cfg.slurm_port_base)
         if view.source == "slurm":  # TensorFlow's resolvers read TF_CONFIG

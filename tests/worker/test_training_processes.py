@@ -1,0 +1,199 @@
+"""Real TensorFlow processes on loopback ports: training, resume, and the failure contract."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from procs import REPO, Launcher, fields, line, loopback_cluster, wait_for
+
+from tfjob_worker import exit_codes
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def wait_all(procs: dict, timeout: float) -> dict[str, int]:
+    deadline = time.monotonic() + timeout
+    return {name: p.wait(max(deadline - time.monotonic(), 1)) for name, p in procs.items()}
+
+
+def load_saved_model_in_a_fresh_process(path: str, x_rows: int = 3) -> list[list[float]]:
+    """Load the SavedModel the way a user would (tf.saved_model.load) and predict, outside the trainer."""
+    code = (
+        "import os, json, sys; os.environ['TF_CPP_MIN_LOG_LEVEL']='2'; import numpy as np, tensorflow as tf; "
+        f"m = tf.saved_model.load({path!r}); f = m.signatures['serving_default']; "
+        f"out = list(f(tf.constant(np.ones(({x_rows}, 64), 'float32'))).values())[0]; "
+        "print(json.dumps(out.numpy().tolist()))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_two_workers_train_digits_to_90_percent_with_identical_weights(launcher: Launcher, tmp_path: Path):
+    out = tmp_path / "out"
+    procs = launcher.start_cluster(
+        loopback_cluster(worker=2), ["--epochs", "5", "--learning-rate", "0.002", "--output-dir", str(out)],
+        extra=lambda role, index: ["--verbose"] if index == 1 else [])
+    assert wait_all(procs, 180) == {"worker0": 0, "worker1": 0}, launcher.dump()
+    start = fields(line(procs["worker0"].stdout, "[tfjob] start") or "")
+    assert start == {"role": "worker", "index": "0", "world_size": "2", "strategy": "MultiWorkerMirroredStrategy",
+                     "collective": "RING", "global_batch": "64", "lr": "0.004"}
+    done = [fields(line(p.stdout, "[tfjob] done") or "") for p in procs.values()]
+    assert float(done[0]["test_accuracy"]) >= 0.9
+    assert done[0]["weights_digest"] == done[1]["weights_digest"]  # synchronous training: same weights
+    assert "saved_model" not in done[1]  # only the chief writes outputs
+    history = json.loads((out / "history.json").read_text())
+    assert [row["epoch"] for row in history] == [1, 2, 3, 4, 5]
+    assert set(history[0]) == {"epoch", "loss", "accuracy", "val_loss", "val_accuracy", "examples_per_sec"}
+    result = json.loads((out / "result.json").read_text())
+    assert result["saved_model"] == str(out / "saved_model") and result["resumed_from_epoch"] is None
+    assert sorted(os.listdir(out / "checkpoints"))[-1] == "latest.json"
+    assert os.listdir(out / "tensorboard")
+    predictions = load_saved_model_in_a_fresh_process(result["saved_model"])
+    assert all(abs(sum(row) - 1.0) < 1e-4 for row in predictions)  # softmax rows
+
+
+def test_parameter_server_job_with_chief_two_workers_and_one_ps_succeeds(launcher: Launcher, tmp_path: Path):
+    out = tmp_path / "out"
+    procs = launcher.start_cluster(loopback_cluster(chief=1, worker=2, ps=1),
+                                   ["--epochs", "3", "--learning-rate", "0.002", "--output-dir", str(out)])
+    assert procs["chief0"].wait(180) == 0, launcher.dump()
+    start = fields(line(procs["chief0"].stdout, "[tfjob] start") or "")
+    assert start["strategy"] == "ParameterServerStrategy"
+    assert float(fields(line(procs["chief0"].stdout, "[tfjob] done") or "")["test_accuracy"]) >= 0.9
+    assert (out / "saved_model").is_dir()
+    # ps and worker tasks notice the chief is gone and finish, so their pods do not run forever
+    assert wait_all({k: v for k, v in procs.items() if k != "chief0"}, 60) == {"worker0": 0, "worker1": 0, "ps0": 0}
+
+
+def test_independent_mode_trains_a_different_model_per_rank(launcher: Launcher, tmp_path: Path):
+    out = tmp_path / "out"
+    procs = launcher.start_cluster(loopback_cluster(worker=2),
+                                   ["--strategy", "independent", "--epochs", "3", "--output-dir", str(out)])
+    assert wait_all(procs, 120) == {"worker0": 0, "worker1": 0}, launcher.dump()
+    results = [json.loads((out / "result.json").read_text()),
+               json.loads((out / "ranks" / "1" / "result.json").read_text())]
+    assert results[0]["weights_digest"] != results[1]["weights_digest"]
+    assert all(r["world_size"] == 2 and r["global_batch"] == 32 for r in results)
+    assert procs["worker1"].stdout == ""  # non-zero ranks are quiet without --verbose
+
+
+def test_killed_worker_makes_the_survivor_exit_peer_lost_and_a_restart_resumes(launcher: Launcher, tmp_path: Path):
+    out = tmp_path / "out"
+    cluster = loopback_cluster(worker=2)
+    args = ["--epochs", "4", "--steps-per-epoch", "150", "--batch-size-per-replica", "16", "--output-dir", str(out)]
+    first = launcher.start_cluster(cluster, args, tag="first-")
+    assert wait_for(lambda: "[tfjob] epoch 1/4" in first["worker0"].stdout, 150), launcher.dump()
+    os.killpg(first["worker1"].popen.pid, signal.SIGKILL)  # the whole pod dies, mid-epoch 2
+    killed_at = time.monotonic()
+    assert first["worker0"].wait(30) == exit_codes.PEER_LOST, launcher.dump()
+    assert time.monotonic() - killed_at < 30
+    assert "lost a peer" in first["worker0"].stderr
+    epochs_before = [ln for ln in first["worker0"].stdout.splitlines() if ln.startswith("[tfjob] epoch")]
+
+    second = launcher.start_cluster(cluster, args, tag="second-")
+    assert wait_all(second, 180) == {"worker0": 0, "worker1": 0}, launcher.dump()
+    stdout = second["worker0"].stdout
+    resumed = line(stdout, "[tfjob] resumed from backup at epoch")
+    assert resumed is not None, stdout
+    resumed_epoch = int(resumed.rsplit(" ", 1)[1])
+    assert 2 <= resumed_epoch <= len(epochs_before) + 1
+    assert f"[tfjob] epoch {resumed_epoch}/4" in stdout and "[tfjob] epoch 1/4" not in stdout
+    assert [row["epoch"] for row in json.loads((out / "history.json").read_text())] == [1, 2, 3, 4]
+    assert json.loads((out / "result.json").read_text())["resumed_from_epoch"] == resumed_epoch
+
+
+def test_custom_training_loop_on_two_workers_gives_identical_weights(launcher: Launcher, tmp_path: Path):
+    out = tmp_path / "out"
+    procs = launcher.start_cluster(
+        loopback_cluster(worker=2),
+        ["--custom-loop", "--epochs", "4", "--learning-rate", "0.002", "--output-dir", str(out)],
+        extra=lambda role, index: ["--verbose"] if index == 1 else [])
+    assert wait_all(procs, 180) == {"worker0": 0, "worker1": 0}, launcher.dump()
+    done = [fields(line(p.stdout, "[tfjob] done") or "") for p in procs.values()]
+    assert done[0]["weights_digest"] == done[1]["weights_digest"]
+    assert float(done[0]["test_accuracy"]) >= 0.9
+    assert [row["epoch"] for row in json.loads((out / "history.json").read_text())] == [1, 2, 3, 4]
+
+
+def test_missing_peer_ends_with_the_startup_timeout_code(launcher: Launcher, tmp_path: Path):
+    cluster = loopback_cluster(worker=2)
+    alone = launcher.start("worker0", ["--startup-timeout", "6", "--output-dir", str(tmp_path / "out")],
+                           {"cluster": cluster, "task": {"type": "worker", "index": 0}})
+    assert alone.wait(90) == exit_codes.STARTUP_TIMEOUT
+    assert "not all peers were present within --startup-timeout 6s" in alone.stderr
+
+
+def test_sigterm_stops_a_worker_blocked_on_a_missing_peer_with_143(launcher: Launcher, tmp_path: Path):
+    cluster = loopback_cluster(worker=2)
+    blocked = launcher.start("worker0", ["--startup-timeout", "0", "--output-dir", str(tmp_path / "out")],
+                             {"cluster": cluster, "task": {"type": "worker", "index": 0}})
+    # the gRPC server is up once the process listens on its port; the strategy constructor then blocks
+    port = int(cluster["worker"][0].rsplit(":", 1)[1])
+    assert wait_for(lambda: _listening(port), 90), blocked.describe()
+    blocked.popen.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    assert blocked.wait(15) == exit_codes.PREEMPTED
+    assert time.monotonic() - sent < 5
+    assert "SIGTERM received" in blocked.stderr
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_kill_9_during_a_save_keeps_the_previous_checkpoint_loadable(tmp_path: Path):
+    directory = tmp_path / "checkpoints"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "worker_image")}
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "save_then_hang.py"), str(directory)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "saving"
+        assert any(n.startswith(".tmp-epoch-0002") for n in os.listdir(directory))  # the new save is on disk
+        proc.kill()
+    finally:
+        proc.kill()
+        proc.wait(30)
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tensorflow as tf
+
+    from tfjob_worker import checkpoint
+
+    latest = checkpoint.latest(str(directory))
+    assert latest == str(directory / "epoch-0001" / "ckpt")
+    weights = tf.Variable(tf.zeros([256, 256]))
+    tf.train.Checkpoint(weights=weights).read(latest).assert_consumed()
+    assert float(tf.reduce_min(weights)) == float(tf.reduce_max(weights)) == 1.0
+
+
+def test_user_code_error_exits_1_and_names_the_flag(launcher: Launcher, tmp_path: Path):
+    proc = launcher.start("solo", ["--model", "no_such_module:build", "--dataset", "no_such_module:data",
+                                   "--output-dir", str(tmp_path / "out")])
+    assert proc.wait(90) == exit_codes.USER_ERROR
+    assert "--model 'no_such_module:build': cannot import module" in proc.stderr
+
+
+def test_user_entry_points_virtual_devices_and_the_evaluator(launcher: Launcher, tmp_path: Path):
+    """One chief with 2 logical CPUs (MirroredStrategy) trains a user model; a side-car evaluator follows it."""
+    out = tmp_path / "out"
+    cluster = loopback_cluster(chief=1, evaluator=1)
+    procs = launcher.start_cluster(
+        cluster, ["--model", "user_model:build", "--dataset", "user_model:data", "--loss", "user_model:loss",
+                  "--optimizer", "adam", "--learning-rate", "0.005", "--warmup-epochs", "1", "--epochs", "3",
+                  "--virtual-devices", "2", "--output-dir", str(out), "--evaluator-poll-seconds", "0.5"])
+    assert wait_all(procs, 150) == {"chief0": 0, "evaluator0": 0}, launcher.dump()
+    start = fields(line(procs["chief0"].stdout, "[tfjob] start") or "")
+    assert (start["strategy"], start["global_batch"], start["lr"]) == ("MirroredStrategy", "64", "0.01")
+    evals = json.loads((out / "eval.json").read_text())
+    assert evals and evals[-1]["epoch"] == 3 and evals[-1]["val_accuracy"] > 0.8
+    assert "[tfjob] evaluator done" in procs["evaluator0"].stdout
