@@ -223,7 +223,7 @@ class JobController:
         return ports
 
     async def _act(self, key: JobKey, obj: dict[str, Any], decision: Decision, state: _JobState) -> None:
-        """Status first (a decision such as 'attempt 3' must survive a crash), then actions in order."""
+        """Status first (a decision such as 'attempt 3' must survive a crash), its Events, then actions in order."""
         namespace, name = key
         new_status = decision.status.model_dump(mode="json")
         if new_status != prior_status(obj).model_dump(mode="json"):
@@ -231,6 +231,9 @@ class JobController:
             if written is None:
                 return  # the job is gone
         state.status = (obj["metadata"].get("uid"), new_status)
+        # Events right after the status they announce, before the slow part, so a crash rarely loses one.
+        for event in decision.of_type(EmitEvent):
+            await self._post_event(obj, event, state)
         deletes: list[DeletePod] = []
         creates: list[CreateObject] = []
         for action in decision.actions:
@@ -242,8 +245,6 @@ class JobController:
                 creates.append(action)
         await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
         await self._create(creates, state)
-        for event in decision.of_type(EmitEvent):
-            await self._post_event(obj, event, state)
         for action in decision.of_type(DeleteJob):
             log.info("deleting TFJob %s/%s: %s", namespace, name, action.reason)
             await self.kube.delete_job(namespace, name, obj["metadata"].get("uid"))

@@ -731,7 +731,7 @@ def _create_missing(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: 
                        if pod["metadata"]["name"] in missing)
     if not ctx.is_true(C.CREATED):
         ctx.transition(C.CREATED, "JobCreated",
-                       f"TFJob {job.namespace}/{job.name} created its Service and {len(names_needed)} pods")
+                       f"creating the Service and {len(names_needed)} pods of TFJob {job.namespace}/{job.name}")
 
 
 def _running(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: str | None) -> None:
