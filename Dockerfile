@@ -17,3 +17,24 @@ USER 65532:65532
 EXPOSE 8080 8081 9443
 ENTRYPOINT ["tfjob"]
 CMD ["operator"]
+
+# The training runtime TFJob pods run: `python -m tfjob_worker [flags]` (see worker_image/README-section.md).
+#   docker build --target worker -t tfjob-worker:0.1.0 .
+FROM tensorflow/tensorflow:2.21.0-gpu AS worker
+# TF_USE_LEGACY_KERAS=1: multi-worker fit needs tf-keras (Keras 2); Keras 3 fails it (keras#20585).
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    TF_USE_LEGACY_KERAS=1 TFJOB_OUTPUT_DIR=/var/tfjob/output
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY operator/ operator/
+COPY worker_image/ worker_image/
+# The worker extra pins tensorflow==2.21.0 (already in the base image, so pip keeps it), tf-keras,
+# tensorboard and scikit-learn (the offline digits example).
+RUN pip install ".[worker]" && rm -rf /src/build \
+    && python -c "import tf_keras, tfjob_worker.exit_codes"
+RUN useradd --uid 1000 --create-home --shell /usr/sbin/nologin tfjob \
+    && mkdir -p /var/tfjob/output && chown -R 1000:1000 /var/tfjob
+WORKDIR /var/tfjob
+USER 1000:1000
+ENTRYPOINT ["python", "-m", "tfjob_worker"]
+CMD ["--model", "digits-mlp", "--epochs", "5"]
