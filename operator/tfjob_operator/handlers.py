@@ -51,6 +51,8 @@ log = logging.getLogger("tfjob_operator")
 
 JobKey = tuple[str, str]  # (namespace, name)
 
+#: Triggers for one job within this many seconds are served by one reconcile.
+RECONCILE_DEBOUNCE_SECONDS = 0.05
 #: Identical Events for one job within this many seconds are posted once (like Kubernetes' event correlator).
 EVENT_DEDUP_SECONDS = 60.0
 
@@ -112,6 +114,8 @@ class JobController:
 
     async def _drain(self, key: JobKey, state: _JobState) -> None:
         while state.dirty:
+            # Pod events come in bursts (a gang starts together): one reconcile for the burst.
+            await asyncio.sleep(RECONCILE_DEBOUNCE_SECONDS)
             state.dirty = False
             async with state.lock:
                 started = time.perf_counter()
@@ -145,15 +149,17 @@ class JobController:
             self.forget(key)
             return None
         obj: dict[str, Any] = copy.deepcopy(dict(body))
+        obj.pop("_pending_annotations", None)
         uid = obj["metadata"].get("uid")
         if state.status is not None and state.status[0] == uid:
             obj["status"] = copy.deepcopy(state.status[1])
         pods = [copy.deepcopy(dict(p)) for p in (self.pods.get(key) or [])]
         options = await self._options(obj, pods, state)
+        pending: dict[str, str | None] = obj.pop("_pending_annotations", {})
         decision = reconcile(obj, pods, utcnow(), options)
         if not decision.managed:
             return None
-        await self._act(key, obj, decision, state)
+        await self._act(key, obj, decision, state, pending)
         return decision.requeue_after
 
     async def _options(self, obj: dict[str, Any], pods: list[dict[str, Any]], state: _JobState) -> ReconcileOptions:
@@ -217,12 +223,13 @@ class JobController:
             ports[name] = _free_port(in_use)
             in_use.add(ports[name])
         self._ports_in_use |= set(ports.values())
-        value = json.dumps(ports, sort_keys=True)
-        await self.kube.annotate_job(job.namespace, job.name, {constants.ANNOTATION_LOOPBACK_PORTS: value})
-        annotations[constants.ANNOTATION_LOOPBACK_PORTS] = value
+        # Written with the first action that needs it (before any pod is created), in one PATCH.
+        obj.setdefault("_pending_annotations", {})[constants.ANNOTATION_LOOPBACK_PORTS] = json.dumps(
+            ports, sort_keys=True)
         return ports
 
-    async def _act(self, key: JobKey, obj: dict[str, Any], decision: Decision, state: _JobState) -> None:
+    async def _act(self, key: JobKey, obj: dict[str, Any], decision: Decision, state: _JobState,
+                   pending: dict[str, str | None]) -> None:
         """Status first (a decision such as 'attempt 3' must survive a crash), its Events, then actions in order."""
         namespace, name = key
         new_status = decision.status.model_dump(mode="json")
@@ -236,18 +243,34 @@ class JobController:
             await self._post_event(obj, event, state)
         deletes: list[DeletePod] = []
         creates: list[CreateObject] = []
+        annotations: dict[str, str | None] = {}
         for action in decision.actions:
             if isinstance(action, AnnotateJob):
-                await self.kube.annotate_job(namespace, name, action.annotations)
+                annotations.update(action.annotations)
             elif isinstance(action, DeletePod):
                 deletes.append(action)
             elif isinstance(action, CreateObject):
                 creates.append(action)
+        if creates:
+            annotations = {**pending, **annotations}
+        if annotations:
+            await self.kube.annotate_job(namespace, name, annotations)
         await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
         await self._create(creates, state)
+        await self._until_seen(key, {c.name for c in creates if c.kind == "Pod"})
         for action in decision.of_type(DeleteJob):
             log.info("deleting TFJob %s/%s: %s", namespace, name, action.reason)
             await self.kube.delete_job(namespace, name, obj["metadata"].get("uid"))
+
+    async def _until_seen(self, key: JobKey, names: set[str], timeout: float = 2.0) -> None:
+        """Read-your-writes: wait (bounded) until the pod index shows the pods just created, so the next
+        reconcile does not create them again (harmless, a 409, but a wasted request per pod)."""
+        deadline = time.monotonic() + timeout
+        while names and time.monotonic() < deadline:
+            seen = {(p.get("metadata") or {}).get("name") for p in (self.pods.get(key) or [])}
+            if names <= seen:
+                return
+            await asyncio.sleep(0.02)
 
     async def _delete(self, namespace: str, action: DeletePod) -> None:
         if await self.kube.delete_pod(namespace, action.name, force=action.force):
