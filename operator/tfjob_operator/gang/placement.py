@@ -133,6 +133,11 @@ class GangRequest:
                 total[name] = total.get(name, 0) + amount * len(cls.pod_names)
         return total
 
+    @cached_property
+    def shape(self) -> tuple[tuple[Requests, str, int], ...]:
+        """What placement depends on besides the cluster: gangs of equal shape fit alike."""
+        return tuple((c.requests, c.signature, len(c.pod_names)) for c in self.classes)
+
     @property
     def rank(self) -> tuple[int, float, str]:
         return (-self.priority, self.arrival, self.key)
@@ -206,6 +211,7 @@ class Cluster:
         self._eligible: dict[str, Indexes] = {}
         self._domains: dict[str, dict[str, Indexes]] = {}
         self._fits_empty: dict[tuple[Any, ...], bool] = {}
+        self._requests: dict[Requests, tuple[Indexes, Indexes] | None] = {}
         self.gpu = self.index.get(GPU)
         self.cpu = self.index.get("cpu")
         self.memory = self.index.get("memory")
@@ -261,14 +267,16 @@ class Cluster:
 
     def requests(self, cls: PodClass) -> tuple[Indexes, Indexes] | None:
         """The class's requests as (resource indexes, amounts); None if no node offers one of them."""
-        idx, amounts = [], []
-        for name, amount in cls.requests:
-            i = self.index.get(name)
-            if i is None:
-                return None
-            idx.append(i)
-            amounts.append(min(amount, _MAX_UNITS))
-        return np.array(idx, dtype=np.int64), np.array(amounts, dtype=np.int64)
+        if cls.requests in self._requests:
+            return self._requests[cls.requests]
+        found: tuple[Indexes, Indexes] | None = None
+        if all(name in self.index for name, _ in cls.requests):
+            found = (
+                np.array([self.index[name] for name, _ in cls.requests], dtype=np.int64),
+                np.array([min(amount, _MAX_UNITS) for _, amount in cls.requests], dtype=np.int64),
+            )
+        self._requests[cls.requests] = found
+        return found
 
     def allowed(self, cls: PodClass, group: Indexes | None) -> Indexes:
         eligible = self.eligible(cls)
@@ -276,7 +284,7 @@ class Cluster:
 
     def fits_empty(self, gang: GangRequest) -> bool:
         """Whether the gang fits on these nodes were they empty (cached; a no means wait forever)."""
-        key = (tuple((c.requests, c.signature, len(c.pod_names)) for c in gang.classes), gang.domain_label)
+        key = (gang.shape, gang.domain_label)
         found = self._fits_empty.get(key)
         if found is None:
             groups = [None] if gang.domain_label is None else list(self.domains(gang.domain_label).values())
@@ -325,6 +333,7 @@ class _Pass:
         self.version = 0
         # (signature, domain) → (version, largest free per resource, total free per resource)
         self._summary: dict[tuple[str, str], tuple[int, Indexes, Indexes]] = {}
+        self._reasons: dict[tuple[Any, ...], str] = {}
 
     def summary(self, cls: PodClass, allowed: Indexes, domain: str) -> tuple[Indexes, Indexes]:
         """Largest and total free per resource over the allowed nodes (cached until capacity changes)."""
@@ -430,20 +439,31 @@ class _Pass:
     def explain(self, gang: GangRequest, *, never_fits: bool, held_for: str | None) -> str:
         """Why the gang waits, e.g. "needs 8 nvidia.com/gpu on ≤ 2 nodes; largest free 6 (...)"."""
         c = self.cluster
+        for cls in gang.classes:
+            missing = [name for name, _ in cls.requests if name not in c.index]
+            if missing:
+                return f"no node offers {missing[0]} (requested by pod {cls.pod_names[0]})"
+            if not c.eligible(cls).size:
+                return (
+                    f"no ready node matches the nodeSelector, node affinity and tolerations of pod {cls.pod_names[0]}"
+                )
+        # Long queues hold many gangs of one shape; their reasons are equal until capacity changes.
+        key = (gang.shape, gang.domain_label, never_fits, held_for, self.version)
+        found = self._reasons.get(key)
+        if found is None:
+            found = self._explain(gang, never_fits=never_fits, held_for=held_for)
+            self._reasons[key] = found
+        return found
+
+    def _explain(self, gang: GangRequest, *, never_fits: bool, held_for: str | None) -> str:
+        c = self.cluster
         pods = len(gang.pods)
         short: list[str] = []
         largest_of: dict[str, int] = {}
         total_of: dict[str, int] = {}
         n_eligible = 0
         for cls in gang.classes:
-            missing = [name for name, _ in cls.requests if name not in c.index]
-            if missing:
-                return f"no node offers {missing[0]} (requested by pod {cls.pod_names[0]})"
             allowed = c.eligible(cls)
-            if not allowed.size:
-                return (
-                    f"no ready node matches the nodeSelector, node affinity and tolerations of pod {cls.pod_names[0]}"
-                )
             n_eligible = max(n_eligible, int(allowed.size))
             largest, total = self.summary(cls, allowed, "")
             for name, amount in cls.requests:
@@ -493,17 +513,21 @@ def admit_in(
     blocked_by: str | None = None
     reserved_for: str | None = None
     held: Matrix | None = None
+    failed: set[tuple[Any, ...]] = set()
     for gang in sorted(queue, key=lambda g: g.rank):
         if blocked_by is not None:
             waiting[gang.key] = f"waiting behind {blocked_by} (strict FIFO)"
             next_waited[gang.key] = waited.get(gang.key, 0) + 1
             continue
-        found = work.place_gang(gang)
+        # Capacity only shrinks during a pass, so a shape that failed once fails for the rest of it.
+        shape = (gang.shape, gang.domain_label)
+        found = None if shape in failed else work.place_gang(gang)
         if found is not None:
             placement, used = found
             work.commit(used)
             admitted[gang.key] = placement
             continue
+        failed.add(shape)
         passes = waited.get(gang.key, 0)
         never_fits = not cluster.fits_empty(gang)
         if not never_fits and not policy.backfill:
