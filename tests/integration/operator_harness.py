@@ -63,7 +63,8 @@ def replica(command: list[str], replicas: int = 1, policy: str = "ExitCode", **t
 class Operator:
     """The operator as a subprocess; SIGKILL-able and restartable with the same settings."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path, **settings: str) -> None:
+    def __init__(self, kubeconfig: Path, log_path: Path, command: list[str] | None = None, **settings: str) -> None:
+        self.command = command or [sys.executable, "-m", "tfjob_operator.cli", "operator"]
         self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1",
                     "TFJOB_ADDRESSING": "loopback", "TFJOB_METRICS_PORT": "0", "TFJOB_LIVENESS_PORT": "0",
                     "TFJOB_TERMINATING_TIMEOUT": "2", "TFJOB_RESYNC_SECONDS": "5", "TFJOB_RETRY_BACKOFF": "0.1",
@@ -73,7 +74,7 @@ class Operator:
 
     def start(self) -> Operator:
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "operator"], env=self.env,
+        self.proc = subprocess.Popen(self.command, env=self.env,
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         return self

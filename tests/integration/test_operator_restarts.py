@@ -6,6 +6,7 @@ exactly where the old one died. A pod's uid shows whether it was ever created tw
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,6 +97,17 @@ def test_killed_right_after_deciding_a_gang_restart_restarts_once(fresh: tuple[C
     assert (status["restartCount"], status["failureRestarts"]) == (1, 1)
     assert {p.metadata.labels["tfjob.dev/attempt"] for p in cluster.pods(name)} <= {"1"}
     assert pod_creations(cluster, since) == 4  # two attempts of two pods, nothing more
+
+
+def test_kopf_run_of_the_handlers_module_works_too(cluster: Cluster, tmp_path: Path) -> None:
+    kopf = [str(Path(sys.executable).parent / "kopf"), "run", "-m", "tfjob_operator.handlers", "--all-namespaces",
+            "--standalone"]
+    op = Operator(cluster.kubeconfig, tmp_path / "kopf.log", command=kopf).start()
+    try:
+        name = cluster.submit({"Worker": replica(py("pass"), 2)})
+        cluster.wait_state(name, "Succeeded")
+    finally:
+        op.stop()
 
 
 def test_node_loss_restarts_the_gang_and_force_deletes_pods_stuck_terminating(tmp_path: Path) -> None:
