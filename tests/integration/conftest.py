@@ -19,7 +19,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def operator(cluster: Cluster) -> Iterator[Operator]:
     """One operator for the module's tests (each test uses its own job names)."""
     op = Operator(cluster.kubeconfig, cluster.workdir / "operator.log",
-                  TFJOB_METRICS_PORT=str(free_port()), TFJOB_METRICS_HOST="127.0.0.1").start()
+                  TFJOB_METRICS_PORT=str(free_port()), TFJOB_METRICS_HOST="127.0.0.1",
+                  TFJOB_LIVENESS_PORT=str(free_port()), TFJOB_LIVENESS_HOST="127.0.0.1").start()
     yield op
     op.stop()
     if op.proc is not None:

@@ -22,7 +22,8 @@ def test_two_workers_succeed_and_kubectl_shows_the_job(cluster: Cluster) -> None
     assert status["replicaStatuses"]["Worker"]["succeeded"] >= 1
     assert status["startTime"] and status["completionTime"] and status["observedGeneration"] == 1
     row = cluster.kubectl("get", "tfj", name, "--no-headers").split()
-    assert row[:4] == [name, "Succeeded", status["workers"], "0"]
+    # NAME STATE WORKERS RESTARTS AGE
+    assert (row[0], row[1], row[2].split("/")[1], row[3]) == (name, "Succeeded", "2", "0")
     reasons = cluster.event_reasons(name)
     assert {"JobCreated", "AllPodsRunning", "WorkerSucceeded"} <= set(reasons)
     service = cluster.core.read_namespaced_service(name, "default")
@@ -194,3 +195,15 @@ def test_metrics_endpoint_counts_jobs_and_pods(cluster: Cluster, operator: Opera
     assert values["tfjob_jobs_created_total"] >= 1 and values["tfjob_jobs_succeeded_total"] >= 1
     assert values["tfjob_pods_created_total"] >= 1
     assert values["tfjob_reconcile_duration_seconds_count"] >= 1
+
+
+def test_liveness_endpoint_answers(operator: Operator) -> None:
+    url = f"http://127.0.0.1:{operator.env['TFJOB_LIVENESS_PORT']}/healthz"
+
+    def healthy() -> bool:
+        try:
+            return urllib.request.urlopen(url, timeout=5).status == 200
+        except OSError:
+            return False
+
+    wait_for(healthy, 20, what="/healthz answering 200")
