@@ -37,6 +37,7 @@ class RunConfig:
     seed: int
     slurm_port_base: int | None
     evaluator_poll_seconds: float
+    log_every_steps: int | None
 
 
 def _positive_int(text: str) -> int:
@@ -108,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first port for Slurm-launched tasks (default $TFJOB_SLURM_PORT_BASE or 8888)")
     p.add_argument("--evaluator-poll-seconds", type=_non_negative_float, default=2.0,
                    help="evaluator role: how often to look for a new chief checkpoint")
+    p.add_argument("--log-every-steps", type=_positive_int, default=None,
+                   help="also print a step line every N steps (off by default: a per-step hook costs "
+                        "throughput on small models)")
     return p
 
 
@@ -141,4 +145,5 @@ def parse_args(argv: Sequence[str] | None = None, env: Mapping[str, str] | None 
         seed=args.seed,
         slurm_port_base=args.slurm_port_base,
         evaluator_poll_seconds=args.evaluator_poll_seconds,
+        log_every_steps=args.log_every_steps,
     )

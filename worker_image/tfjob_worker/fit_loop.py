@@ -10,8 +10,6 @@ from . import progress
 from .data import eval_dataset, per_worker_train_fn, train_dataset
 from .training import EpochRecorder, Job, finish, make_loss, make_optimizer, save_checkpoint
 
-STEP_LINE_SECONDS = 10.0  # a step line at most this often inside long epochs
-
 
 def _to_float(value: Any) -> float:
     if hasattr(value, "fetch"):  # a RemoteValue under ParameterServerStrategy
@@ -27,7 +25,6 @@ def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_
             super().__init__()
             self._supports_tf_logs = True  # keep per-batch logs as tensors: no host sync each step
             self._epoch = 1
-            self._last_line = 0.0
             self._test_started = 0.0
             self._checkpoint: Any = None
 
@@ -43,13 +40,10 @@ def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self._epoch = epoch + 1
             recorder.epoch_begin(epoch + 1)
-            self._last_line = time.monotonic()
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            job.watchdog.done()  # the first step ran: every peer is here
-            now = time.monotonic()
-            if now - self._last_line >= STEP_LINE_SECONDS and batch + 1 < job.steps_per_epoch:
-                self._last_line = now
+            every = job.cfg.log_every_steps or 0
+            if every and (batch + 1) % every == 0 and batch + 1 < job.steps_per_epoch:
                 metrics = {k: float(logs[k]) for k in ("loss", "accuracy") if k in (logs or {})}
                 progress.emit(progress.format_step(batch + 1, job.steps_per_epoch, self._epoch,
                                                    job.cfg.epochs, metrics), job.prints)
@@ -87,7 +81,7 @@ def run_fit(job: Job, tf: Any, keras: Any) -> None:
     callbacks = [
         keras.callbacks.BackupAndRestore(job.backup_dir, save_freq=job.cfg.checkpoint_every_steps or "epoch",
                                          delete_checkpoint=True),
-        make_progress_callback(keras, job, recorder, batch_hooks=not is_ps),
+        make_progress_callback(keras, job, recorder, batch_hooks=bool(job.cfg.log_every_steps) and not is_ps),
         keras.callbacks.TensorBoard(job.tensorboard_dir, update_freq="epoch", profile_batch=0),
     ]
     started = time.perf_counter()

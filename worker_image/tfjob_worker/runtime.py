@@ -90,6 +90,8 @@ def run(cfg: RunConfig, view: ClusterView) -> int:
     if view.role == "evaluator":
         watchdog.done()  # the evaluator waits for checkpoints, not for peers
     strategy = build_strategy(tf, choice, local_devices)
+    if choice.kind != "ps":  # MWMS's constructor returns only once every peer has joined
+        watchdog.done()
     replicas = 1 if choice.kind in ("ps", "independent", "default") else int(strategy.num_replicas_in_sync)
     global_batch = global_batch_size(cfg.batch_size_per_replica, replicas)
     output_dir, backup_dir = cfg.output_dir, cfg.backup_dir
