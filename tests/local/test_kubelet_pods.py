@@ -322,3 +322,24 @@ def test_node_loss_kills_processes_and_leaves_pods_terminating_until_the_node_re
     wait_until(lambda: pod_dict(core, name) is None, what="the returning kubelet to confirm the deletion")
     ready = next(c for c in core.read_node("lossy").status.conditions if c.type == "Ready")
     assert ready.status == "True"
+
+
+def test_eviction_api_deletes_the_pod_gracefully_and_stops_its_processes(core: Core, workdir: Path) -> None:
+    name = create(core, python_pod(unique("apievict"), PIDS, terminationGracePeriodSeconds=1))
+    pod = wait_until(phase_is(core, name, "Running"), what=f"{name} to run")
+    pids = wait_until(lambda: _pids(workdir, pod), what="the pod to record its pids")
+    core.create_namespaced_pod_eviction(name, "default", {"metadata": {"name": name, "namespace": "default"}})
+    wait_until(lambda: pod_dict(core, name) is None, what=f"{name} to be gone", timeout=15)
+    wait_until(lambda: not any(alive(p) for p in pids), what="no stray process", timeout=5)
+
+
+def test_pods_still_start_and_report_after_the_server_drops_every_watch(cluster: LocalClusterThread,
+                                                                         core: Core) -> None:
+    assert cluster.call(_drop_watches(cluster)) >= 4  # the scheduler's and the kubelet's pod and node watches
+    name = create(core, python_pod(unique("rewatch"), "print('after drop')"))
+    wait_until(phase_is(core, name, "Succeeded"), what=f"{name} to succeed after the watches were dropped")
+    assert core.read_namespaced_pod_log(name, "default") == "after drop\n"
+
+
+async def _drop_watches(cluster: LocalClusterThread) -> int:
+    return cluster.apiserver.faults.drop_watches()

@@ -202,6 +202,20 @@ class Informer:
         self.handler(str(kind), obj)
 
 
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait for the event at most `timeout` seconds; True if it was set.
+
+    Not `asyncio.wait_for`: on Python 3.11 it can swallow a cancellation that races with the inner
+    wait finishing, which left a stopping loop running forever.
+    """
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+        return True
+    except TimeoutError:
+        return False
+
+
 def now_rfc3339() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

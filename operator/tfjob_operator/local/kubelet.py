@@ -31,6 +31,7 @@ from tfjob_operator.local.kubeclient import (
     KubeClient,
     now_rfc3339,
     post_event,
+    wait_event,
 )
 from tfjob_operator.resources import node_allocatable
 
@@ -299,8 +300,7 @@ class PodRuntime:
                     c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(exc)
                 self.mark()
                 await self.kubelet.post_event(self.pod, "Warning", "Failed", f"Error: {exc}")
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), self.kubelet.config_retry_seconds)
+            await wait_event(self.stopping, self.kubelet.config_retry_seconds)
         return None
 
     async def _process_specs(self) -> dict[str, ct.ProcessSpec]:
@@ -345,8 +345,7 @@ class PodRuntime:
             self.mark()
             await self.kubelet.post_event(self.pod, "Warning", "BackOff", "Back-off restarting failed container "
                                           f"{c.name} in pod {self.name}_{self.namespace}({self.uid})")
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), delay)
+            await wait_event(self.stopping, delay)
             c.backing_off, c.waiting_message = False, None
         return code
 
@@ -862,8 +861,7 @@ async def _read_log(run: Run, *, follow: bool, tail_lines: int | None, poll: flo
                     yield rest
                     continue
                 return
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(run.exited.wait(), poll)
+            await wait_event(run.exited, poll)
 
 
 def ready_conditions(ready: bool | None) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from tfjob_operator.local.kubeclient import (
     KubeClient,
     now_rfc3339,
     post_event,
+    wait_event,
 )
 from tfjob_operator.resources import (
     GPU,
@@ -244,8 +245,7 @@ class Scheduler:
 
     async def _loop(self) -> None:
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.resync_seconds)
+            await wait_event(self._wake, self.resync_seconds)
             self._wake.clear()
             try:
                 await self.schedule_once()
