@@ -150,7 +150,7 @@ def test_missing_config_map_holds_the_container_in_create_container_config_error
         statuses = (pod or {}).get("status", {}).get("containerStatuses") or []
         return statuses and (statuses[0]["state"].get("waiting") or {}).get("reason")
 
-    assert wait_until(waiting_reason, what="a waiting reason") == "CreateContainerConfigError"
+    wait_until(lambda: waiting_reason() == "CreateContainerConfigError", what="CreateContainerConfigError")
     assert (pod_dict(core, name) or {})["status"]["phase"] == "Pending"
     core.delete_namespaced_pod(name, "default")
     wait_until(lambda: pod_dict(core, name) is None, what=f"{name} to be deleted")

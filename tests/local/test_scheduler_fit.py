@@ -157,3 +157,9 @@ def test_gpu_nodes_are_scored_by_free_gpus_too() -> None:
     nodes = [make_node("a", cpu=8, gpu=4), make_node("b", cpu=8, gpu=4)]
     busy_gpus = pod("x", gpu=3, node="a")
     assert decide([busy_gpus, pod("p", gpu=1)], nodes)["p"] == Bind("b")
+
+
+def test_pods_without_requests_spread_across_nodes_as_with_kube_scheduler() -> None:
+    nodes = [make_node("a", cpu=4, memory="8Gi"), make_node("b", cpu=4, memory="8Gi")]
+    pods = [pod(f"p{i}", created=str(i)) for i in range(4)]
+    assert [d for _, d in schedule_pending(pods, nodes)] == [Bind("a"), Bind("b"), Bind("a"), Bind("b")]

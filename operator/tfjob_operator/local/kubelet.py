@@ -375,17 +375,17 @@ class PodRuntime:
             return run.code or 0
         try:
             returncode = await proc.wait()
+            run.code = exit_code(returncode)
+            run.finished_at = now_rfc3339()
+            if run.forced_reason and returncode < 0:
+                run.reason = run.forced_reason
+            else:
+                run.reason = "Completed" if run.code == 0 else "Error"
         finally:
             # Like a container's PID 1 exiting: whatever the process left in its group goes too.
             _killpg(proc.pid, signal.SIGKILL)
             self.kubelet.processes.pop(proc.pid, None)
-        run.code = exit_code(returncode)
-        run.finished_at = now_rfc3339()
-        if run.forced_reason and returncode < 0:
-            run.reason = run.forced_reason
-        else:
-            run.reason = "Completed" if run.code == 0 else "Error"
-        run.exited.set()
+            run.exited.set()  # also when cancelled at shutdown, so no log follower waits forever
         return run.code
 
     async def terminate(self, grace: float) -> None:

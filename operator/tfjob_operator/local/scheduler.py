@@ -3,10 +3,11 @@
 Filters, in kube-scheduler's order: NodeUnschedulable, TaintToleration (a NotReady node counts as
 tainted not-ready/unreachable), NodeAffinity (nodeSelector + required affinity), NodeResourcesFit
 (pod count, then each requested resource). Among fitting nodes it picks the least allocated (mean free
-fraction of cpu, memory and, on GPU nodes, nvidia.com/gpu after placement), ties broken by node name, so
-a placement is deterministic. Pods with scheduling gates, a nodeName, or another schedulerName are never
-touched. Unschedulable pods get `PodScheduled=False, reason Unschedulable` with kube-scheduler's message
-and are retried whenever a pod or node changes.
+fraction of cpu, memory and, on GPU nodes, nvidia.com/gpu after placement, counting a missing cpu/memory
+request as 100m/200Mi as kube-scheduler does), ties broken by node name, so a placement is deterministic.
+Pods with scheduling gates, a nodeName, or another schedulerName are never touched. Unschedulable pods
+get `PodScheduled=False, reason Unschedulable` with kube-scheduler's message and are retried whenever a
+pod or node changes.
 """
 
 from __future__ import annotations
@@ -63,12 +64,34 @@ class Unschedulable:
 Decision = Bind | Unschedulable
 
 
+#: kube-scheduler scores a container that requests no cpu/memory as if it asked for these, so such pods spread.
+DEFAULT_SCORING_REQUESTS: dict[str, Decimal] = {"cpu": Decimal("0.1"), "memory": Decimal(200 * 2**20)}
+
+
 @dataclass
 class NodeUsage:
-    """What bound, non-terminal pods take from a node."""
+    """What bound, non-terminal pods take from a node (`scoring`: with kube-scheduler's non-zero defaults)."""
 
     requests: Resources = field(default_factory=dict)
+    scoring: Resources = field(default_factory=dict)
     pods: int = 0
+
+    def place(self, pod: Mapping[str, Any]) -> None:
+        self.requests = add(self.requests, pod_requests(pod))
+        self.scoring = add(self.scoring, scoring_requests(pod))
+        self.pods += 1
+
+
+def scoring_requests(pod: Mapping[str, Any]) -> Resources:
+    """Requests for scoring only: each app container's missing cpu/memory request counts as the default."""
+    total: Resources = {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        requests = pod_requests({"spec": {"containers": [container]}})
+        for name, default in DEFAULT_SCORING_REQUESTS.items():
+            if not requests.get(name):
+                requests[name] = default
+        total = add(total, requests)
+    return total
 
 
 def wants_scheduling(pod: Mapping[str, Any], scheduler_name: str = SCHEDULER_NAME) -> bool:
@@ -88,9 +111,7 @@ def usage_by_node(pods: Iterable[Mapping[str, Any]]) -> dict[str, NodeUsage]:
         node = (pod.get("spec") or {}).get("nodeName")
         if not node or is_terminal(pod):
             continue
-        entry = usage.setdefault(node, NodeUsage())
-        entry.requests = add(entry.requests, pod_requests(pod))
-        entry.pods += 1
+        usage.setdefault(node, NodeUsage()).place(pod)
     return usage
 
 
@@ -133,14 +154,17 @@ def filter_reasons(pod: Mapping[str, Any], requests: Resources, node: Mapping[st
 
 
 def free_fraction(requests: Resources, node: Mapping[str, Any], usage: NodeUsage) -> float:
-    """Mean fraction of cpu, memory (and GPU on GPU nodes) left free after placing the pod."""
+    """Mean fraction of cpu, memory (and GPU on GPU nodes) left free after placing the pod.
+
+    `requests` and `usage.scoring` use the non-zero scoring defaults, as kube-scheduler's LeastAllocated.
+    """
     allocatable = node_allocatable(node)
     fractions = []
     for name in ("cpu", "memory", GPU):
         total = allocatable.get(name, Decimal(0))
         if total <= 0:
             continue
-        left = total - usage.requests.get(name, Decimal(0)) - requests.get(name, Decimal(0))
+        left = total - usage.scoring.get(name, Decimal(0)) - requests.get(name, Decimal(0))
         fractions.append(float(left / total))
     return sum(fractions) / len(fractions) if fractions else 0.0
 
@@ -157,6 +181,7 @@ def schedule_pod(pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
                  usage: Mapping[str, NodeUsage]) -> Decision:
     """Where one pod goes given current usage: the least-allocated fitting node, or why none fits."""
     requests = pod_requests(pod)
+    for_scoring = scoring_requests(pod)
     reasons: dict[str, int] = {}
     best: tuple[float, str] | None = None
     for node in nodes:
@@ -167,7 +192,7 @@ def schedule_pod(pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
             for reason in failed:
                 reasons[reason] = reasons.get(reason, 0) + 1
             continue
-        candidate = (-free_fraction(requests, node, node_usage), name)
+        candidate = (-free_fraction(for_scoring, node, node_usage), name)
         if best is None or candidate < best:
             best = candidate
     if best is None:
@@ -194,9 +219,7 @@ def schedule_pending(pods: Iterable[Mapping[str, Any]], nodes: Sequence[Mapping[
     for pod in sorted((p for p in pods if wants_scheduling(p, scheduler_name)), key=_queue_order):
         decision = schedule_pod(pod, ordered_nodes, usage)
         if isinstance(decision, Bind):
-            entry = usage.setdefault(decision.node, NodeUsage())
-            entry.requests = add(entry.requests, pod_requests(pod))
-            entry.pods += 1
+            usage.setdefault(decision.node, NodeUsage()).place(pod)
         decisions.append((pod, decision))
     return decisions
 
