@@ -343,3 +343,15 @@ def test_pods_still_start_and_report_after_the_server_drops_every_watch(cluster:
 
 async def _drop_watches(cluster: LocalClusterThread) -> int:
     return cluster.apiserver.faults.drop_watches()
+
+
+def test_a_failing_config_map_read_is_retried_until_the_pod_starts(cluster: LocalClusterThread, core: Core) -> None:
+    name = unique("flaky")
+    core.create_namespaced_config_map("default", {"metadata": {"name": f"{name}-cfg"}, "data": {"K": "v"}})
+    cluster.apiserver.faults.fail("GET", f"/configmaps/{name}-cfg$", 500, count=2)
+    create(core, python_pod(name, "import os; print(os.environ['K'])", container={"env": [
+        {"name": "K", "valueFrom": {"configMapKeyRef": {"name": f"{name}-cfg", "key": "K"}}}]}))
+    wait_until(phase_is(core, name, "Succeeded"), what=f"{name} to succeed once the reads work")
+    assert core.read_namespaced_pod_log(name, "default") == "v\n"
+    reads = [r.status_code for r in cluster.apiserver.requests if r.name == f"{name}-cfg" and r.verb == "get"]
+    assert reads == [500, 500, 200]

@@ -294,12 +294,17 @@ class PodRuntime:
             c.waiting_reason = "PodInitializing" if self.init_containers else "ContainerCreating"
         while not self.stopping.is_set():
             try:
-                return await self._process_specs()
+                specs = await self._process_specs()
+                for c in self.all_containers:
+                    c.waiting_message = None
+                return specs
             except ct.ContainerConfigError as exc:
                 for c in self.all_containers:
                     c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(exc)
                 self.mark()
                 await self.kubelet.post_event(self.pod, "Warning", "Failed", f"Error: {exc}")
+            except _TRANSIENT as exc:  # reading ConfigMaps/Secrets failed or a directory could not be made
+                log.warning("pod %s/%s: preparing containers failed (%s); retrying", self.namespace, self.name, exc)
             await wait_event(self.stopping, self.kubelet.config_retry_seconds)
         return None
 
