@@ -355,3 +355,11 @@ def test_a_failing_config_map_read_is_retried_until_the_pod_starts(cluster: Loca
     assert core.read_namespaced_pod_log(name, "default") == "v\n"
     reads = [r.status_code for r in cluster.apiserver.requests if r.name == f"{name}-cfg" and r.verb == "get"]
     assert reads == [500, 500, 200]
+
+
+def test_fallback_to_logs_on_error_puts_the_log_tail_in_the_termination_message(core: Core) -> None:
+    code = "import sys; print('loading'); print('ValueError: bad input', file=sys.stderr); sys.exit(1)"
+    policy = {"terminationMessagePolicy": "FallbackToLogsOnError"}
+    name = create(core, python_pod(unique("msg"), code, container=policy))
+    pod = wait_until(phase_is(core, name, "Failed"), what=f"{name} to fail")
+    assert main_status(pod)["state"]["terminated"]["message"] == "loading\nValueError: bad input\n"

@@ -94,6 +94,15 @@ def pod_phase(restart_policy: str, statuses: Sequence[Mapping[str, Any]], *, ter
     return "Running" if restart_policy == "OnFailure" else "Failed"
 
 
+def fallback_message(log_path: Path) -> str:
+    """A failed container's termination message under FallbackToLogsOnError: its last 80 lines, at most 2 KiB."""
+    if not log_path.exists():
+        return ""
+    with log_path.open("rb") as f:
+        f.seek(tail_offset(log_path, 80))
+        return f.read()[-2048:].decode(errors="replace")
+
+
 def tail_offset(path: Path, lines: int) -> int:
     """Byte offset where the last `lines` lines of a file begin."""
     size = path.stat().st_size
@@ -339,7 +348,7 @@ class PodRuntime:
         code = 0
         while not self.stopping.is_set():
             run = await self._spawn(c, spec)
-            code = await self._wait(run)
+            code = await self._wait(c, run)
             self.mark()
             if self.stopping.is_set() or not should_restart(policy, code):
                 return code
@@ -374,7 +383,7 @@ class PodRuntime:
         self.mark()
         return run
 
-    async def _wait(self, run: Run) -> int:
+    async def _wait(self, c: Container, run: Run) -> int:
         proc = run.proc
         if proc is None:
             return run.code or 0
@@ -386,6 +395,8 @@ class PodRuntime:
                 run.reason = run.forced_reason
             else:
                 run.reason = "Completed" if run.code == 0 else "Error"
+            if run.code and (c.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError"):
+                run.message = fallback_message(run.log_path)
         finally:
             # Like a container's PID 1 exiting: whatever the process left in its group goes too.
             _killpg(proc.pid, signal.SIGKILL)
