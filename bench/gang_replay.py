@@ -237,8 +237,9 @@ class GangReplay(Replay):
 class NoGangReplay(Replay):
     """Pods bound one by one as room appears; partial gangs hold GPUs; deadlocks are broken by hand."""
 
-    def __init__(self, jobs: list[Job], nodes: int, gpus_per_node: int):
+    def __init__(self, jobs: list[Job], nodes: int, gpus_per_node: int, pod_spread: float = 0.0):
         super().__init__(jobs, nodes, gpus_per_node, "no-gang")
+        self.pod_spread = pod_spread
         self.free = np.full(nodes, gpus_per_node, dtype=np.int64)
         self.pending: list[tuple[float, int, int]] = []  # FIFO of (submitted, pod index, job id)
         self.bound: dict[int, list[int]] = {}  # job id → nodes of its bound pods
@@ -246,9 +247,9 @@ class NoGangReplay(Replay):
         self.resubmits = 0
 
     def arrive(self, job: Job) -> None:
-        # Sort key (submitted, pod index, job): jobs submitted in the same second (the trace's resolution)
-        # have their pods created and scheduled concurrently, i.e. interleaved, as operator workers do.
-        self.pending.extend((job.submit, i, job.id) for i in range(job.workers))
+        # kube-scheduler takes pods in creation order. A job's pods are created over `pod_spread` seconds
+        # (API client rate limits), so the pods of jobs submitted close together interleave.
+        self.pending.extend((job.submit + self.pod_spread * i / job.workers, i, job.id) for i in range(job.workers))
         self.pending.sort()
 
     def finish(self, job: Job) -> None:
@@ -279,7 +280,10 @@ class NoGangReplay(Replay):
     def _bind_pending(self) -> None:
         left = []
         most = int(self.free.max())
-        for item in self.pending:
+        for k, item in enumerate(self.pending):
+            if most == 0:
+                left.extend(self.pending[k:])
+                break
             job = self.jobs[item[2]]
             if job.per_worker > most:
                 left.append(item)
@@ -305,9 +309,12 @@ class NoGangReplay(Replay):
         for jid in self.running:
             for node in self.bound[jid]:
                 capacity[node] += self.jobs[jid].per_worker
+        room: dict[int, int] = {}  # pods of that many GPUs the capacity could take
         for jid in partial:
             job = self.jobs[jid]
-            if int((capacity // job.per_worker).sum()) >= job.workers - len(self.bound[jid]):
+            if job.per_worker not in room:
+                room[job.per_worker] = int((capacity // job.per_worker).sum())
+            if room[job.per_worker] >= job.workers - len(self.bound[jid]):
                 return []
         return partial
 
@@ -315,10 +322,18 @@ class NoGangReplay(Replay):
         return len({p[2] for p in self.pending})
 
 
-def replay(rows: list[tuple[float, float, int]], g: int, policy: str, nodes: int, gpn: int, passes: int) -> Outcome:
+def replay(
+    rows: list[tuple[float, float, int]],
+    g: int,
+    policy: str,
+    nodes: int,
+    gpn: int,
+    passes: int,
+    pod_spread: float = 0.0,
+) -> Outcome:
     jobs = make_jobs(rows, g)
     if policy == "no-gang":
-        return NoGangReplay(jobs, nodes, gpn).run()
+        return NoGangReplay(jobs, nodes, gpn, pod_spread).run()
     return GangReplay(jobs, nodes, gpn, policy, passes).run()
 
 
@@ -327,7 +342,8 @@ def admission_pass_time(
 ) -> tuple[float, float, int]:
     """Seconds for one pass of `n_jobs` queued trace gangs over `n_nodes` half-busy 8-GPU nodes.
 
-    Returns (seconds for admit_in on a prepared Cluster, seconds including Cluster.from_objects, admitted).
+    Returns (seconds for admit_in on a prepared Cluster, seconds including Cluster.from_objects, admitted);
+    both include parsing every queued pod's requests, as the operator's pass does.
     """
     rng = random.Random(8)
     nodes = [node_dict(f"n{i:04d}", 8) for i in range(n_nodes)]
@@ -343,12 +359,18 @@ def admission_pass_time(
         per = min(num_gpu, g)
         pods = tuple(pod_dict(f"q{k}-worker-{i}", per) for i in range(num_gpu // per))
         queue.append(GangRequest(f"q{k}", pods, arrival=float(k)))
-    began = time.perf_counter()
-    cluster = Cluster.from_objects(nodes, bound)
-    built = time.perf_counter()
-    result = admit_in(cluster, queue, AdmissionPolicy(), {q.key: 100 for q in queue})
-    done = time.perf_counter()
-    return done - built, done - began, len(result.admitted)
+    best: tuple[float, float, int] | None = None
+    for _ in range(3):  # best of three: the machine may be shared
+        fresh = [GangRequest(q.key, q.pods, arrival=q.arrival) for q in queue]  # no cached pod parsing
+        began = time.perf_counter()
+        cluster = Cluster.from_objects(nodes, bound)
+        built = time.perf_counter()
+        result = admit_in(cluster, fresh, AdmissionPolicy(), {q.key: 100 for q in fresh})
+        done = time.perf_counter()
+        if best is None or done - began < best[1]:
+            best = (done - built, done - began, len(result.admitted))
+    assert best is not None
+    return best
 
 
 def plot(outcomes: dict[int, dict[str, Outcome]], path: Path, title: str) -> None:
@@ -404,6 +426,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--starvation-passes", type=int, default=AdmissionPolicy().starvation_passes)
+    parser.add_argument(
+        "--pod-spread-seconds",
+        type=float,
+        default=30.0,
+        help="no-gang: a job's pods are created over this many seconds, so close submissions interleave",
+    )
     parser.add_argument("--png", type=Path, default=RESULTS / "gang_replay.png")
     args = parser.parse_args()
 
@@ -417,7 +445,8 @@ def main() -> None:
     )
     print(
         f"cluster: {args.nodes} nodes x {args.gpus_per_node} GPUs = {args.nodes * args.gpus_per_node} GPUs; "
-        f"pods request GPUs (+4 cpu, 32Gi per GPU); builtin anti-starvation after {args.starvation_passes} passes"
+        f"pods request GPUs (+4 cpu, 32Gi per GPU); builtin anti-starvation after {args.starvation_passes} passes; "
+        f"no-gang creates each job's pods over {args.pod_spread_seconds:g} s"
     )
     outcomes: dict[int, dict[str, Outcome]] = {}
     started = time.perf_counter()
@@ -430,7 +459,9 @@ def main() -> None:
             f"{'partial GPU-h':>13} {'deadlocks':>9} {'unfinished':>10} {'passes':>7} {'ms/pass':>8}"
         )
         for policy in POLICIES:
-            out = replay(rows, g, policy, args.nodes, args.gpus_per_node, args.starvation_passes)
+            out = replay(
+                rows, g, policy, args.nodes, args.gpus_per_node, args.starvation_passes, args.pod_spread_seconds
+            )
             outcomes[g][policy] = out
             jct = out.jct_hours()
             waits = [(j.start - j.submit) / HOUR for j in out.jobs if j.start is not None]
@@ -442,6 +473,13 @@ def main() -> None:
                 f"{statistics.mean(waits):>8.1f}h {out.partial_gpu_hours:>13.0f} {out.deadlocks:>9} "
                 f"{out.unfinished:>10} {out.passes:>7} {per_pass:>8.2f}"
             )
+    print("\n  no-gang at G=1 is sensitive to how interleaved pods reach the scheduler (pod creation spread):")
+    for spread in (0.0, 120.0):
+        out = replay(rows, 1, "no-gang", args.nodes, args.gpus_per_node, args.starvation_passes, spread)
+        print(
+            f"    spread {spread:>4.0f} s: mean JCT {statistics.mean(out.jct_hours()):.1f}h, "
+            f"{out.partial_gpu_hours:.0f} GPU-h held by partial gangs, {out.deadlocks} deadlocks"
+        )
     replay_seconds = time.perf_counter() - started
     plot(
         outcomes,

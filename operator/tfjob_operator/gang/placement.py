@@ -11,9 +11,10 @@ Policy, in order:
   cpu+memory), so partly used nodes fill up first and whole nodes stay free for big gangs.
 * Backfill: a gang that does not fit waits, and smaller gangs behind it may still start
   (``AdmissionPolicy(backfill=False)`` gives strict FIFO: nothing starts behind a waiting gang).
-* Anti-starvation: once the highest-ranked waiting gang has waited ``starvation_passes`` passes, it gets
-  a reservation: the nodes it would occupy on an empty cluster (chosen among those with the most free
-  capacity now) are held for it, and gangs ranked below it may use only what it cannot use there.
+* Anti-starvation: the highest-ranked waiting gang that has waited ``starvation_passes`` passes gets a
+  reservation (one per pass): the nodes it would occupy on an empty cluster (chosen among those with the
+  most free GPUs now) are held for it, and gangs ranked below it may use only what it cannot use there.
+  Gangs ranked above it (higher priority) are placed before it as always.
   Running pods on those nodes finish, capacity accumulates, and the gang starts; a stream of small
   gangs cannot keep it out forever. A gang that cannot fit even on empty nodes never holds capacity.
 * Reservations passed in (pods released but not yet bound) count as used.
