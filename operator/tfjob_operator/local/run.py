@@ -56,6 +56,8 @@ def operator_env(kubeconfig: Path) -> dict[str, str]:
         **os.environ,
         "KUBECONFIG": str(kubeconfig),
         "TFJOB_ADDRESSING": "loopback",
+        "TFJOB_METRICS_PORT": "0",
+        "TFJOB_LIVENESS_PORT": "0",
         "TFJOB_LOG_LEVEL": os.environ.get("TFJOB_LOG_LEVEL", "INFO"),
         "PYTHONUNBUFFERED": "1",
     }

@@ -1,0 +1,139 @@
+"""End to end: real TensorFlow workers trained by the real operator on the local control plane.
+
+These are the scenarios a user of `tfjob local` (and of a real cluster) cares about: the job trains and
+succeeds, a lost worker costs one gang restart and training resumes from the backup, an eviction does not
+use up the failure budget, broken user code fails fast with the pod named, PS pods never keep a finished
+job Running, invalid jobs change nothing, and two jobs can share the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, apply, example
+from operator_harness import Cluster, wait_for
+
+TFJOB = [sys.executable, "-m", "tfjob_operator.cli"]
+
+
+def tfjob_local(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TFJOB, "local", *args, "--plain"], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+def output_dir(workdir: Path, job: str) -> Path:
+    return workdir / "volumes" / "default" / "tfjob-shared" / job
+
+
+@pytest.mark.timeout(420)
+def test_mnist_example_trains_to_high_accuracy_and_saves_a_usable_model(tmp_path: Path) -> None:
+    result = tfjob_local("examples/mnist-cpu.yaml", "--workdir", str(tmp_path))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "TFJob mnist-cpu: Succeeded" in result.stdout
+    out = output_dir(tmp_path, "mnist-cpu")
+    metrics = json.loads((out / "result.json").read_text())
+    assert metrics["test_accuracy"] >= 0.9
+    assert metrics["world_size"] == 2
+    assert (tmp_path / "mnist-cpu-training.png").read_bytes()[:4] == b"\x89PNG"
+    # The SavedModel loads in a fresh process and classifies the digits it was trained on.
+    check = subprocess.run([sys.executable, "-c", f"""
+import os; os.environ["TF_USE_LEGACY_KERAS"] = "1"; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import numpy as np, tensorflow as tf
+from sklearn.datasets import load_digits
+d = load_digits()
+model = tf.saved_model.load({str(out / "saved_model")!r})
+fn = model.signatures["serving_default"]
+x = tf.constant((d.images[:200] / 16.0).reshape(200, 64).astype("float32"))
+probs = list(fn(x).values())[0].numpy()
+print((probs.argmax(axis=1) == d.target[:200]).mean())
+"""], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stderr[-2000:]
+    assert float(check.stdout.strip().splitlines()[-1]) >= 0.9
+
+
+@pytest.mark.timeout(480)
+def test_killed_worker_restarts_the_gang_once_and_training_resumes_from_backup(tmp_path: Path) -> None:
+    result = tfjob_local("examples/mnist-cpu.yaml", "--workdir", str(tmp_path), "--kill-worker-after", "0")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "killed mnist-cpu-worker-1 with SIGKILL" in result.stdout
+    assert "2 attempts (1 gang restarts)" in result.stdout
+    assert "attempt 1" in result.stdout  # the pods of the second attempt were shown
+    metrics = json.loads((output_dir(tmp_path, "mnist-cpu") / "result.json").read_text())
+    assert metrics["resumed_from_epoch"] is not None and metrics["resumed_from_epoch"] > 1
+    assert [h["epoch"] for h in metrics["history"]] == list(range(1, 7))
+    assert metrics["test_accuracy"] >= 0.9
+
+
+def test_invalid_job_is_refused_naming_the_field_and_nothing_starts(tmp_path: Path) -> None:
+    bad = example("mnist-cpu")
+    bad["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "trainer"
+    bad["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"].append(
+        {"name": "sidecar", "image": "busybox"})
+    path = tmp_path / "bad.yaml"
+    path.write_text(json.dumps(bad))
+    workdir = tmp_path / "work"
+    result = tfjob_local(str(path), "--workdir", str(workdir), timeout=60)
+    assert result.returncode == 2
+    assert 'spec.tfReplicaSpecs.Worker.template.spec.containers: no container named "tensorflow"' in result.stderr
+    assert not workdir.exists()  # no control plane, no pods, nothing written
+
+
+class TestOnASharedLocalCluster:
+    """Scenarios driven through the API, as `kubectl apply` would, on one long-lived local cluster."""
+
+    @pytest.mark.timeout(300)
+    def test_user_code_error_fails_the_job_fast_naming_pod_and_exit_code(self, e2e_cluster: Cluster,
+                                                                         tmp_path: Path) -> None:
+        (tmp_path / "broken_model.py").write_text(
+            "def build(*args, **kwargs):\n    raise ValueError('bad layer size')\n\n"
+            "def data(*args, **kwargs):\n    raise ValueError('bad data file')\n")
+        manifest = example("mnist-cpu")
+        manifest["metadata"]["name"] = "broken"
+        container = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        container["args"] = ["--model", "broken_model:build", "--dataset", "broken_model:data",
+                             "--output-dir", "/data/broken"]
+        container["env"] = [{"name": "PYTHONPATH", "value": str(tmp_path)}]
+        start = time.monotonic()
+        apply(e2e_cluster, manifest)
+        status = e2e_cluster.wait_state("broken", "Failed", timeout=120)
+        elapsed = time.monotonic() - start
+        failed = e2e_cluster.condition("broken", "Failed")
+        assert failed is not None
+        assert "broken-worker-" in failed["message"] and "exited with code 1" in failed["message"]
+        assert status.get("restartCount", 0) == 0
+        assert elapsed < 60 + 30  # 60 s is the promise; TF start-up on a loaded 2-core box gets some slack
+
+    @pytest.mark.timeout(400)
+    def test_eviction_restarts_the_gang_without_using_the_failure_budget(self, e2e_cluster: Cluster) -> None:
+        manifest = example("mnist-cpu")
+        manifest["metadata"]["name"] = "evicted"
+        manifest["spec"]["runPolicy"]["backoffLimit"] = 0  # a failure restart would fail the job at once
+        args = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
+        args[args.index("--output-dir") + 1] = "/data/evicted"
+        apply(e2e_cluster, manifest)
+        e2e_cluster.wait_state("evicted", "Running", timeout=60)
+        wait_for(lambda: "epoch 1/" in e2e_cluster.core.read_namespaced_pod_log("evicted-worker-0", "default"),
+                 timeout=120, interval=0.5, what="the first epoch")
+        e2e_cluster.call(e2e_cluster.local.kubelet.evict("default", "evicted-worker-1"))
+        status = e2e_cluster.wait_state("evicted", "Succeeded", timeout=300)
+        assert status["restartCount"] == 1
+        assert status.get("failureRestarts", 0) == 0
+        assert {p.metadata.labels["tfjob.dev/attempt"] for p in e2e_cluster.pods("evicted")} == {"1"}
+
+    @pytest.mark.timeout(400)
+    def test_two_jobs_at_once_both_succeed_and_ps_is_cleaned_up(self, e2e_cluster: Cluster) -> None:
+        apply(e2e_cluster, example("ps-strategy"))
+        mnist = example("mnist-cpu")
+        mnist["metadata"]["name"] = "mnist-beside-ps"
+        apply(e2e_cluster, mnist)
+        for name in ("ps-strategy", "mnist-beside-ps"):
+            e2e_cluster.wait_state(name, "Succeeded", timeout=360)
+        # The PS never exits by itself: the operator deleted it, so nothing of the job is left running.
+        wait_for(lambda: all(p != "Running" for p in e2e_cluster.pod_phases("ps-strategy").values()), timeout=30,
+                 what="no ps-strategy pod left running")
+        assert "ps-strategy-ps-0" not in e2e_cluster.pod_phases("ps-strategy")
