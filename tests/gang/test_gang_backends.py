@@ -445,3 +445,99 @@ def test_builtin_gated_pods_are_admitted_by_the_placement_core():
     placement = result.admitted["team-a/mnist"]
     assert sorted(placement) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
     assert sorted(placement.values()) == ["g0", "g0", "g1"]
+
+
+# One pass of the builtin admission loop, end to end over plain objects.
+
+
+def _gpu_nodes(*gpus: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "metadata": {"name": f"n{i}", "labels": {"kubernetes.io/hostname": f"n{i}"}},
+            "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": str(g)}},
+        }
+        for i, g in enumerate(gpus)
+    ]
+
+
+def _queued_gang(name: str, workers: int, arrival: float, policy: dict[str, Any] | None = None):
+    body = manifest(workers=workers, policy=policy)
+    del body["spec"]["tfReplicaSpecs"]["Chief"]
+    body["metadata"]["name"] = name
+    job = parse_tfjob(body)
+    backend = builtin.BuiltinBackend()
+    pods = [backend.decorate_pod(job, p) for p in render(job).pods]
+    for p in pods:
+        p["status"] = {"phase": "Pending"}
+    return builtin.QueuedGang(job, pods, arrival=arrival)
+
+
+def _apply(gang: builtin.QueuedGang, plan: builtin.PassPlan, phase: str = "Running") -> builtin.QueuedGang:
+    """The pods after the release PATCHes and kube-scheduler binding them."""
+    by_pod = {r.pod: r for r in plan.releases}
+    pods = []
+    for pod in gang.pods:
+        release = by_pod.get(pod["metadata"]["name"])
+        if release is not None:
+            pod = _merge_patch(pod, release.patch)
+            pod["spec"]["nodeName"] = release.node
+            pod["status"] = {"phase": phase}
+        pods.append(pod)
+    return builtin.QueuedGang(gang.job, pods, arrival=gang.arrival)
+
+
+def test_pass_admits_one_four_gpu_gang_of_two_on_six_gpus_then_the_other_when_it_ends():
+    nodes = _gpu_nodes(4, 2)
+    first, second = _queued_gang("first", 4, 1.0), _queued_gang("second", 4, 2.0)
+    plan = builtin.plan_pass([first, second], nodes, [*first.pods, *second.pods], now=NOW)
+    assert plan.admitted == ["team-a/first"]
+    assert sorted(r.pod for r in plan.releases) == [f"first-worker-{i}" for i in range(4)]
+    assert plan.queued == {
+        "team-a/second": "needs 4 nvidia.com/gpu on ≤ 4 nodes; largest free 2 (2 free on 2 eligible nodes)"
+    }
+    running = _apply(first, plan)
+    again = builtin.plan_pass(
+        [running, second], nodes, [*running.pods, *second.pods], now=NOW, passes_waited=plan.passes_waited
+    )
+    assert again.releases == [] and again.passes_waited == {"team-a/second": 2}
+    done = _apply(first, plan, phase="Succeeded")
+    last = builtin.plan_pass([done, second], nodes, [*done.pods, *second.pods], now=NOW)
+    assert last.admitted == ["team-a/second"] and len(last.releases) == 4
+
+
+def test_pass_counts_released_but_unbound_pods_as_taken():
+    nodes = _gpu_nodes(4)
+    first, second = _queued_gang("first", 4, 1.0), _queued_gang("second", 1, 2.0)
+    plan = builtin.plan_pass([first], nodes, first.pods, now=NOW)
+    released = [_merge_patch(p, r.patch) for p, r in zip(first.pods, plan.releases, strict=True)]
+    pending = builtin.QueuedGang(first.job, released)
+    later = builtin.plan_pass([pending, second], nodes, [*released, *second.pods], now=NOW)
+    assert later.releases == [] and "largest free 0" in later.queued["team-a/second"]
+
+
+def test_pass_never_admits_a_half_created_gang():
+    gang = _queued_gang("j", 4, 1.0)
+    half = builtin.QueuedGang(gang.job, gang.pods[:2])
+    plan = builtin.plan_pass([half], _gpu_nodes(8), half.pods, now=NOW)
+    assert plan.releases == []
+    assert plan.queued == {"team-a/j": "waiting for all 4 pods of the gang to be created (2 so far)"}
+
+
+def test_pass_times_out_a_released_gang_and_respects_the_backoff():
+    gang = _queued_gang("j", 2, 1.0, policy={"scheduleTimeoutSeconds": 60})
+    plan = builtin.plan_pass([gang], _gpu_nodes(8), gang.pods, now=NOW)
+    released = [_merge_patch(p, r.patch) for p, r in zip(gang.pods, plan.releases, strict=True)]
+    stuck = builtin.QueuedGang(
+        gang.job, [released[0] | {"spec": {**released[0]["spec"], "nodeName": "n0"}}, released[1]]
+    )
+    assert builtin.plan_pass([stuck], _gpu_nodes(8), stuck.pods, now=NOW + timedelta(seconds=59)).timed_out == []
+    late = builtin.plan_pass([stuck], _gpu_nodes(8), stuck.pods, now=NOW + timedelta(seconds=60))
+    assert late.timed_out == ["team-a/j"] and late.releases == []
+    # Recreated gated; not admitted before its back-off ends, admitted after.
+    retry_at = NOW + timedelta(seconds=120)
+    early = builtin.plan_pass(
+        [gang], _gpu_nodes(8), gang.pods, now=NOW + timedelta(seconds=61), not_before={"team-a/j": retry_at}
+    )
+    assert early.releases == [] and early.queued["team-a/j"].startswith("requeued after a schedule timeout")
+    ready = builtin.plan_pass([gang], _gpu_nodes(8), gang.pods, now=retry_at, not_before={"team-a/j": retry_at})
+    assert ready.admitted == ["team-a/j"]

@@ -9,20 +9,24 @@ is never partly bound. If binding does not finish within ``scheduleTimeoutSecond
 took the room, a node went away) the watchdog (:func:`schedule_timed_out`) has the gang deleted,
 recreated gated and requeued after :func:`backoff_seconds`.
 
-One loop pass, as the operator wires it::
+One loop pass, as the operator wires it (a kopf timer on the active replica)::
 
-    queue = [gang_request(job, pods_of[job], priority=..., arrival=created_at) for job in queued_jobs]
-    result = placement.admit(queue, nodes, bound_pods(all_pods),
-                             in_flight_reservations(all_pods), policy, passes_waited)
-    for key, chosen in result.admitted.items():      # one PATCH per pod, merge-patch content type
-        for pod in pods_of[key]: patch(pod, release_patch(pod, chosen[name(pod)], now))
-    for key, reason in result.waiting.items(): set Queued=True with `reason`
-    passes_waited = result.passes_waited              # keep for the next pass
+    plan = plan_pass(gangs, nodes, all_pods, now=now, options=options, passes_waited=state.passes_waited,
+                     not_before=state.not_before)
+    for r in plan.releases: PATCH pod r.namespace/r.pod with r.patch (application/merge-patch+json)
+    for key, reason in plan.queued.items(): Queued=True, reason GangQueued, message `reason`
+    for key in plan.timed_out: restart the gang (delete pods, recreate gated) and set
+        state.not_before[key] = now + backoff_seconds(timeouts of key)
+    state.passes_waited = plan.passes_waited
+
+``gangs`` holds every job of this backend that is not finished, with the pods of its current attempt;
+``all_pods`` every pod on the cluster (bound pods of any scheduler use capacity).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -30,7 +34,7 @@ from typing import Any
 from tfjob_operator import constants, resources
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang import base
-from tfjob_operator.gang.placement import GangRequest
+from tfjob_operator.gang.placement import AdmissionPolicy, GangRequest, admit
 
 GATE = constants.GANG_SCHEDULING_GATE
 #: Node label that names the node; the release pins each pod with it.
@@ -177,3 +181,104 @@ def held_gpu_seconds(pods: Sequence[Mapping[str, Any]], seconds: float) -> Decim
         return Decimal(0)
     gpus = sum((resources.pod_requests(p).get(resources.GPU, Decimal(0)) for p in live if is_bound(p)), Decimal(0))
     return gpus * Decimal(str(seconds))
+
+
+@dataclass(frozen=True)
+class QueuedGang:
+    """A job of the builtin backend as one pass sees it."""
+
+    job: TFJob
+    #: The pods of its current attempt, as observed (gated, released or bound).
+    pods: Sequence[Mapping[str, Any]]
+    #: Value of the job's PriorityClass (0 without one): higher is admitted first.
+    priority: int = 0
+    #: When it was queued, in epoch seconds (e.g. creationTimestamp): FIFO within a priority.
+    arrival: float = 0.0
+
+
+@dataclass(frozen=True)
+class Release:
+    """One PATCH of the release: pin the pod to its node and remove the gate."""
+
+    namespace: str
+    pod: str
+    node: str
+    #: JSON merge patch body (content type application/merge-patch+json).
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PassPlan:
+    """What one admission pass wants written."""
+
+    releases: list[Release] = field(default_factory=list)
+    #: job key (namespace/name) → reason, for every job still waiting for admission.
+    queued: dict[str, str] = field(default_factory=dict)
+    #: job keys released in this pass.
+    admitted: list[str] = field(default_factory=list)
+    #: job keys whose released gang was not fully bound within scheduleTimeoutSeconds: restart the gang.
+    timed_out: list[str] = field(default_factory=list)
+    #: Feed back as ``passes_waited`` on the next pass.
+    passes_waited: dict[str, int] = field(default_factory=dict)
+    #: The job holding the anti-starvation reservation, if any.
+    reserved_for: str | None = None
+
+
+def plan_pass(
+    gangs: Sequence[QueuedGang],
+    nodes: Sequence[Mapping[str, Any]],
+    all_pods: Sequence[Mapping[str, Any]],
+    *,
+    now: datetime,
+    options: base.GangOptions | None = None,
+    policy: AdmissionPolicy = AdmissionPolicy(),
+    passes_waited: Mapping[str, int] | None = None,
+    not_before: Mapping[str, datetime] | None = None,
+) -> PassPlan:
+    """One pass of the builtin admission loop: which pods to release where, who waits and why, who timed out.
+
+    A job is considered only once every pod of its gang exists (so a half-created gang is never admitted)
+    and after its back-off (``not_before``, set after a schedule timeout) has passed.
+    """
+    options = options or base.GangOptions()
+    queued: dict[str, str] = {}
+    timed_out: list[str] = []
+    queue: list[GangRequest] = []
+    by_key: dict[str, QueuedGang] = {}
+    for gang in gangs:
+        key = job_key(gang.job)
+        live = [p for p in gang.pods if not resources.is_terminal(p)]
+        if schedule_timed_out(live, now, base.schedule_timeout_seconds(gang.job, options)):
+            timed_out.append(key)
+            continue
+        gated = [p for p in live if is_gated(p)]
+        if not gated:
+            continue  # released (being bound or running): nothing to admit
+        wait_until = (not_before or {}).get(key)
+        if wait_until is not None and now < wait_until:
+            queued[key] = f"requeued after a schedule timeout; admission resumes at {wait_until:%H:%M:%S}Z"
+            continue
+        expected = gang.job.total_replicas()
+        if len(live) < expected:
+            queued[key] = f"waiting for all {expected} pods of the gang to be created ({len(live)} so far)"
+            continue
+        by_key[key] = gang
+        queue.append(gang_request(gang.job, gated, priority=gang.priority, arrival=gang.arrival))
+    result = admit(queue, nodes, bound_pods(all_pods), in_flight_reservations(all_pods), policy, passes_waited)
+    releases: list[Release] = []
+    for key, chosen in result.admitted.items():
+        for pod in by_key[key].pods:
+            name = str((pod.get("metadata") or {}).get("name"))
+            if name in chosen:
+                releases.append(
+                    Release(by_key[key].job.namespace, name, chosen[name], release_patch(pod, chosen[name], now))
+                )
+    return PassPlan(
+        releases=releases,
+        queued={**queued, **result.waiting},
+        admitted=list(result.admitted),
+        timed_out=timed_out,
+        # Jobs skipped this pass (back-off, half created) keep their count.
+        passes_waited={**{k: v for k, v in (passes_waited or {}).items() if k in queued}, **result.passes_waited},
+        reserved_for=result.reserved_for,
+    )
