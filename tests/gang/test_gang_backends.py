@@ -541,3 +541,13 @@ def test_pass_times_out_a_released_gang_and_respects_the_backoff():
     assert early.releases == [] and early.queued["team-a/j"].startswith("requeued after a schedule timeout")
     ready = builtin.plan_pass([gang], _gpu_nodes(8), gang.pods, now=retry_at, not_before={"team-a/j": retry_at})
     assert ready.admitted == ["team-a/j"]
+
+
+def test_gpu_seconds_are_counted_only_while_a_gang_is_not_fully_running():
+    gang = _queued_gang("j", 2, 1.0)
+    plan = builtin.plan_pass([gang], _gpu_nodes(8), gang.pods, now=NOW)
+    running = _apply(gang, plan)
+    half = builtin.QueuedGang(gang.job, [running.pods[0], gang.pods[1]])
+    assert builtin.held_gpu_seconds(half.pods, 10) == Decimal(10)  # one bound 1-GPU pod, its peer not yet
+    assert builtin.held_gpu_seconds(running.pods, 10) == Decimal(0)
+    assert builtin.held_gpu_seconds(gang.pods, 10) == Decimal(0)  # nothing bound, nothing held
