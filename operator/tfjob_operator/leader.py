@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 #: Label the leader puts on its own pod; the chart's webhook Service selects it.
 LEADER_LABEL = "tfjob.dev/operator-leader"
+#: User agent of every leader-election request (the RBAC evidence test attributes requests by it).
+USER_AGENT = "tfjob-operator/leader-election"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
@@ -84,25 +86,65 @@ class LeaseApi:
     """The three Lease calls and the pod label, over HTTP (in-cluster credentials or a plain URL)."""
 
     def __init__(self, base_url: str, *, headers: Mapping[str, str] | None = None,
-                 ssl_context: ssl.SSLContext | None = None, user_agent: str = "tfjob-operator/leader-election"):
+                 ssl_context: ssl.SSLContext | None = None, user_agent: str = USER_AGENT,
+                 token_file: Path | None = None):
         self.base_url = base_url.rstrip("/")
         self.headers = {"User-Agent": user_agent, **(headers or {})}
         self.ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
+        #: Re-read before each session: the kubelet rotates projected service-account tokens.
+        self.token_file = token_file
         self._session: aiohttp.ClientSession | None = None
 
     @classmethod
     def in_cluster(cls) -> LeaseApi:
+        """From the pod's service account (token re-read as the kubelet rotates it)."""
         import os
 
         host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
-        token = (SERVICE_ACCOUNT_DIR / "token").read_text().strip()
         context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
-        return cls(f"https://{host}:{port}", headers={"Authorization": f"Bearer {token}"}, ssl_context=context)
+        return cls(f"https://{host}:{port}", ssl_context=context, token_file=SERVICE_ACCOUNT_DIR / "token")
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> LeaseApi:
+        """From a kubeconfig (KUBECONFIG or ~/.kube/config): server, bearer token, CA and client certificate."""
+        from kubernetes import client as k8s
+        from kubernetes import config as k8s_config
+
+        configuration = k8s.Configuration()
+        k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+        headers = {}
+        token = configuration.get_api_key_with_prefix("authorization")
+        if token:
+            headers["Authorization"] = token
+        ssl_context: ssl.SSLContext | None = None
+        if configuration.host.startswith("https"):
+            ssl_context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+            if not configuration.verify_ssl:
+                ssl_context.check_hostname = False
+                ssl_context.verify_mode = ssl.CERT_NONE
+            if configuration.cert_file:
+                ssl_context.load_cert_chain(configuration.cert_file, configuration.key_file)
+        return cls(configuration.host, headers=headers, ssl_context=ssl_context)
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None) -> LeaseApi:
+        """In-cluster credentials inside a pod, else the kubeconfig (as `kube.load_api_client` chooses)."""
+        import os
+
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return cls.in_cluster()
+        return cls.from_kubeconfig(kubeconfig)
 
     def _s(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(headers=self.headers, timeout=aiohttp.ClientTimeout(total=10))
         return self._session
+
+    def _auth(self) -> dict[str, str]:
+        """Per-request credentials: the token file is read each time (rotated tokens stay valid)."""
+        if self.token_file is None:
+            return {}
+        return {"Authorization": f"Bearer {self.token_file.read_text().strip()}"}
 
     async def close(self) -> None:
         if self._session is not None:
@@ -113,7 +155,7 @@ class LeaseApi:
         return f"{base}/{name}" if name else base
 
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        async with self._s().get(self._url(namespace, name), ssl=self.ssl) as resp:
+        async with self._s().get(self._url(namespace, name), headers=self._auth(), ssl=self.ssl) as resp:
             if resp.status == 404:
                 return None
             resp.raise_for_status()
@@ -122,8 +164,9 @@ class LeaseApi:
     async def write(self, lease: dict[str, Any], *, create: bool) -> bool:
         """Create or replace (with its resourceVersion); False when another replica got there first."""
         ns, name = lease["metadata"]["namespace"], lease["metadata"]["name"]
-        call = self._s().post(self._url(ns), json=lease, ssl=self.ssl) if create else (
-            self._s().put(self._url(ns, name), json=lease, ssl=self.ssl))
+        auth = self._auth()
+        call = self._s().post(self._url(ns), json=lease, headers=auth, ssl=self.ssl) if create else (
+            self._s().put(self._url(ns, name), json=lease, headers=auth, ssl=self.ssl))
         async with call as resp:
             if resp.status == 409:
                 return False
@@ -133,7 +176,7 @@ class LeaseApi:
     async def label_pod(self, namespace: str, name: str, value: str | None) -> None:
         url = f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{name}"
         patch = {"metadata": {"labels": {LEADER_LABEL: value}}}
-        headers = {"Content-Type": "application/merge-patch+json"}
+        headers = {"Content-Type": "application/merge-patch+json", **self._auth()}
         async with self._s().patch(url, json=patch, headers=headers, ssl=self.ssl) as resp:
             resp.raise_for_status()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 #: Verbs RBAC knows for resource requests (the API server maps HTTP methods onto these).
@@ -107,22 +107,52 @@ def grants(objects: Iterable[Mapping[str, Any]], service_account: str, sa_namesp
 
 @dataclass(frozen=True)
 class Comparison:
-    """Needed permissions nothing grants, and granted atoms no request used."""
+    """Needed permissions nothing grants, granted atoms no request used, and grants another grant already gives."""
 
     missing: list[Permission]
     extra: list[Grant]
+    redundant: list[Grant] = field(default_factory=list)
 
     @property
     def exact(self) -> bool:
-        return not self.missing and not self.extra
+        return not self.missing and not self.extra and not self.redundant
+
+
+def _grant_key(g: Grant) -> tuple[str, str, str, str, str]:
+    return (g.namespace or "", g.group, g.resource, g.verb, g.name or "")
+
+
+def subsumes(wider: Grant, narrower: Grant) -> bool:
+    """`wider` grants everything `narrower` does (same group/resource/verb, scope and name at least as wide)."""
+    return (
+        wider != narrower
+        and (wider.group, wider.resource, wider.verb) == (narrower.group, narrower.resource, narrower.verb)
+        and (wider.namespace is None or wider.namespace == narrower.namespace)
+        and (wider.name is None or wider.name == narrower.name)
+    )
 
 
 def compare(granted: set[Grant], needed: set[Permission]) -> Comparison:
-    """Nothing missing (every need covered), nothing extra (every grant used by some need)."""
+    """Nothing missing (every need covered), nothing extra (every grant used by some need), nothing granted twice."""
     missing = sorted(p for p in needed if not any(g.covers(p) for g in granted))
-    extra = sorted((g for g in granted if not any(g.covers(p) for p in needed)),
-                   key=lambda g: (g.namespace or "", g.group, g.resource, g.verb, g.name or ""))
-    return Comparison(missing, extra)
+    extra = sorted((g for g in granted if not any(g.covers(p) for p in needed)), key=_grant_key)
+    redundant = sorted((g for g in granted if any(subsumes(other, g) for other in granted)), key=_grant_key)
+    return Comparison(missing, extra, redundant)
+
+
+def owner_reference_permissions(obj: Mapping[str, Any]) -> set[Permission]:
+    """What creating `obj` needs beyond `create` where OwnerReferencesPermissionEnforcement is enabled (OpenShift,
+    hardened clusters): `update` on the owner's `finalizers` subresource for each blockOwnerDeletion reference."""
+    meta = obj.get("metadata") or {}
+    out = set()
+    for ref in meta.get("ownerReferences") or []:
+        if not ref.get("blockOwnerDeletion"):
+            continue
+        api_version = str(ref.get("apiVersion") or "v1")
+        group = api_version.split("/")[0] if "/" in api_version else ""
+        plural = str(ref["kind"]).lower() + "s"
+        out.add(Permission(group, f"{plural}/finalizers", "update", meta.get("namespace"), ref.get("name")))
+    return out
 
 
 def minimal_rules(needed: Iterable[Permission], *, cluster_wide: bool = True) -> dict[str | None, list[dict[str, Any]]]:

@@ -1,15 +1,32 @@
-"""`tfjob operator`: run the kopf handlers of `tfjob_operator.handlers` with settings from `TFJOB_*`."""
+"""`tfjob operator`: run the kopf handlers of `tfjob_operator.handlers` with settings from `TFJOB_*`.
+
+With `TFJOB_LEADER_ELECTION=true` a replica first waits for the Lease (answering `/healthz` meanwhile, so a
+standby passes its probes), then runs kopf while it holds it, and exits 1 if it loses it. With
+`TFJOB_WEBHOOK_ENABLED=true` kopf also serves the admission webhooks (`tfjob_operator.webhook`).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import signal
 import socket
 import threading
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
 
 import kopf
+from aiohttp import web
 
+from tfjob_operator import leader, webhook
 from tfjob_operator.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+
+Main = Callable[[], Coroutine[Any, Any, None]]
 
 
 def kopf_arguments(settings: OperatorSettings) -> dict[str, object]:
@@ -26,6 +43,53 @@ def kopf_arguments(settings: OperatorSettings) -> dict[str, object]:
     }
 
 
+def pod_namespace(settings: OperatorSettings) -> str:
+    """This replica's namespace: the setting, else the service account's, else `default` (outside a cluster)."""
+    if settings.pod_namespace:
+        return settings.pod_namespace
+    path = leader.SERVICE_ACCOUNT_DIR / "namespace"
+    with contextlib.suppress(OSError):
+        return path.read_text().strip() or "default"
+    return "default"
+
+
+def webhook_options(settings: OperatorSettings) -> webhook.WebhookOptions:
+    """Where the admission server listens and how it is reached, from the TFJOB_WEBHOOK_* settings."""
+    return webhook.WebhookOptions(
+        port=settings.webhook_port,
+        addr=settings.webhook_host,
+        service_name=settings.webhook_service_name,
+        service_namespace=pod_namespace(settings) if settings.webhook_service_name else None,
+        cert_dir=Path(settings.webhook_cert_dir) if settings.webhook_cert_dir else None,
+        config_name=settings.webhook_config_name,
+    )
+
+
+def election_config(settings: OperatorSettings) -> leader.LeaderElectionConfig:
+    """The Lease this replica competes for; its identity is the pod name (else host and pid)."""
+    identity = settings.pod_name or f"{socket.gethostname()}-{os.getpid()}"
+    return leader.LeaderElectionConfig(
+        namespace=pod_namespace(settings),
+        lease_name=settings.leader_election_lease_name,
+        identity=identity,
+        lease_duration=settings.leader_election_lease_duration,
+        renew_deadline=settings.renew_deadline,
+        retry_period=settings.leader_election_retry_period,
+        # Only the webhook Service selects the leader label; without a webhook the pod is left alone.
+        pod_name=settings.pod_name if settings.webhook_enabled else None,
+    )
+
+
+def kopf_settings(settings: OperatorSettings) -> kopf.OperatorSettings:
+    """kopf's settings that must be in place before it starts (the startup handler tunes the rest)."""
+    configured = kopf.OperatorSettings()
+    # The operator knows its resources; scanning CRDs and namespaces would need cluster-wide RBAC it has no use for.
+    configured.scanning.disabled = True
+    if settings.webhook_enabled:
+        webhook.configure_admission(configured, webhook_options(settings))
+    return configured
+
+
 def _port_free(host: str, port: int) -> bool:
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -36,17 +100,102 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
+async def serve_standby_health(host: str, port: int) -> web.AppRunner:
+    """`/healthz` for a replica waiting for the Lease (kopf serves it once this replica leads)."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"leader": False, "state": "standby"})
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port, reuse_address=True).start()
+    return runner
+
+
+async def run_elected(settings: OperatorSettings, main: Main, *, api: leader.LeaseApi | None = None,
+                      stop_flag: threading.Event | None = None) -> None:
+    """Wait for the Lease, then run `main` while holding it; return on SIGINT/SIGTERM (or `stop_flag`).
+
+    Raises `leader.LeadershipLost` when the Lease could not be renewed: the caller must exit.
+    """
+    api = api or leader.LeaseApi.connect()
+    config = election_config(settings)
+    health = await serve_standby_health(settings.liveness_host, settings.liveness_port) if (
+        settings.liveness_port) else None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)  # kopf installs its own once it runs
+
+    async def lead() -> None:
+        nonlocal health
+        if health is not None:
+            await health.cleanup()  # kopf's liveness endpoint takes the port over
+            health = None
+        await main()
+
+    async def watch_stop_flag() -> None:
+        while stop_flag is not None and not stop_flag.is_set():
+            await asyncio.sleep(0.2)
+        if stop_flag is not None:
+            stop.set()
+
+    try:
+        if config.pod_name:
+            # A restarted ex-leader keeps its pod (and label): drop it so the webhook Service skips this standby.
+            await api.label_pod(config.namespace, config.pod_name, None)
+        elected = asyncio.create_task(leader.run_as_leader(api, config, lead), name="leader election")
+        stopper = asyncio.create_task(stop.wait(), name="stop signal")
+        flag = asyncio.create_task(watch_stop_flag(), name="stop flag")
+        try:
+            await asyncio.wait({elected, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (stopper, flag):
+                task.cancel()
+            if not elected.done():
+                elected.cancel()  # standby: stop waiting; leader: kopf stops and the Lease is released
+            results = await asyncio.gather(elected, return_exceptions=True)
+        if isinstance(results[0], leader.LeadershipLost):
+            raise results[0]
+        if isinstance(results[0], BaseException) and not isinstance(results[0], asyncio.CancelledError):
+            raise results[0]
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
+        if health is not None:
+            await health.cleanup()
+        await api.close()
+
+
 def run_operator(settings: OperatorSettings | None = None, *, stop_flag: threading.Event | None = None) -> int:
-    """Run the operator until SIGINT/SIGTERM (or `stop_flag`); 0 on a clean stop."""
+    """Run the operator until SIGINT/SIGTERM (or `stop_flag`); 0 on a clean stop, 1 when leadership was lost."""
     settings = settings or OperatorSettings()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     import tfjob_operator.handlers  # noqa: F401  (registers the handlers with kopf's default registry)
 
+    if settings.webhook_enabled:
+        webhook.register(failure_policy=settings.webhook_failure_policy)
     if settings.liveness_port and not _port_free(settings.liveness_host, settings.liveness_port):
         # A second operator on one machine (tfjob local beside another) must still run; only the probe is lost.
-        logging.getLogger(__name__).warning("liveness port %s is taken: running without /healthz",
-                                            settings.liveness_port)
+        log.warning("liveness port %s is taken: running without /healthz", settings.liveness_port)
         settings = settings.model_copy(update={"liveness_port": 0})
     memo = kopf.Memo(settings=settings)
-    asyncio.run(kopf.operator(memo=memo, stop_flag=stop_flag, **kopf_arguments(settings)))  # type: ignore[arg-type]
+    configured = kopf_settings(settings)
+
+    async def main() -> None:
+        await kopf.operator(memo=memo, settings=configured, stop_flag=stop_flag,  # type: ignore[arg-type]
+                            **kopf_arguments(settings))  # type: ignore[arg-type]
+
+    if not settings.leader_election:
+        asyncio.run(main())
+        return 0
+    try:
+        asyncio.run(run_elected(settings, main, stop_flag=stop_flag))
+    except leader.LeadershipLost as exc:
+        log.error("leader election: %s; exiting so that only the new leader acts", exc)
+        return 1
     return 0

@@ -6,9 +6,10 @@ Example: `TFJOB_NAMESPACES=team-a,team-b TFJOB_ADDRESSING=loopback tfjob operato
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -83,6 +84,41 @@ class OperatorSettings(BaseSettings):
         False, description="Let kopf post its own per-handler Events too (the operator posts lifecycle Events anyway)."
     )
 
+    leader_election: bool = Field(
+        False, description="Act only while holding a coordination.k8s.io Lease, so several replicas are safe."
+    )
+    leader_election_lease_name: str = Field("tfjob-operator", description="Name of the Lease the replicas share.")
+    leader_election_lease_duration: float = Field(
+        15.0, gt=0, description="Seconds a Lease stays valid without renewal; a standby takes over after that."
+    )
+    leader_election_renew_deadline: float | None = Field(
+        None, gt=0, description="Seconds the leader keeps trying to renew before it stops; empty: 2/3 of the duration."
+    )
+    leader_election_retry_period: float = Field(
+        2.0, gt=0, description="Seconds between renewals by the leader and between attempts by standbys."
+    )
+    pod_name: str | None = Field(
+        None, description="This replica's pod (downward API): its Lease identity; the leader labels it for the webhook."
+    )
+    pod_namespace: str | None = Field(
+        None, description="This replica's namespace (downward API): holds the Lease and the webhook Service."
+    )
+    webhook_enabled: bool = Field(False, description="Serve the validating and mutating admission webhooks.")
+    webhook_port: int = Field(9443, ge=1, le=65535, description="Port of the admission webhook server (HTTPS).")
+    webhook_host: str = Field("0.0.0.0", description="Address the admission webhook server binds to.")
+    webhook_service_name: str | None = Field(
+        None, description="Service in front of the webhook (in the pod namespace); empty: the configurations use a URL."
+    )
+    webhook_failure_policy: Literal["Fail", "Ignore"] = Field(
+        "Fail", description="failurePolicy of the webhooks: Fail refuses TFJob writes while no webhook answers."
+    )
+    webhook_cert_dir: Path | None = Field(
+        None, description="Directory with tls.crt/tls.key (cert-manager); empty: a self-signed certificate at start."
+    )
+    webhook_config_name: str | None = Field(
+        None, description="Webhook configurations the operator fills in (self-signed mode); empty: it writes none."
+    )
+
     @field_validator("namespaces", mode="before")
     @classmethod
     def _split_namespaces(cls, value: Any) -> Any:
@@ -102,6 +138,29 @@ class OperatorSettings(BaseSettings):
             raise ValueError(f"TFJOB_LOG_LEVEL: {value!r} is not one of DEBUG, INFO, WARNING, ERROR")
         return level
 
+    @field_validator("pod_name", "pod_namespace", "webhook_service_name", "webhook_cert_dir", "webhook_config_name",
+                     mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        """The chart passes empty strings for unset options."""
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _election_timings(self) -> OperatorSettings:
+        if self.leader_election_renew_deadline is not None and (
+                self.leader_election_renew_deadline >= self.leader_election_lease_duration):
+            raise ValueError("TFJOB_LEADER_ELECTION_RENEW_DEADLINE must be shorter than "
+                             "TFJOB_LEADER_ELECTION_LEASE_DURATION (a leader must stop before a standby may take over)")
+        if self.leader_election_retry_period >= self.renew_deadline:
+            raise ValueError("TFJOB_LEADER_ELECTION_RETRY_PERIOD must be shorter than the renew deadline "
+                             "(TFJOB_LEADER_ELECTION_RENEW_DEADLINE, default 2/3 of the lease duration)")
+        return self
+
     @property
     def clusterwide(self) -> bool:
         return not self.namespaces
+
+    @property
+    def renew_deadline(self) -> float:
+        """Seconds the leader may fail to renew before it stops acting."""
+        return self.leader_election_renew_deadline or self.leader_election_lease_duration * 2 / 3

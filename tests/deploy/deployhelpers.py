@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,3 +21,10 @@ def _load_renderer() -> ModuleType:
 
 
 renderer = _load_renderer()
+
+
+def chart_env(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The operator container's env as rendered: plain values as strings, downward-API entries as their source."""
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}

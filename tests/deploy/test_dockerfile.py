@@ -64,7 +64,7 @@ def test_operator_entrypoint_is_the_installed_tfjob_operator_command() -> None:
     assert (entrypoint + cmd)[:2] == ["tfjob", "operator"]
     from tfjob_operator import cli
 
-    assert "operator" in cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert "operator" in cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr,operator]
 
 
 def test_operator_stage_installs_no_tensorflow() -> None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from typing import Any
 
 import aiohttp
 import pytest
+from kopfrun import free_port
 
-from tfjob_operator import leader
+from tfjob_operator import leader, runner
 from tfjob_operator.local.apiserver.thread import ApiServerThread
+from tfjob_operator.settings import OperatorSettings
 
 NS = "default"
 
@@ -105,3 +108,75 @@ async def test_clean_shutdown_releases_the_lease_and_the_leader_labels_its_pod()
             other = leader.LeaderElector(lease_api, config("op-b"))
             assert await other.try_acquire_or_renew()  # taken at once, no waiting for expiry
             await lease_api.close()
+
+
+async def _healthz(port: int) -> dict[str, Any] | None:
+    try:
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/healthz") as resp:
+            return dict(await resp.json()) if resp.status == 200 else None
+    except aiohttp.ClientError:
+        return None
+
+
+async def _until(predicate: Any, timeout: float = 10.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        if value := await predicate():
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {predicate}")
+
+
+def _elected_settings(port: int) -> OperatorSettings:
+    return OperatorSettings(leader_election=True, pod_namespace=NS, leader_election_lease_duration=1.5,
+                            leader_election_retry_period=0.1, liveness_port=port, liveness_host="127.0.0.1")
+
+
+async def _held_by_another(url: str) -> leader.LeaderElector:
+    other = leader.LeaderElector(leader.LeaseApi(url), leader.LeaderElectionConfig(
+        namespace=NS, lease_name="tfjob-operator", identity="other", lease_duration=30))
+    assert await other.try_acquire_or_renew()
+    return other
+
+
+@pytest.mark.timeout(60)
+async def test_runner_standby_answers_healthz_then_leads_and_exits_when_it_cannot_renew() -> None:
+    with ApiServerThread() as api:
+        other = await _held_by_another(api.url)
+        port, started = free_port(), asyncio.Event()
+
+        async def main() -> None:
+            started.set()
+            await asyncio.Event().wait()
+
+        lease_api = leader.LeaseApi(api.url)
+        task = asyncio.create_task(runner.run_elected(_elected_settings(port), main, api=lease_api))
+        assert (await _until(lambda: _healthz(port)))["state"] == "standby"  # the probe passes while it waits
+        assert not started.is_set()
+        await other.release()
+        await other.api.close()
+        await asyncio.wait_for(started.wait(), 10)
+        assert await _healthz(port) is None  # the standby endpoint is closed: kopf's takes over the port
+        lease_api.base_url = "http://127.0.0.1:9"  # the API server is unreachable: renewals fail
+        with pytest.raises(leader.LeadershipLost):
+            await asyncio.wait_for(task, 10)
+
+
+@pytest.mark.timeout(60)
+async def test_runner_standby_stops_cleanly_on_request_without_ever_leading() -> None:
+    with ApiServerThread() as api:
+        other = await _held_by_another(api.url)
+        port, stop = free_port(), threading.Event()
+
+        async def main() -> None:
+            raise AssertionError("a standby must not act")
+
+        task = asyncio.create_task(runner.run_elected(_elected_settings(port), main, api=leader.LeaseApi(api.url),
+                                                      stop_flag=stop))
+        await _until(lambda: _healthz(port))
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        assert await _healthz(port) is None
+        lease = await other.api.get(NS, "tfjob-operator")
+        assert lease is not None and lease["spec"]["holderIdentity"] == "other"
+        await other.api.close()
