@@ -24,7 +24,8 @@ def test_progress_parser_reads_the_worker_runtime_lines() -> None:
     assert progress.resumed_at == 3
     assert (progress.epoch, progress.epochs, progress.step, progress.steps) == (3, 5, 10, 20)
     assert progress.metrics == {"loss": "0.3000", "accuracy": "0.9012", "examples_per_sec": "1234.5"}
-    assert progress_line(progress) == "chief: epoch 3/5 step 10/20 loss=0.3000 accuracy=0.9012 examples_per_sec=1234.5"
+    assert progress_line(progress) == ("chief: epoch 3/5 step 10/20 loss=0.3000 accuracy=0.9012 examples_per_sec=1234.5"
+                                       " (resumed from backup at epoch 3)")
 
 
 def test_done_line_gives_accuracy_and_saved_model() -> None:
@@ -55,7 +56,8 @@ def test_plain_view_prints_only_what_changed() -> None:
     assert [line.split("] ", 1)[1] for line in added] == [
         "TFJob mnist: Running  workers 2/2  restarts 0",
         "  pod mnist-worker-0                   Running      attempt 0   restarts 0",
-        "  chief: epoch 3/5 step 10/20 loss=0.3000 accuracy=0.9012 examples_per_sec=1234.5",
+        "  chief: epoch 3/5 step 10/20 loss=0.3000 accuracy=0.9012 examples_per_sec=1234.5"
+        " (resumed from backup at epoch 3)",
     ]
 
 

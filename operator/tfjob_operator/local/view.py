@@ -28,14 +28,15 @@ def job_line(job: dict[str, Any]) -> str:
 
 
 def progress_line(progress: Progress) -> str:
+    resumed = f" (resumed from backup at epoch {progress.resumed_at})" if progress.resumed_at else ""
     if progress.done:
         return "chief: done " + " ".join(f"{k}={v}" for k, v in progress.done.items() if k != "saved_model")
     if progress.epochs:
         metrics = " ".join(f"{k}={v}" for k, v in progress.metrics.items())
         step = f" step {progress.step}/{progress.steps}" if progress.steps else ""
-        return f"chief: epoch {progress.epoch}/{progress.epochs}{step} {metrics}".rstrip()
+        return f"chief: epoch {progress.epoch}/{progress.epochs}{step} {metrics}".rstrip() + resumed
     if progress.started:
-        return f"chief: training started ({progress.started.get('strategy', '?')})"
+        return f"chief: training started ({progress.started.get('strategy', '?')}){resumed}"
     return "chief: waiting for training to start"
 
 
