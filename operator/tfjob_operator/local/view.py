@@ -122,7 +122,9 @@ class RichView:
             bar = ProgressBar(total=max(p.epochs, 1), completed=p.epoch if p.epochs else 0, width=40)
             state = (snap.job.get("status") or {}).get("state") or "Pending"
             color = {"Succeeded": "green", "Failed": "red", "Restarting": "yellow"}.get(state, "cyan")
-            panels.append(Panel(Group(table, bar, progress_line(p)), title=job_line(snap.job),
+            line = Table.grid(padding=(0, 1))
+            line.add_row(bar, progress_line(p))
+            panels.append(Panel(Group(table, line), title=job_line(snap.job),
                                 border_style=color))
         self.live.update(Group(*panels))
 
