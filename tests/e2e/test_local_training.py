@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, apply, example
+from e2e_helpers import REPO, apply, example
 from operator_harness import Cluster, wait_for
 
 TFJOB = [sys.executable, "-m", "tfjob_operator.cli"]

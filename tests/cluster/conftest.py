@@ -1,0 +1,42 @@
+"""Fixtures for the real-cluster tier: skipped unless KUBECONFIG names a cluster with the operator installed.
+
+Run (see docs/deploy.md for kind/k3d set-up):
+    KUBECONFIG=~/.kube/config TFJOB_WORKER_IMAGE=tfjob-worker:dev .venv/bin/pytest tests/cluster -v
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from cluster_helpers import RealCluster
+
+
+@pytest.fixture(scope="session")
+def real_cluster() -> Iterator[RealCluster]:
+    kubeconfig = os.environ.get("KUBECONFIG")
+    if not kubeconfig:
+        pytest.skip("no KUBECONFIG: the real-cluster tier runs only against a cluster you name")
+    from kubernetes import client, config
+
+    try:
+        api = config.new_client_from_config(kubeconfig)
+        client.VersionApi(api).get_code(_request_timeout=5)
+        custom = client.CustomObjectsApi(api)
+        custom.list_cluster_custom_object("tfjob.dev", "v1", "tfjobs", limit=1, _request_timeout=5)
+    except Exception as exc:  # unreachable cluster, or no CRD: not an operator cluster
+        pytest.skip(f"KUBECONFIG cluster not usable for tfjob tests ({exc.__class__.__name__}: {exc})")
+    core = client.CoreV1Api(api)
+    namespace = f"tfjob-cluster-test-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespaced_persistent_volume_claim(namespace, {
+        "metadata": {"name": "tfjob-shared"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    })
+    try:
+        yield RealCluster(core, custom, namespace, kubeconfig,
+                          os.environ.get("TFJOB_WORKER_IMAGE", "tfjob-worker:dev"))
+    finally:
+        core.delete_namespace(namespace)
