@@ -258,7 +258,8 @@ async def run_as_leader(api: LeaseApi, config: LeaderElectionConfig,
     finally:
         for task in (holder, worker):
             task.cancel()
-        await asyncio.gather(holder, worker, return_exceptions=True)
+        # After a loss, wait only so long for `main` to wind down: a new leader may be acting already.
+        await asyncio.wait({holder, worker}, timeout=config.renew_deadline if lost else None)
         if not lost:
             with contextlib.suppress(aiohttp.ClientError):
                 await asyncio.shield(elector.release())

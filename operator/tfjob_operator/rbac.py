@@ -107,7 +107,7 @@ def grants(objects: Iterable[Mapping[str, Any]], service_account: str, sa_namesp
 
 @dataclass(frozen=True)
 class Comparison:
-    """Needed permissions nothing grants, granted atoms no request used, and grants another grant already gives."""
+    """Needed permissions nothing grants, granted atoms no request used, and grants wider than their uses need."""
 
     missing: list[Permission]
     extra: list[Grant]
@@ -133,11 +133,18 @@ def subsumes(wider: Grant, narrower: Grant) -> bool:
 
 
 def compare(granted: set[Grant], needed: set[Permission]) -> Comparison:
-    """Nothing missing (every need covered), nothing extra (every grant used by some need), nothing granted twice."""
+    """Nothing missing (every need covered), nothing extra (every grant used), nothing wider than its uses need."""
     missing = sorted(p for p in needed if not any(g.covers(p) for g in granted))
     extra = sorted((g for g in granted if not any(g.covers(p) for p in needed)), key=_grant_key)
-    redundant = sorted((g for g in granted if any(subsumes(other, g) for other in granted)), key=_grant_key)
+    redundant = sorted((g for g in granted if _wider_than_needed(g, granted, needed)), key=_grant_key)
     return Comparison(missing, extra, redundant)
+
+
+def _wider_than_needed(g: Grant, granted: set[Grant], needed: set[Permission]) -> bool:
+    """Every need `g` covers is met by a grant that is not wider than `g` (e.g. a ClusterRole rule whose only
+    uses are in one namespace that a Role already covers). A narrow grant beside a wider one is left alone."""
+    used = [p for p in needed if g.covers(p)]
+    return bool(used) and all(any(o != g and o.covers(p) and not subsumes(o, g) for o in granted) for p in used)
 
 
 def owner_reference_permissions(obj: Mapping[str, Any]) -> set[Permission]:

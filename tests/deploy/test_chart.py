@@ -127,17 +127,17 @@ def test_rbac_has_no_wildcards_and_no_secrets(rendered: tuple[str, list[dict[str
 
 
 @pytest.mark.parametrize(
-    ("backend", "scheduler", "podgroup_group"),
+    ("backend", "scheduler", "podgroup_group", "admission_loop"),
     [
-        ("builtin", "", None),
-        ("volcano", "volcano", "scheduling.volcano.sh"),
-        ("scheduler-plugins", "scheduler-plugins-scheduler", "scheduling.x-k8s.io"),
-        ("kueue", "", None),
-        ("none", "", None),
+        ("builtin", "", None, True),
+        ("volcano", "volcano", "scheduling.volcano.sh", False),
+        ("scheduler-plugins", "scheduler-plugins-scheduler", "scheduling.x-k8s.io", False),
+        ("kueue", "", None, False),
+        ("none", "", None, False),
     ],
 )
 def test_gang_backend_sets_scheduler_and_grants_only_its_objects(
-    backend: str, scheduler: str, podgroup_group: str | None
+    backend: str, scheduler: str, podgroup_group: str | None, admission_loop: bool
 ) -> None:
     objects = renderer.render_chart({"gang": {"backend": backend}})
     env = env_of(objects)
@@ -146,8 +146,10 @@ def test_gang_backend_sets_scheduler_and_grants_only_its_objects(
     (role,) = by_kind(objects, "ClusterRole")
     groups = {g for r in role["rules"] for g in r["apiGroups"] if "podgroups" in r["resources"]}
     assert groups == ({podgroup_group} if podgroup_group else set())
-    (plain,) = by_kind(renderer.render_chart({"gang": {"backend": "none"}}), "ClusterRole")
-    assert [r for r in role["rules"] if "podgroups" not in r["resources"]] == plain["rules"]
+    # The builtin admission loop reads nodes and patches pods to release them; no other backend does.
+    assert any("nodes" in r["resources"] for r in role["rules"]) == admission_loop
+    (pods,) = [r for r in role["rules"] if r["resources"] == ["pods"]]
+    assert ("patch" in pods["verbs"]) == admission_loop
 
 
 def test_explicit_scheduler_name_wins_and_additional_backends_get_rbac() -> None:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from kopfrun import free_port
+from kopfrun import free_port, install_crd
+from operator_harness import Operator, wait_for
 
 from tfjob_operator import leader, runner
-from tfjob_operator.local.apiserver.thread import ApiServerThread
+from tfjob_operator.local.apiserver.thread import ApiServerThread, write_kubeconfig
 from tfjob_operator.settings import OperatorSettings
 
 NS = "default"
@@ -180,3 +182,20 @@ async def test_runner_standby_stops_cleanly_on_request_without_ever_leading() ->
         lease = await other.api.get(NS, "tfjob-operator")
         assert lease is not None and lease["spec"]["holderIdentity"] == "other"
         await other.api.close()
+
+
+@pytest.mark.timeout(90)
+def test_operator_process_that_cannot_renew_its_lease_exits_with_status_1(tmp_path: Path) -> None:
+    with ApiServerThread() as api:
+        asyncio.run(install_crd(api.url))
+        write_kubeconfig(tmp_path / "kubeconfig", api.url)
+        op = Operator(tmp_path / "kubeconfig", tmp_path / "operator.log", TFJOB_LEADER_ELECTION="true",
+                      TFJOB_POD_NAME="op-0", TFJOB_POD_NAMESPACE=NS, TFJOB_LEADER_ELECTION_LEASE_DURATION="1.5",
+                      TFJOB_LEADER_ELECTION_RETRY_PERIOD="0.1").start()
+        try:
+            wait_for(lambda: "tfjob operator started" in op.log(), 30, what="the operator leads")
+            api.server.faults.fail("*", r"/leases/tfjob-operator$", 503, count=10**6)  # renewals fail from now on
+            assert op.proc is not None and op.proc.wait(20) == 1, op.log()[-3000:]
+            assert "could not renew Lease tfjob-operator" in op.log()
+        finally:
+            op.stop()

@@ -104,3 +104,31 @@ def test_wildcards_and_secrets_are_flagged_and_the_chart_has_none() -> None:
     assert len(rbac.wildcard_or_secret_rules(bad)) == 2
     for values in ({}, {"watchNamespaces": ["a"]}, {"webhook": {"certManager": {"enabled": True}}}):
         assert rbac.wildcard_or_secret_rules(renderer.render_chart(values)) == []
+
+
+CLUSTER_PATCH = rbac.Grant(None, "", "pods", "patch", None)
+ROLE_PATCH = rbac.Grant("sys", "", "pods", "patch", None)
+
+
+@pytest.mark.parametrize(
+    ("granted", "needed", "wider_than_needed"),
+    [
+        # A cluster-wide grant used only where a Role already covers it: the cluster-wide one is too wide.
+        ({CLUSTER_PATCH, ROLE_PATCH}, {P("", "pods", "patch", "sys", "op-0")}, [CLUSTER_PATCH]),
+        # Used in another namespace too: both are needed (the Role keeps leader election self-contained).
+        ({CLUSTER_PATCH, ROLE_PATCH}, {P("", "pods", "patch", "sys", "op-0"), P("", "pods", "patch", "a", "p")}, []),
+        ({CLUSTER_PATCH}, {P("", "pods", "patch", "sys", "op-0")}, []),
+    ],
+)
+def test_compare_flags_grants_wider_than_their_uses(
+        granted: set[rbac.Grant], needed: set[rbac.Permission], wider_than_needed: list[rbac.Grant]) -> None:
+    result = rbac.compare(granted, needed)
+    assert result.redundant == wider_than_needed and result.missing == [] and result.extra == []
+
+
+def test_blocking_owner_references_need_update_on_the_owners_finalizers() -> None:
+    pod = {"metadata": {"namespace": "a", "ownerReferences": [
+        {"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "name": "j", "blockOwnerDeletion": True},
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "c"},
+    ]}}
+    assert rbac.owner_reference_permissions(pod) == {P("tfjob.dev", "tfjobs/finalizers", "update", "a", "j")}
