@@ -7,6 +7,8 @@ asks the :class:`JobController` to reconcile that job. Requests for one job are 
 a job is read from kopf's index of TFJobs and its pods from an index of pods by job (no API reads). Timers
 (`loop.call_later`) bring a job back at the time `reconcile` asks for: deadline, TTL, stuck-Terminating timeout.
 No finalizers are added: deletion is Kubernetes garbage collection through owner references.
+Jobs of the builtin gang backend are released by the admission loop (`tfjob_operator.admission`), which pod
+events wake; its reason for a waiting job reaches the status through `GangView.queued_reason`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 import kopf
 
 from tfjob_operator import constants
+from tfjob_operator.admission import AdmissionLoop
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, collection_path, load_api_client
@@ -85,6 +88,8 @@ class JobController:
         self._ports_in_use: set[int] = set()
         self._resync_task: asyncio.Task[None] | None = None
         self.gang_options = GangOptions()
+        #: The builtin backend's admission loop (started with the operator).
+        self.admission: AdmissionLoop | None = None
 
     # ------------------------------------------------------------ scheduling
 
@@ -194,16 +199,24 @@ class JobController:
                 pod = {**pod, "spec": {**pod["spec"], "schedulerName": scheduler}}
             return backend.decorate_pod(job, pod)
 
-        ready, why = True, ""
+        ready, why, missing = True, "", []
         # Only counts and requests matter to the backend here, so placeholder ports do in loopback mode.
         placeholder = {n: 0 for n in _all_pod_names(job)} if self.settings.addressing == Addressing.LOOPBACK else None
         groups = backend.group_objects(job, render(job, RenderOptions(loopback_ports=placeholder)).pods)
         if groups:
-            observed = [g for g in [await self.kube.get(f"{collection_path(g)}/{g['metadata']['name']}")
-                                    for g in groups] if g]
+            found = [await self.kube.get(f"{collection_path(g)}/{g['metadata']['name']}") for g in groups]
+            observed = [g for g in found if g]
+            missing = [g for g, got in zip(groups, found, strict=True) if not got]
             ready, why = backend.ready_to_create_pods(job, observed)
+        queued = (why or None) if not ready else backend.queued_reason(job, pods)
+        if queued and backend.uses_admission_loop and self.admission is not None:
+            if self.admission.released(pods):
+                queued = None  # released a moment ago; the pod index has not caught up yet
+            else:
+                # The loop's reason says what is short ("needs 8 nvidia.com/gpu on ≤ 2 nodes; largest free 6").
+                queued = self.admission.reason_for(job.namespace, job.name) or queued
         return GangView(decorate_pod=decorate, group_objects=backend.group_objects, ready_to_create_pods=ready,
-                        queued_reason=(why or None) if not ready else backend.queued_reason(job, pods))
+                        missing_groups=tuple(missing), queued_reason=queued)
 
     async def _loopback_ports(self, obj: dict[str, Any], job: TFJob) -> dict[str, int]:
         """Pod name → 127.0.0.1 port, recorded on the job before any pod uses it (stable across restarts)."""
@@ -385,6 +398,12 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     controller = JobController(ops, Kube(api, retry), metrics)
     controller.gang_options = GangOptions(volcano_scheduler_name=ops.scheduler_name or "volcano")
     controller._resync_task = asyncio.create_task(controller.resync_forever(), name="tfjob resync")
+    # One loop per operator process; only the active replica runs kopf at all (Lease leader election, or one replica).
+    controller.admission = AdmissionLoop(controller)
+    controller.admission.start()
+    if not ops.standalone and not ops.leader_election:
+        log.warning("kopf peering without leader election: a paused replica still runs the gang admission loop; "
+                    "set TFJOB_LEADER_ELECTION=true when running several replicas with the builtin gang backend")
     memo.controller = controller
     log.info("tfjob operator started: namespaces=%s addressing=%s gang=%s", ops.namespaces or "all",
              ops.addressing.value, ops.gang_backend.value)
@@ -397,6 +416,8 @@ async def cleanup(memo: Any, **_: Any) -> None:
         return
     if controller._resync_task is not None:
         controller._resync_task.cancel()
+    if controller.admission is not None:
+        await controller.admission.stop()
     for key in list(controller._states):
         state = controller._states[key]
         if state.task is not None:
@@ -431,13 +452,18 @@ async def tfjob_event(type: str, namespace: str | None, name: str, memo: Any, **
     controller = _bound(memo, kwargs)
     if type == "DELETED":
         controller.forget((namespace or "default", name))
+        if controller.admission is not None:
+            controller.admission.wake()
 
 
 @kopf.on.event("pods", labels={constants.LABEL_JOB_NAME: kopf.PRESENT})
-async def pod_event(namespace: str | None, labels: Mapping[str, str], memo: Any, **kwargs: Any) -> None:
-    """Any change to a pod of a TFJob: reconcile its job."""
+async def pod_event(type: str, namespace: str | None, labels: Mapping[str, str], body: kopf.Body, memo: Any,
+                    **kwargs: Any) -> None:
+    """Any change to a pod of a TFJob: reconcile its job (and tell the admission loop of gated or ended pods)."""
     controller = _bound(memo, kwargs)
     key = (namespace or "default", labels[constants.LABEL_JOB_NAME])
+    if controller.admission is not None:
+        controller.admission.notice_pod(type, body)
     if key in controller.jobs:
         controller.trigger(key)
 

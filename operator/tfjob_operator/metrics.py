@@ -1,7 +1,9 @@
 """Prometheus metrics of the operator, served on `/metrics` (prometheus-client's own HTTP server).
 
 Counters move when the operator acts (jobs created/succeeded/failed/restarted, pods created/deleted); the
-histogram times one reconcile of one job, API calls included.
+histogram times one reconcile of one job, API calls included. The `tfjob_gang_*` series come from the builtin
+backend's admission loop (queue length, admission latency, failures, schedule timeouts, GPU-seconds held by
+gangs not fully running).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from tfjob_operator.api import JobConditionType
 
@@ -38,6 +40,25 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
         self.reconcile_errors = Counter("tfjob_reconcile_errors", "Reconciles that failed and will be retried.",
                                         registry=r)
+        # Gang admission (the builtin backend's loop, tfjob_operator.admission).
+        self.gang_queue_length = Gauge("tfjob_gang_queue_length", "Gangs waiting for admission after the last pass.",
+                                       registry=r)
+        self.gang_admissions = Counter("tfjob_gang_admissions", "Gangs released by the admission loop.", registry=r)
+        self.gang_admission_seconds = Histogram(
+            "tfjob_gang_admission_latency_seconds", "From a gang first seen all gated to its release.", registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600))
+        self.gang_admission_failures = Counter(
+            "tfjob_gang_admission_failures",
+            "Gangs a pass could not admit (once per wait: no_room, never_fits), release PATCHes and passes that "
+            "failed (release_error, pass_error).", ["reason"], registry=r)
+        self.gang_schedule_timeouts = Counter(
+            "tfjob_gang_schedule_timeouts", "Released gangs not all bound within scheduleTimeoutSeconds (recreated).",
+            registry=r)
+        self.gang_partial_gpu_seconds = Counter(
+            "tfjob_gang_partial_gpu_seconds", "GPU-seconds held by bound pods of gangs not all running.", registry=r)
+        self.gang_pass_seconds = Histogram(
+            "tfjob_gang_admission_pass_seconds", "One admission pass: listing nodes and pods, placement.", registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
 
     def transition(self, condition: JobConditionType | None, reason: str) -> None:
         """Count a lifecycle transition the operator announced with an Event."""

@@ -126,6 +126,8 @@ class GangView:
     group_objects: Callable[[TFJob, list[dict[str, Any]]], list[dict[str, Any]]] = lambda job, pods: []
     #: May the pods be created now? (Volcano: only once the PodGroup left Pending.)
     ready_to_create_pods: bool = True
+    #: Group objects the backend needs that were not found (created even while pods may not be yet).
+    missing_groups: tuple[dict[str, Any], ...] = ()
     #: Why the gang waits, shown on the Queued condition; None when it does not wait.
     queued_reason: str | None = None
     #: Why the job cannot run under its backend (unknown backend name, missing queue ...): fails it as InvalidSpec.
@@ -715,6 +717,8 @@ def _create_missing(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: 
     if not missing:
         return
     if not gang.ready_to_create_pods:
+        # The PodGroup must exist before its scheduler can admit it; the pods wait until it does.
+        ctx.actions.extend(CreateObject(dict(obj)) for obj in gang.missing_groups)
         ctx.transition(C.QUEUED, "GangQueued", gang.queued_reason or "waiting for the gang backend")
         return
     if ctx.options.loopback_ports is not None and not set(names_needed) <= set(ctx.options.loopback_ports):

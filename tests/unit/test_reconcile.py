@@ -436,6 +436,18 @@ def test_gang_backend_decorates_every_pod_it_releases() -> None:
     assert all(c.obj["spec"]["schedulingGates"] for c in creates if c.kind == "Pod")
 
 
+def test_podgroup_is_created_while_the_pods_wait_for_it() -> None:
+    """Volcano: a PodGroup not found yet is created, and no pod is, until the group leaves Pending."""
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "j"}}
+    waiting = GangView(ready_to_create_pods=False, queued_reason="waiting for PodGroup j to be created",
+                       missing_groups=(group,))
+    decision = reconcile(tfjob(), [], T0, ReconcileOptions(gang=waiting))
+    assert [c.kind for c in decision.of_type(CreateObject)] == ["PodGroup"]
+    assert decision.status.state == "Queued"
+    found = GangView(ready_to_create_pods=False, queued_reason="Volcano has not enqueued PodGroup j (phase Pending)")
+    assert reconcile(tfjob(), [], T0, ReconcileOptions(gang=found)).of_type(CreateObject) == []
+
+
 def test_job_managed_by_another_controller_is_left_alone() -> None:
     decision = reconcile(tfjob(managedBy="kueue.x-k8s.io/multikueue"), [], T0)
     assert (decision.managed, decision.actions) == (False, [])

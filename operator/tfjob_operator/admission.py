@@ -1,0 +1,467 @@
+"""The builtin gang backend's admission loop: one task in the active operator that releases whole gangs.
+
+Pods of a `builtin` job are created behind the gate ``tfjob.dev/gang``. This loop runs passes one at a time
+(so two passes never book the same capacity): each pass lists nodes and pods (one consistent snapshot; pods
+released earlier but not yet bound count as taken), calls the pure :func:`gang.builtin.plan_pass`, releases
+every admitted gang with one merge PATCH per pod, restarts gangs the watchdog timed out (delete; reconcile
+recreates them gated) and hands each waiting job's reason to the normal status path (`Queued`, `GangQueued`).
+
+A pass runs when something may have changed what fits: a job's pods were created gated, a pod ended or was
+deleted, and every ``ADMISSION_PERIOD_SECONDS`` while anything waits (nodes that changed, pods of other
+owners that ended); also at the next watchdog or back-off deadline. Passes cost no API call while nothing
+waits. Only one replica may run it: the chart's Lease leader election (or a single replica) ensures that.
+
+What it remembers (passes waited, timeouts and back-off, reasons) is in memory: a restarted operator starts
+counting anew, and reads released-but-unbound pods back from the pods themselves, so nothing is double-booked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from tfjob_operator import constants, resources
+from tfjob_operator.api import TFJob
+from tfjob_operator.gang import builtin
+from tfjob_operator.gang.base import GangBackendError, backend_for, schedule_timeout_seconds
+from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
+from tfjob_operator.reconcile import owned_by, parse_time, prior_status
+from tfjob_operator.validation import InvalidSpec, parse_tfjob
+
+if TYPE_CHECKING:
+    from tfjob_operator.handlers import JobController
+
+log = logging.getLogger("tfjob_operator.admission")
+
+JobKey = tuple[str, str]
+
+#: A pass at least this often while any gang waits (node changes and other owners' pods are not watched).
+ADMISSION_PERIOD_SECONDS = 5.0
+#: Wakes within this window are served by one pass (a gang's pods are created together).
+DEBOUNCE_SECONDS = 0.05
+#: PriorityClass values looked up by name are trusted this long.
+PRIORITY_CACHE_SECONDS = 60.0
+#: Only pods that may still hold or want capacity.
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+PRIORITY_CLASS_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def waits_for_admission(pod: Mapping[str, Any]) -> bool:
+    """The pod still carries our gate, or was released by us and is not bound yet (the watchdog's concern)."""
+    meta = pod.get("metadata") or {}
+    if meta.get("deletionTimestamp") or resources.is_terminal(pod):
+        return False
+    if builtin.is_gated(pod):
+        return True
+    return not builtin.is_bound(pod) and builtin.ANNOTATION_RELEASED_AT in (meta.get("annotations") or {})
+
+
+def current_gang(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The job's pods of its current attempt that are not being deleted (what admission may release)."""
+    meta = obj.get("metadata") or {}
+    attempt = str(prior_status(obj).restartCount)
+    return [p for p in pods
+            if owned_by(p, str(meta.get("name")), meta.get("uid"))
+            and (p.get("metadata") or {}).get("namespace", "default") == meta.get("namespace", "default")
+            and ((p.get("metadata") or {}).get("labels") or {}).get(constants.LABEL_ATTEMPT, "0") == attempt
+            and not (p.get("metadata") or {}).get("deletionTimestamp")]
+
+
+def arrival_seconds(obj: Mapping[str, Any], seen_order: int) -> float:
+    """FIFO key: the job's creationTimestamp (whole seconds), then the order this operator first saw it queued."""
+    created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    base = created.timestamp() if created is not None else 0.0
+    return base + min(seen_order, 999_999) * 1e-6
+
+
+def gang_priority(pods: Iterable[Mapping[str, Any]], class_values: Mapping[str, int]) -> int:
+    """The gang's priority: the highest of its pods' ``spec.priority`` (set by the API server from the
+    PriorityClass), or the class's value when the server left it 0."""
+    best = 0
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        value = int(spec.get("priority") or 0)
+        if not value and spec.get("priorityClassName"):
+            value = class_values.get(str(spec["priorityClassName"]), 0)
+        best = max(best, value)
+    return best
+
+
+def is_finished(obj: Mapping[str, Any]) -> bool:
+    return any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def placement_summary(releases: Sequence[builtin.Release]) -> str:
+    """"node-a ×3, node-b ×1": where a released gang went."""
+    counts = Counter(r.node for r in releases)
+    return ", ".join(f"{node} ×{n}" for node, n in sorted(counts.items()))
+
+
+def held_gpu_seconds_by_job(pods_by_job: Mapping[JobKey, Sequence[Mapping[str, Any]]], seconds: float) -> Decimal:
+    """GPU-seconds held over ``seconds`` by every gang that is bound in part but not all running."""
+    total = Decimal(0)
+    for pods in pods_by_job.values():
+        live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+        total += builtin.held_gpu_seconds(live, seconds)
+    return total
+
+
+@dataclass
+class LoopState:
+    """What the loop carries from one pass to the next (in memory; see the module docstring)."""
+
+    passes_waited: dict[str, int] = field(default_factory=dict)
+    not_before: dict[str, datetime] = field(default_factory=dict)
+    timeouts: dict[str, int] = field(default_factory=dict)
+    #: job key ("ns/name") → why it waits, as the Queued condition shows it.
+    reasons: dict[str, str] = field(default_factory=dict)
+    #: job key → when the loop first saw its whole gang gated (wall clock), for the latency metric.
+    queued_since: dict[str, float] = field(default_factory=dict)
+    #: job key → order in which this operator first saw it queued (FIFO within a creation second).
+    seen: dict[str, int] = field(default_factory=dict)
+    #: jobs already counted in the admission-failures metric for their current wait.
+    failure_counted: set[str] = field(default_factory=set)
+
+    def forget(self, keep: set[str]) -> None:
+        """Drop what belongs to jobs that no longer wait (timeouts and back-off are kept: see forget_timeouts)."""
+        for table in (self.passes_waited, self.reasons, self.queued_since, self.seen):
+            for key in [k for k in table if k not in keep]:
+                del table[key]
+        self.failure_counted &= keep
+
+
+def key_str(key: JobKey) -> str:
+    return f"{key[0]}/{key[1]}"
+
+
+def key_tuple(key: str) -> JobKey:
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
+# ---------------------------------------------------------------- the loop
+
+
+class AdmissionLoop:
+    """The shell around :func:`builtin.plan_pass`: reads a snapshot, writes releases, restarts timed-out gangs."""
+
+    def __init__(self, controller: JobController, *, period: float = ADMISSION_PERIOD_SECONDS,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.controller = controller
+        self.period = period
+        self.clock = clock
+        self.state = LoopState()
+        self._wake = asyncio.Event()
+        self._deadline: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._priority_cache: dict[str, tuple[float, int]] = {}
+        self._last_integration = time.monotonic()
+        self._cluster_wide_pods = True
+        self._seq = 0
+        #: Pod uid → when this loop released it: the pod index may still show it gated for a moment.
+        self._released_uids: dict[str, float] = {}
+        self.passes = 0
+
+    # -------------------------------------------------------- control
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.run(), name="tfjob gang admission")
+
+    async def stop(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def wake(self) -> None:
+        """Ask for a pass soon (coalesced)."""
+        self._wake.set()
+
+    def notice_pod(self, event_type: str, pod: Mapping[str, Any]) -> None:
+        """A TFJob pod changed: wake for new gated gangs and for capacity freed (pod ended or deleted)."""
+        if event_type == "DELETED" or resources.is_terminal(pod) or builtin.is_gated(pod):
+            self.wake()
+        meta = pod.get("metadata") or {}
+        job = (meta.get("labels") or {}).get(constants.LABEL_JOB_NAME)
+        if event_type != "DELETED" and builtin.is_gated(pod) and job:
+            # Admission latency counts from the first gated pod the operator saw (sub-second, unlike timestamps).
+            self.state.queued_since.setdefault(f"{meta.get('namespace') or 'default'}/{job}", time.time())
+
+    def released(self, pods: Iterable[Mapping[str, Any]]) -> bool:
+        """Every pod still gated in this (possibly stale) view was released by the loop already."""
+        gated = [p for p in pods if builtin.is_gated(p)]
+        return bool(gated) and all((p.get("metadata") or {}).get("uid") in self._released_uids for p in gated)
+
+    def reason_for(self, namespace: str, name: str) -> str | None:
+        """Why this job's gang waits, from the last pass (None if the loop has not placed it yet)."""
+        return self.state.reasons.get(f"{namespace}/{name}")
+
+    async def run(self) -> None:
+        """Forever: wait for a wake (or the period), then one pass; a failing pass is retried later."""
+        failures = 0
+        while True:
+            try:
+                async with asyncio.timeout(self.period):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            await asyncio.sleep(DEBOUNCE_SECONDS)
+            self._wake.clear()
+            try:
+                await self.pass_once()
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # an API outage must not end admission for the operator's lifetime
+                failures += 1
+                self.controller.metrics.gang_admission_failures.labels("pass_error").inc()
+                log.warning("admission pass failed (%s); retrying", exc, exc_info=not isinstance(exc, KubeError))
+                await asyncio.sleep(min(self.controller.settings.retry_backoff * 2 ** failures,
+                                        self.controller.settings.retry_max_backoff))
+
+    # -------------------------------------------------------- one pass
+
+    def _waiting_jobs(self) -> dict[JobKey, Mapping[str, Any]]:
+        """Jobs (from the index) with a gated or released-but-unbound pod: no API call when there is none."""
+        found: dict[JobKey, Mapping[str, Any]] = {}
+        for key, store in list(self.controller.pods.items()):
+            if not any(waits_for_admission(p) for p in list(store or [])):
+                continue
+            obj = _latest(self.controller.jobs.get(key))
+            if obj is not None and not is_finished(obj):
+                found[key] = obj
+        return found
+
+    def _parse_builtin(self, obj: Mapping[str, Any]) -> TFJob | None:
+        try:
+            job = parse_tfjob({k: v for k, v in obj.items() if k != "status"})
+            backend = backend_for(job, self.controller.settings.gang_backend.value, self.controller.gang_options)
+        except (InvalidSpec, GangBackendError):
+            return None
+        if not backend.uses_admission_loop or job.spec.runPolicy.suspend:
+            return None
+        return job
+
+    async def pass_once(self) -> builtin.PassPlan | None:
+        """One admission pass. Returns its plan (None when nothing waited)."""
+        metrics = self.controller.metrics
+        self._integrate_gpu_seconds()
+        waiting = {key: obj for key, obj in self._waiting_jobs().items()}
+        jobs = {key: job for key, obj in waiting.items() if (job := self._parse_builtin(obj)) is not None}
+        if not jobs:
+            self._publish({}, set())
+            self._forget_timeouts()
+            metrics.gang_queue_length.set(0)
+            return None
+        now = self.clock()
+        started = time.perf_counter()
+        nodes = await self._list("/api/v1/nodes")
+        pods = await self._list_pods()
+        await self._resolve_priority_classes(pods)
+        class_values = {name: value for name, (_, value) in self._priority_cache.items()}
+        gangs: list[builtin.QueuedGang] = []
+        for key, job in jobs.items():
+            skey = key_str(key)
+            if skey not in self.state.seen:
+                self._seq += 1
+                self.state.seen[skey] = self._seq
+            members = current_gang(waiting[key], pods)
+            gangs.append(builtin.QueuedGang(job, members, priority=gang_priority(members, class_values),
+                                            arrival=arrival_seconds(waiting[key], self.state.seen[skey])))
+            if members and all(builtin.is_gated(p) for p in members):
+                self.state.queued_since.setdefault(skey, time.time())
+        plan = builtin.plan_pass(gangs, nodes, pods, now=now, options=self.controller.gang_options,
+                                 passes_waited=self.state.passes_waited, not_before=self.state.not_before)
+        self.passes += 1
+        metrics.gang_pass_seconds.observe(time.perf_counter() - started)
+        by_key = {builtin.job_key(g.job): g for g in gangs}
+        await self._release(plan, waiting, by_key)
+        await self._time_out(plan, by_key, waiting, now)
+        self.state.passes_waited = dict(plan.passes_waited)
+        for skey, reason in plan.queued.items():
+            # Still being created, or backing off after a timeout: not a placement that failed.
+            if skey not in self.state.failure_counted and not reason.startswith(("waiting for all", "requeued")):
+                never = "cannot fit even on empty nodes" in reason or reason.startswith("no ")
+                metrics.gang_admission_failures.labels("never_fits" if never else "no_room").inc()
+                self.state.failure_counted.add(skey)
+        self._publish(plan.queued, {key_str(k) for k in jobs})
+        self._forget_timeouts()
+        metrics.gang_queue_length.set(len(plan.queued))
+        self._schedule_deadline(gangs, now)
+        return plan
+
+    async def _list(self, path: str, query: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+        body = await self.controller.kube.request("GET", path, query=query)
+        return list((body or {}).get("items") or [])
+
+    async def _list_pods(self) -> list[dict[str, Any]]:
+        """Every live pod on the cluster (any namespace and scheduler uses capacity); the watched namespaces'
+        pods only if the operator may not list cluster-wide (then the watchdog covers what it cannot see)."""
+        query = [("fieldSelector", LIVE_PODS)]
+        if self._cluster_wide_pods:
+            try:
+                return await self._list("/api/v1/pods", query)
+            except KubeError as exc:
+                if exc.status != 403 or not self.controller.settings.namespaces:
+                    raise
+                log.warning("cannot list pods cluster-wide (%s): admission counts only the pods of %s",
+                            exc, ", ".join(self.controller.settings.namespaces))
+                self._cluster_wide_pods = False
+        pods: list[dict[str, Any]] = []
+        for namespace in self.controller.settings.namespaces:
+            pods += await self._list(pods_path(namespace), query)
+        return pods
+
+    async def _resolve_priority_classes(self, pods: Sequence[Mapping[str, Any]]) -> None:
+        """Look up PriorityClasses named by gated pods whose spec.priority the API server did not fill in."""
+        now = time.monotonic()
+        wanted = {str((p.get("spec") or {}).get("priorityClassName")) for p in pods
+                  if builtin.is_gated(p) and (p.get("spec") or {}).get("priorityClassName")
+                  and not (p.get("spec") or {}).get("priority")}
+        for name in wanted:
+            cached = self._priority_cache.get(name)
+            if cached is not None and now - cached[0] < PRIORITY_CACHE_SECONDS:
+                continue
+            try:
+                found = await self.controller.kube.get(f"{PRIORITY_CLASS_PATH}/{name}")
+            except KubeError as exc:  # e.g. 403: rank the gang at priority 0 rather than stop admission
+                log.warning("cannot read PriorityClass %s (%s); its gangs rank at priority 0", name, exc)
+                found = None
+            self._priority_cache[name] = (now, int((found or {}).get("value") or 0))
+
+    async def _release(self, plan: builtin.PassPlan, objs: Mapping[JobKey, Mapping[str, Any]],
+                       gangs: Mapping[str, builtin.QueuedGang]) -> None:
+        """One merge PATCH per pod of every admitted gang, all at once; then an Event per gang."""
+        metrics = self.controller.metrics
+        results = await asyncio.gather(
+            *(self.controller.kube.request("PATCH", pods_path(r.namespace, r.pod), r.patch, content_type=MERGE_PATCH)
+              for r in plan.releases), return_exceptions=True)
+        stamp = time.monotonic()
+        self._released_uids = {uid: t for uid, t in self._released_uids.items() if stamp - t < 60.0}
+        for release, result in zip(plan.releases, results, strict=True):
+            if isinstance(result, dict) and (result.get("metadata") or {}).get("uid"):
+                self._released_uids[result["metadata"]["uid"]] = stamp
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result
+                metrics.gang_admission_failures.labels("release_error").inc()
+                log.warning("releasing pod %s/%s to %s failed: %s", release.namespace, release.pod, release.node,
+                            result)
+        now = time.time()
+        for skey in plan.admitted:
+            key = key_tuple(skey)
+            names = {str((p.get("metadata") or {}).get("name")) for p in gangs[skey].pods}
+            mine = [r for r in plan.releases if r.namespace == key[0] and r.pod in names]
+            since = self.state.queued_since.pop(skey, None)
+            waited = now - since if since is not None else None
+            if waited is not None:
+                metrics.gang_admission_seconds.observe(waited)
+            metrics.gang_admissions.inc()
+            self.state.failure_counted.discard(skey)
+            message = f"gang admitted: released {len(mine)} pods to {placement_summary(mine)}"
+            if waited is not None:
+                message += f" after {waited:.1f}s in the queue"
+            log.info("%s: %s", skey, message)
+            await self._event(objs.get(key), "Normal", "GangAdmitted", message)
+
+    async def _time_out(self, plan: builtin.PassPlan, gangs: Mapping[str, builtin.QueuedGang],
+                        objs: Mapping[JobKey, Mapping[str, Any]], now: datetime) -> None:
+        """Watchdog: delete a released gang that did not bind in time; reconcile recreates it gated."""
+        for skey in plan.timed_out:
+            gang = gangs[skey]
+            count = self.state.timeouts.get(skey, 0) + 1
+            self.state.timeouts[skey] = count
+            wait = builtin.backoff_seconds(count)
+            self.state.not_before[skey] = now + timedelta(seconds=wait)
+            self.controller.metrics.gang_schedule_timeouts.inc()
+            unbound = [p for p in gang.pods if not builtin.is_bound(p)]
+            limit = schedule_timeout_seconds(gang.job, self.controller.gang_options)
+            message = (f"{len(unbound)} of {len(gang.pods)} pods not scheduled within scheduleTimeoutSeconds={limit} "
+                       f"of their release; deleting the gang, recreating it gated, admission resumes in {wait:g}s "
+                       f"(schedule timeout {count})")
+            log.warning("%s: %s", skey, message)
+            await self._event(objs.get(key_tuple(skey)), "Warning", "GangScheduleTimeout", message)
+            await asyncio.gather(*(self.controller.kube.delete_pod(gang.job.namespace,
+                                                                   str((p.get("metadata") or {}).get("name")))
+                                   for p in gang.pods))
+
+    async def _event(self, obj: Mapping[str, Any] | None, kind: str, reason: str, message: str) -> None:
+        if obj is None:
+            return
+        try:
+            await self.controller.kube.post_event(obj, kind, reason, message)
+        except KubeError as exc:  # an Event is a courtesy
+            log.warning("could not post event %s: %s", reason, exc)
+
+    def _publish(self, reasons: Mapping[str, str], considered: set[str]) -> None:
+        """New reasons replace the old; jobs whose reason changed are reconciled (the status path writes Queued)."""
+        old = self.state.reasons
+        self.state.reasons = dict(reasons)
+        for skey in set(old) | set(reasons):
+            if old.get(skey) != reasons.get(skey):
+                key = key_tuple(skey)
+                if key in self.controller.jobs:
+                    self.controller.trigger(key)
+        self.state.forget(considered)
+
+    def _forget_timeouts(self) -> None:
+        """Timeout counts (the back-off exponent) last until the gang is all bound, or the job ends or goes."""
+        for skey in list(set(self.state.timeouts) | set(self.state.not_before)):
+            key = key_tuple(skey)
+            obj = _latest(self.controller.jobs.get(key))
+            gang = current_gang(obj, list(self.controller.pods.get(key) or [])) if obj is not None else []
+            if obj is None or is_finished(obj) or (gang and all(builtin.is_bound(p) for p in gang)):
+                self.state.timeouts.pop(skey, None)
+                self.state.not_before.pop(skey, None)
+
+    def _schedule_deadline(self, gangs: Sequence[builtin.QueuedGang], now: datetime) -> None:
+        """Wake at the next watchdog deadline or end of a back-off, if sooner than the period."""
+        deadlines = list(self.state.not_before.values())
+        for gang in gangs:
+            stamps = [t for p in gang.pods if not builtin.is_bound(p) and (t := builtin.released_at(p)) is not None]
+            if stamps:
+                deadlines.append(min(stamps) + timedelta(
+                    seconds=schedule_timeout_seconds(gang.job, self.controller.gang_options)))
+        future = [d for d in deadlines if d > now]
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if future:
+            # Released-at stamps have whole seconds: a little past the instant, so the deadline has surely passed.
+            delay = (min(future) - now).total_seconds() + 1.0
+            if delay < self.period:
+                self._deadline = asyncio.get_running_loop().call_later(delay, self.wake)
+
+    def _integrate_gpu_seconds(self) -> None:
+        """Add the GPU-seconds held since the last call by gangs bound in part but not all running (any backend)."""
+        now = time.monotonic()
+        seconds, self._last_integration = now - self._last_integration, now
+        pods_by_job: dict[JobKey, list[Mapping[str, Any]]] = {}
+        for key, store in list(self.controller.pods.items()):
+            obj = _latest(self.controller.jobs.get(key))
+            if obj is not None and not is_finished(obj):
+                pods_by_job[key] = current_gang(obj, list(store or []))
+        held = held_gpu_seconds_by_job(pods_by_job, seconds)
+        if held > 0:
+            self.controller.metrics.gang_partial_gpu_seconds.inc(float(held))
+
+
+def _latest(store: Any) -> Mapping[str, Any] | None:
+    if not store:
+        return None
+    items = list(store)
+    return items[-1] if items else None

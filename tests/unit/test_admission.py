@@ -1,0 +1,312 @@
+"""The builtin admission loop's shell (tfjob_operator.admission) against an in-memory API: what it releases, when
+it waits, and that two passes never book the same capacity even when the operator's pod index lags behind."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tfjob_operator import admission
+from tfjob_operator.gang import builtin
+from tfjob_operator.gang.base import GangOptions
+from tfjob_operator.metrics import Metrics
+from tfjob_operator.render import render
+from tfjob_operator.settings import OperatorSettings
+from tfjob_operator.validation import parse_tfjob
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def node(name: str, gpus: int) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": str(gpus), "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def job_obj(name: str, workers: int, created: str = "2026-01-01T11:00:00Z", **policy: Any) -> dict[str, Any]:
+    container = {"name": "tensorflow", "image": "tf:1",
+                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": "1"}}}
+    spec: dict[str, Any] = {"tfReplicaSpecs": {"Worker": {"replicas": workers,
+                                                          "template": {"spec": {"containers": [container]}}}}}
+    if policy:
+        spec["runPolicy"] = {"schedulingPolicy": policy}
+    return {"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "spec": spec, "status": {},
+            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "creationTimestamp": created}}
+
+
+def gated_pods(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    job = parse_tfjob({k: v for k, v in obj.items() if k != "status"})
+    pods = [builtin.BuiltinBackend().decorate_pod(job, p) for p in render(job).pods]
+    for i, p in enumerate(pods):
+        p["metadata"]["uid"] = f"{job.name}-pod-{i}"
+        p["status"] = {"phase": "Pending"}
+    return pods
+
+
+def merge(target: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """RFC 7386 JSON merge patch."""
+    out = copy.deepcopy(target)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+@dataclass
+class FakeKube:
+    """The API as the loop uses it: LIST nodes and pods, PATCH and DELETE pods, GET PriorityClasses, Events."""
+
+    nodes: list[dict[str, Any]]
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    priority_classes: dict[str, int] = field(default_factory=dict)
+    patches: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+
+    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+        if method == "GET" and path == "/api/v1/nodes":
+            return {"items": copy.deepcopy(self.nodes)}
+        if method == "GET" and path == "/api/v1/pods":
+            return {"items": [copy.deepcopy(p) for p in self.pods.values()
+                              if p["status"]["phase"] not in ("Succeeded", "Failed")]}
+        if method == "PATCH":
+            name = path.rsplit("/", 1)[1]
+            self.pods[name] = merge(self.pods[name], body)
+            self.patches.append(name)
+            return self.pods[name]
+        raise AssertionError(f"unexpected {method} {path}")
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        name = path.rsplit("/", 1)[1]
+        return {"value": self.priority_classes[name]} if name in self.priority_classes else None
+
+    async def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> bool:
+        self.deleted.append(name)
+        return self.pods.pop(name, None) is not None
+
+    async def post_event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+        self.events.append((obj["metadata"]["name"], reason, message))
+
+
+@dataclass
+class FakeController:
+    kube: FakeKube
+    jobs: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    pods: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    settings: OperatorSettings = field(default_factory=lambda: OperatorSettings(gang_backend="builtin"))
+    gang_options: GangOptions = field(default_factory=GangOptions)
+    metrics: Metrics = field(default_factory=Metrics)
+    triggered: list[tuple[str, str]] = field(default_factory=list)
+
+    def trigger(self, key: tuple[str, str]) -> None:
+        self.triggered.append(key)
+
+    def submit(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        key = ("ns", obj["metadata"]["name"])
+        self.jobs[key] = [obj]
+        pods = gated_pods(obj)
+        for p in pods:
+            self.kube.pods[p["metadata"]["name"]] = p
+        self.sync(key)
+        return pods
+
+    def sync(self, key: tuple[str, str]) -> None:
+        """The pod index catches up with the API."""
+        self.pods[key] = [copy.deepcopy(p) for p in self.kube.pods.values()
+                          if p["metadata"]["labels"]["tfjob.dev/job-name"] == key[1]]
+
+    def bind_all(self, phase: str = "Running") -> None:
+        """kube-scheduler binds every released pod where it was pinned; the kubelet runs it."""
+        for p in self.kube.pods.values():
+            if not builtin.is_gated(p) and not p["spec"].get("nodeName"):
+                p["spec"]["nodeName"] = p["spec"]["nodeSelector"]["kubernetes.io/hostname"]
+                p["status"]["phase"] = phase
+
+
+def loop_for(controller: FakeController, now: list[datetime]) -> admission.AdmissionLoop:
+    return admission.AdmissionLoop(controller, clock=lambda: now[0])  # type: ignore[arg-type]
+
+
+def released(kube: FakeKube, job: str) -> list[str]:
+    return sorted(n for n, p in kube.pods.items() if n.startswith(f"{job}-") and not builtin.is_gated(p))
+
+
+async def test_one_gang_of_two_fits_six_gpus_the_other_waits_with_the_placement_reason() -> None:
+    kube = FakeKube([node("a", 4), node("b", 2)])
+    c = FakeController(kube)
+    c.submit(job_obj("first", 4, "2026-01-01T11:00:00Z"))
+    c.submit(job_obj("second", 4, "2026-01-01T11:00:01Z"))
+    loop = loop_for(c, [T0])
+    plan = await loop.pass_once()
+    assert plan is not None and plan.admitted == ["ns/first"]
+    assert released(kube, "first") == [f"first-worker-{i}" for i in range(4)] and released(kube, "second") == []
+    reason = loop.reason_for("ns", "second")
+    assert reason is not None and reason.startswith("needs 4 nvidia.com/gpu on ≤ 4 nodes; largest free 2")
+    assert ("ns", "second") in c.triggered  # its status is rewritten with the reason
+    assert [e[1] for e in kube.events] == ["GangAdmitted"] and "a ×2, b ×2" in kube.events[0][2]
+    assert c.metrics.gang_queue_length._value.get() == 1
+
+
+async def test_a_second_pass_before_binding_books_nothing_twice_even_if_the_pod_index_lags() -> None:
+    kube = FakeKube([node("a", 4)])
+    c = FakeController(kube)
+    c.submit(job_obj("first", 4, "2026-01-01T11:00:00Z"))
+    loop = loop_for(c, [T0])
+    await loop.pass_once()
+    c.submit(job_obj("second", 2, "2026-01-01T11:00:01Z"))
+    # The index still shows "first" gated (its watch events have not arrived); the API knows better.
+    c.pods[("ns", "first")] = gated_pods(c.jobs[("ns", "first")][0])
+    plan = await loop.pass_once()
+    assert plan is not None and plan.admitted == []
+    assert kube.patches.count("first-worker-0") == 1 and released(kube, "second") == []
+    assert "largest free 0" in (loop.reason_for("ns", "second") or "")
+
+
+async def test_a_stale_view_of_released_pods_is_not_reported_as_queued() -> None:
+    kube = FakeKube([node("a", 4)])
+    c = FakeController(kube)
+    stale = c.submit(job_obj("j", 2))
+    loop = loop_for(c, [T0])
+    assert not loop.released(stale)
+    await loop.pass_once()
+    assert loop.released(stale)  # reconcile drops Queued although its index still shows the gates
+
+
+async def test_admission_latency_counts_from_the_first_gated_pod_seen() -> None:
+    kube = FakeKube([node("a", 4)])
+    c = FakeController(kube)
+    pods = c.submit(job_obj("j", 2))
+    loop = loop_for(c, [T0])
+    loop.notice_pod("ADDED", pods[0])
+    loop.state.queued_since["ns/j"] -= 3.0  # seen three seconds before the pass
+    await loop.pass_once()
+    histogram = c.metrics.gang_admission_seconds
+    assert histogram._sum.get() >= 3.0  # type: ignore[attr-defined]
+    assert "after 3." in kube.events[0][2]
+
+
+async def test_nothing_waiting_costs_no_api_call() -> None:
+    kube = FakeKube([node("a", 4)])
+    c = FakeController(kube)
+    c.jobs[("ns", "idle")] = [job_obj("idle", 1)]
+    c.pods[("ns", "idle")] = []
+    assert await loop_for(c, [T0]).pass_once() is None
+    assert kube.patches == [] and kube.events == []
+
+
+async def test_higher_priority_class_is_admitted_before_an_older_job() -> None:
+    kube = FakeKube([node("a", 4)], priority_classes={"urgent": 1000})
+    c = FakeController(kube)
+    c.submit(job_obj("old", 4, "2026-01-01T11:00:00Z"))
+    c.submit(job_obj("urgent", 4, "2026-01-01T11:30:00Z", priorityClass="urgent"))
+    plan = await loop_for(c, [T0]).pass_once()
+    assert plan is not None and plan.admitted == ["ns/urgent"]
+
+
+async def test_jobs_created_in_one_second_are_served_in_the_order_first_seen() -> None:
+    kube = FakeKube([node("a", 4)])
+    c = FakeController(kube)
+    loop = loop_for(c, [T0])
+    c.submit(job_obj("zz-first", 4, "2026-01-01T11:00:00Z"))
+    c.pods[("ns", "zz-first")][0]["spec"]["nodeSelector"] = {"other": "x"}  # not placeable: seen, but waits
+    kube.pods["zz-first-worker-0"]["spec"]["nodeSelector"] = {"other": "x"}
+    await loop.pass_once()
+    kube.pods["zz-first-worker-0"]["spec"].pop("nodeSelector")
+    c.sync(("ns", "zz-first"))
+    c.submit(job_obj("aa-second", 4, "2026-01-01T11:00:00Z"))
+    plan = await loop.pass_once()
+    assert plan is not None and plan.admitted == ["ns/zz-first"]
+
+
+async def test_watchdog_deletes_a_gang_not_bound_in_time_and_backs_off_before_readmitting() -> None:
+    kube = FakeKube([node("a", 4)])
+    c = FakeController(kube)
+    obj = job_obj("stalled", 2, scheduleTimeoutSeconds=30)
+    c.submit(obj)
+    now = [T0]
+    loop = loop_for(c, now)
+    await loop.pass_once()
+    c.sync(("ns", "stalled"))
+    now[0] = T0 + timedelta(seconds=29)
+    assert (await loop.pass_once()).timed_out == []  # type: ignore[union-attr]
+    now[0] = T0 + timedelta(seconds=31)
+    plan = await loop.pass_once()
+    assert plan is not None and plan.timed_out == ["ns/stalled"]
+    assert sorted(kube.deleted) == ["stalled-worker-0", "stalled-worker-1"]
+    assert [e[1] for e in kube.events] == ["GangAdmitted", "GangScheduleTimeout"]
+    assert "resumes in 10s" in kube.events[1][2]
+    # Reconcile recreates the gang gated; it waits out the back-off, then is admitted again.
+    c.submit(obj)
+    now[0] = T0 + timedelta(seconds=35)
+    assert (await loop.pass_once()).admitted == []  # type: ignore[union-attr]
+    assert (loop.reason_for("ns", "stalled") or "").startswith("requeued after a schedule timeout")
+    now[0] = T0 + timedelta(seconds=42)
+    assert (await loop.pass_once()).admitted == ["ns/stalled"]  # type: ignore[union-attr]
+    # A second timeout doubles the wait.
+    c.sync(("ns", "stalled"))
+    now[0] = T0 + timedelta(seconds=80)
+    await loop.pass_once()
+    assert "resumes in 20s" in kube.events[-1][2]
+    assert c.metrics.gang_schedule_timeouts._value.get() == 2
+
+
+async def test_a_bound_gang_is_no_longer_waiting_and_its_reason_is_dropped() -> None:
+    kube = FakeKube([node("a", 4)])
+    c = FakeController(kube)
+    c.submit(job_obj("j", 2))
+    loop = loop_for(c, [T0])
+    await loop.pass_once()
+    c.bind_all()
+    c.sync(("ns", "j"))
+    assert await loop.pass_once() is None
+    assert loop.reason_for("ns", "j") is None and loop.state.queued_since == {}
+
+
+@pytest.mark.parametrize("pod, waits", [
+    ({"metadata": {}, "spec": {"schedulingGates": [{"name": "tfjob.dev/gang"}]}, "status": {"phase": "Pending"}},
+     True),
+    ({"metadata": {"annotations": {builtin.ANNOTATION_RELEASED_AT: "2026-01-01T00:00:00Z"}}, "spec": {},
+      "status": {"phase": "Pending"}}, True),
+    ({"metadata": {"annotations": {builtin.ANNOTATION_RELEASED_AT: "2026-01-01T00:00:00Z"}},
+      "spec": {"nodeName": "a"}, "status": {"phase": "Pending"}}, False),
+    ({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"},
+      "spec": {"schedulingGates": [{"name": "tfjob.dev/gang"}]}, "status": {"phase": "Pending"}}, False),
+    ({"metadata": {}, "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]},
+      "status": {"phase": "Pending"}}, False),
+    ({"metadata": {}, "spec": {}, "status": {"phase": "Pending"}}, False),
+], ids=["gated", "released-unbound", "released-bound", "deleting", "other-gate", "plain"])
+def test_which_pods_keep_the_loop_busy(pod: dict[str, Any], waits: bool) -> None:
+    assert admission.waits_for_admission(pod) is waits
+
+
+def test_gang_priority_prefers_the_servers_value_and_falls_back_to_the_class() -> None:
+    with_value = {"spec": {"priority": 5, "priorityClassName": "urgent"}}
+    unresolved = {"spec": {"priority": 0, "priorityClassName": "urgent"}}
+    assert admission.gang_priority([with_value], {"urgent": 1000}) == 5
+    assert admission.gang_priority([unresolved, {"spec": {}}], {"urgent": 1000}) == 1000
+    assert admission.gang_priority([{"spec": {}}], {}) == 0
+
+
+def test_current_gang_is_this_attempt_of_this_job_without_pods_being_deleted() -> None:
+    obj = job_obj("j", 2)
+    obj["status"] = {"restartCount": 1}
+    pods = gated_pods(obj)
+    for p in pods:
+        p["metadata"]["labels"]["tfjob.dev/attempt"] = "1"
+    old = copy.deepcopy(pods[0])
+    old["metadata"]["labels"]["tfjob.dev/attempt"] = "0"
+    going = copy.deepcopy(pods[1])
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    stranger = copy.deepcopy(pods[0])
+    stranger["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
+    got = admission.current_gang(obj, [pods[0], old, going, stranger])
+    assert [p["metadata"]["name"] for p in got] == ["j-worker-0"]
