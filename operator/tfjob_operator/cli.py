@@ -51,11 +51,33 @@ def cmd_render(args: argparse.Namespace) -> int:
         jobs = read_tfjobs(args.file, args.namespace)
     except (InvalidSpec, OSError, yaml.YAMLError) as exc:
         return _refuse(exc)
+    if args.gang is not None:
+        from tfjob_operator.gang.base import backend_names
+
+        if args.gang not in backend_names():
+            print(f"error: --gang {args.gang}: unknown gang backend (choose one of {', '.join(backend_names())})",
+                  file=sys.stderr)
+            return EXIT_INVALID
     options = RenderOptions(cluster_domain=args.cluster_domain)
     objects: list[dict[str, Any]] = []
     for job in jobs:
         job.metadata.namespace = job.namespace
-        objects.extend(render(job, options).objects())
+        rendered = render(job, options)
+        if args.gang is None:
+            objects.extend(rendered.objects())
+            continue
+        from tfjob_operator.gang.base import GangBackendError, apply_backend, backend_for
+
+        try:
+            # --gang plays the operator setting: the job's own annotation still wins, as in the operator.
+            backend = backend_for(job, args.gang)
+            problems = backend.validate(job)
+            if problems:
+                raise InvalidSpec([f"{job.name}: {m}" for m in problems])
+        except (GangBackendError, InvalidSpec) as exc:
+            return _refuse(exc)
+        gang = apply_backend(backend, job, rendered.pods)
+        objects.extend([rendered.service, *gang.groups, *gang.pods])
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False, width=110))
     return 0
 
@@ -157,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="TFJob manifest (tfjob.dev/v1 or kubeflow.org/v1); - for stdin")
     p.add_argument("-n", "--namespace", help="namespace (default: the manifest's, else default)")
     p.add_argument("--cluster-domain", help="DNS suffix after <ns>.svc in TF_CONFIG, e.g. cluster.local")
+    p.add_argument("--gang", metavar="BACKEND",
+                   help="also show what this gang backend adds (PodGroup, gates, labels, schedulerName): builtin, "
+                        "volcano, scheduler-plugins, kueue or none; a job's tfjob.dev/gang-backend annotation wins")
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("crd", help="print the TFJob CustomResourceDefinition")
