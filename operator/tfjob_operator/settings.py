@@ -40,7 +40,7 @@ class OperatorSettings(BaseSettings):
         description="Namespaces to watch, comma-separated; empty or '*' watches all namespaces.",
     )
     gang_backend: GangBackendName = Field(
-        GangBackendName.NONE,
+        GangBackendName.BUILTIN,
         description="Default gang backend; a job overrides it with the tfjob.dev/gang-backend annotation.",
     )
     scheduler_name: str | None = Field(
