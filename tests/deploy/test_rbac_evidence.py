@@ -25,10 +25,7 @@ from deployhelpers import chart_env, renderer
 from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica, wait_for
 
 from tfjob_operator import kube, leader, rbac
-from tfjob_operator.gang.base import backend_for
 from tfjob_operator.local.cluster import install_crds
-from tfjob_operator.render import RenderOptions, render
-from tfjob_operator.validation import parse_tfjob
 
 RELEASE_NS = renderer.NAMESPACE
 DATA_CRDS = Path("/work/shared/data/crds")
@@ -42,6 +39,10 @@ EXIT_130_THEN_0 = py("import os, sys, time; time.sleep(0.3); "
 def operator_agent(user_agent: str) -> bool:
     """Requests the operator process makes: kopf's own client, the official client (kube.py), leader election."""
     return user_agent.startswith("kopf/") or user_agent in (kube.USER_AGENT, leader.USER_AGENT)
+
+
+#: The lifecycle evidence is gathered under the `none` backend; each backend's additions come from its own run.
+BASE: dict[str, Any] = {"gang": {"backend": "none"}}
 
 
 def chart_objects(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -123,8 +124,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def evidence(cluster: Cluster) -> Evidence:
-    """Two replicas with the default chart's environment drive every lifecycle path; then the standby takes over."""
-    objects = chart_objects()
+    """Two replicas with the chart's environment drive every lifecycle path; then the standby takes over."""
+    objects = chart_objects(BASE)
     for pod in ("tfjob-operator-0", "tfjob-operator-1"):
         placeholder_pod(cluster, pod)
     found = Evidence(cluster)
@@ -197,22 +198,23 @@ def assert_exact(objects: list[dict[str, Any]], needed: set[rbac.Permission]) ->
 
 
 @pytest.mark.timeout(300)
-def test_default_chart_grants_exactly_what_the_operator_used(evidence: Evidence) -> None:
+def test_chart_grants_exactly_what_the_operator_used(evidence: Evidence) -> None:
     kinds = {(p.group, p.resource) for p in evidence.needed}
     # The evidence covers every path the rules exist for: a test that saw little would prove little.
     assert {("tfjob.dev", "tfjobs"), ("tfjob.dev", "tfjobs/status"), ("", "pods"), ("", "services"), ("", "events"),
             ("coordination.k8s.io", "leases"), ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
             ("tfjob.dev", "tfjobs/finalizers")} <= kinds
-    assert_exact(chart_objects(), evidence.needed)
+    assert_exact(chart_objects(BASE), evidence.needed)
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend", ["none", "builtin"])
 def test_namespaced_chart_grants_exactly_the_same_within_the_watched_namespace(
-        evidence: Evidence, cluster: Cluster) -> None:
+        evidence: Evidence, cluster: Cluster, backend: str) -> None:
     """Watching `default` only, the operator lists and watches there; a Role there must meet every need."""
-    objects = chart_objects({"watchNamespaces": ["default"]})
+    objects = chart_objects({"watchNamespaces": ["default"], "gang": {"backend": backend}})
     start = len(cluster.local.apiserver.requests)
-    op, _ = start_operator(cluster, objects, "tfjob-operator-0", "operator-namespaced.log")
+    op, _ = start_operator(cluster, objects, "tfjob-operator-0", f"operator-namespaced-{backend}.log")
     try:
         name = cluster.submit({"Worker": replica(QUICK, 1)}, ttlSecondsAfterFinished=1)
         wait_for(lambda: cluster.job(name) is None, 40, what="the job run and deleted by its TTL")
@@ -220,8 +222,10 @@ def test_namespaced_chart_grants_exactly_the_same_within_the_watched_namespace(
         op.stop()
     assert op.proc is not None and op.proc.returncode == 0, op.log()[-3000:]
     used = evidence.take(start)
-    cross_namespace = {p for p in used if p.namespace is None and p.group != "admissionregistration.k8s.io"}
-    assert cross_namespace == set()  # nothing across namespaces: every list and watch is in `default`
+    cross_namespace = {(p.group, p.resource, p.verb) for p in used
+                       if p.namespace is None and p.group != "admissionregistration.k8s.io"}
+    # Only the admission loop reads across namespaces: node capacity and every pod that uses some of it.
+    assert cross_namespace == ({("", "nodes", "list"), ("", "pods", "list")} if backend == "builtin" else set())
     # The cluster-wide needs of the full run, as they are when only `default` is watched.
     scoped = {rbac.Permission(p.group, p.resource, p.verb, "default", p.name) if p.namespace is None
               and p.group != "admissionregistration.k8s.io" else p for p in evidence.needed}
@@ -233,39 +237,24 @@ PODGROUP_BACKENDS = {"volcano": ("scheduling.volcano.sh", "v1beta1"), "scheduler
 
 
 def drive_backend_job(cluster: Cluster, backend: str) -> str:
-    """One job under `backend` until its pods are created, or (PodGroup backends) until it is queued on its group."""
+    """One job under `backend` until its pods are created (they need that backend's scheduler to run)."""
     policy = {"schedulingPolicy": {"queue": "team-queue"}} if backend == "kueue" else {}
     name = cluster.submit({"Worker": replica(QUICK, 2)}, **policy)
 
     def progressed() -> bool:
-        if backend in PODGROUP_BACKENDS:
+        if backend == "volcano":
             group, version = PODGROUP_BACKENDS[backend]
             items = cluster.custom.list_namespaced_custom_object(group, version, "default", "podgroups")["items"]
-            if backend == "volcano" and items and not (items[0].get("status") or {}).get("phase"):
+            if items and not (items[0].get("status") or {}).get("phase"):
                 # What Volcano does once the queue has room; the operator then creates the pods.
                 cluster.custom.patch_namespaced_custom_object(group, version, "default", "podgroups", name,
                                                               {"status": {"phase": "Inqueue"}})
-            queued = cluster.condition(name, "Queued") or {}
-            if not items and queued.get("status") == "True" and "PodGroup" in queued.get("message", ""):
-                return True  # the operator read the group and waits for it (see derived_group_needs)
         return len(cluster.pods(name)) == 2
 
-    wait_for(progressed, 30, what=f"{backend}: pods created or the job queued on its PodGroup")
+    wait_for(progressed, 30, what=f"{backend}: pods created")
     cluster.kubectl("delete", "tfj", name, "--wait=false")
     wait_for(lambda: cluster.job(name) is None, 30, what="the job deleted")
     return name
-
-
-def derived_group_needs(backend: str, name: str) -> set[rbac.Permission]:
-    """`create` of the backend's group objects (`group_objects`; kube.Kube.create posts them), for runs in which the
-    operator read the group back but never created it: reconcile queues a job on a missing PodGroup before it
-    creates one (a reported bug), so the run alone cannot show the create."""
-    job = parse_tfjob({"apiVersion": "tfjob.dev/v1", "kind": "TFJob",
-                       "metadata": {"name": name, "namespace": "default", "uid": "u"},
-                       "spec": {"tfReplicaSpecs": {"Worker": replica(QUICK, 2)}}})
-    groups = backend_for(job, backend).group_objects(job, render(job, RenderOptions()).pods)
-    return {rbac.Permission(str(g["apiVersion"]).split("/")[0], str(g["kind"]).lower() + "s", "create",
-                            g["metadata"]["namespace"], None) for g in groups}
 
 
 @pytest.mark.timeout(300)
@@ -276,17 +265,14 @@ def test_each_gang_backend_adds_exactly_the_rights_its_objects_need(
     start = len(cluster.local.apiserver.requests)
     op, _ = start_operator(cluster, objects, "tfjob-operator-0", f"operator-{backend}.log")
     try:
-        name = drive_backend_job(cluster, backend)
+        drive_backend_job(cluster, backend)
     finally:
         op.stop()
     assert op.proc is not None and op.proc.returncode == 0, op.log()[-3000:]
     used = evidence.take(start)
     group_verbs = {p.verb for p in used if p.resource == "podgroups"}
-    if backend in PODGROUP_BACKENDS:
-        assert "get" in group_verbs  # the operator reads its PodGroup back by name
-        used |= derived_group_needs(backend, name)
-    else:
-        assert group_verbs == set()
+    # PodGroups: created before the pods, read back by name, garbage-collected with the job.
+    assert group_verbs == ({"create", "get"} if backend in PODGROUP_BACKENDS else set())
     assert_exact(objects, evidence.needed | used)
 
 
