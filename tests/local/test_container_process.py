@@ -13,6 +13,7 @@ from tfjob_operator.local.containers import (
     container_env,
     container_mounts,
     expand,
+    probe_port,
     process_spec,
     rewrite_paths,
     volume_files,
@@ -159,3 +160,17 @@ def test_process_runs_python_with_this_interpreter_in_the_pod_dir(tmp_path: Path
 def test_a_container_without_command_cannot_run_locally(tmp_path: Path) -> None:
     with pytest.raises(ContainerConfigError, match="no command or args"):
         process_spec(a_pod(), {"name": "c", "image": "busybox"}, {}, [], tmp_path)
+
+
+def test_probe_ports_are_numbers_or_container_port_names() -> None:
+    container = {"name": "c", "ports": [{"name": "http", "containerPort": 8080}]}
+    assert (probe_port(container, 9000), probe_port(container, "9000"), probe_port(container, "http")) == (
+        9000, 9000, 8080)
+    with pytest.raises(ContainerConfigError, match="probe port 'grpc' names no container port"):
+        probe_port(container, "grpc")
+
+
+def test_exec_probe_commands_run_in_the_container_context(tmp_path: Path) -> None:
+    spec = process_spec(a_pod(), {"name": "c", "command": ["sleep", "1"]}, {"DIR": "/ckpt"},
+                        [("/ckpt", tmp_path)], tmp_path)
+    assert spec.command(["python3", "-c", "$(DIR)/x"]) == [sys.executable, "-c", f"{tmp_path}/x"]

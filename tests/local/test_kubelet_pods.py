@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import textwrap
 import threading
 from pathlib import Path
@@ -364,3 +365,40 @@ def test_fallback_to_logs_on_error_puts_the_log_tail_in_the_termination_message(
     name = create(core, python_pod(unique("msg"), code, container=policy))
     pod = wait_until(phase_is(core, name, "Failed"), what=f"{name} to fail")
     assert main_status(pod)["state"]["terminated"]["message"] == "loading\nValueError: bad input\n"
+
+
+def _ready(core: Core, name: str) -> tuple[bool, str]:
+    pod = pod_dict(core, name) or {"status": {}}
+    statuses = pod["status"].get("containerStatuses") or [{}]
+    return bool(statuses[0].get("ready")), str(condition(pod, "Ready").get("status"))
+
+
+def test_exec_readiness_probe_decides_when_a_running_pod_is_ready(core: Core, tmp_path: Path) -> None:
+    probe = {"exec": {"command": ["python", "-c", "import os, sys; sys.exit(not os.path.exists('/ctl/ready'))"]},
+             "periodSeconds": 1}
+    name = create(core, python_pod(
+        unique("probe"), "import time; time.sleep(60)",
+        volumes=[{"name": "ctl", "hostPath": {"path": str(tmp_path)}}],
+        container={"readinessProbe": probe, "volumeMounts": [{"name": "ctl", "mountPath": "/ctl"}]}))
+    wait_until(phase_is(core, name, "Running"), what=f"{name} to run")
+    wait_until(lambda: (pod_dict(core, name) or {}).get("status", {}).get("containerStatuses"), what="statuses")
+    assert _ready(core, name) == (False, "False")
+    (tmp_path / "ready").touch()
+    wait_until(lambda: _ready(core, name) == (True, "True"), what="the probe to pass", timeout=15)
+    core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+
+
+def test_http_readiness_probe_against_the_pods_own_server(core: Core, workdir: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ("import http.server as h; "
+              f"h.test(h.SimpleHTTPRequestHandler, port={port}, bind='127.0.0.1')")
+    probe = {"httpGet": {"path": "/ok", "port": "http"}, "periodSeconds": 1}
+    name = create(core, python_pod(unique("http"), server, container={
+        "readinessProbe": probe, "ports": [{"name": "http", "containerPort": port}]}))
+    pod = wait_until(phase_is(core, name, "Running"), what=f"{name} to run")
+    assert _ready(core, name)[0] is False  # GET /ok is 404 until the file exists
+    (pod_workdir(workdir, pod) / "ok").write_text("yes")  # the server serves the pod's working directory
+    wait_until(lambda: _ready(core, name) == (True, "True"), what="the HTTP probe to pass", timeout=15)
+    core.delete_namespaced_pod(name, "default", grace_period_seconds=0)

@@ -66,8 +66,8 @@ def test_pod_too_big_for_any_node_waits_unschedulable_until_a_node_fits(
     pod = wait_until(lambda: unschedulable(api, name), what="PodScheduled=False Unschedulable")
     assert condition(pod, "PodScheduled")["message"] == "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
     assert pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName")
-    events = api.list_namespaced_event("default", field_selector=f"involvedObject.name={name}").items
-    assert any(e.reason == "FailedScheduling" for e in events)
+    wait_until(lambda: any(e.reason == "FailedScheduling" for e in api.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={name}").items), what="a FailedScheduling event")
     big = make_node("big", gpu=4)
     api.create_node(big)
     try:

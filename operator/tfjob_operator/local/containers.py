@@ -45,6 +45,14 @@ class ProcessSpec:
     argv: list[str]
     env: dict[str, str]
     cwd: Path
+    mounts: tuple[tuple[str, Path], ...] = ()
+
+    def command(self, command: list[Any]) -> list[str]:
+        """Another command in this container's context (an exec probe): expanded, paths mapped, python local."""
+        argv = [rewrite_paths(expand(str(part), self.env), list(self.mounts)) for part in command]
+        if argv and _PYTHON.match(os.path.basename(argv[0])):
+            argv[0] = sys.executable
+        return argv
 
 
 @dataclass(frozen=True)
@@ -329,4 +337,14 @@ def process_spec(pod: Mapping[str, Any], container: Mapping[str, Any], env: Mapp
         mapped = Path(rewrite_paths(working_dir, mounts))
         if mapped != Path(working_dir):
             cwd = mapped
-    return ProcessSpec(argv=argv, env=full_env, cwd=cwd)
+    return ProcessSpec(argv=argv, env=full_env, cwd=cwd, mounts=tuple(mounts))
+
+
+def probe_port(container: Mapping[str, Any], port: Any) -> int:
+    """A probe's port: a number, or the name of one of the container's ports."""
+    if isinstance(port, int) or (isinstance(port, str) and port.isdigit()):
+        return int(port)
+    for declared in container.get("ports") or []:
+        if declared.get("name") == port:
+            return int(declared["containerPort"])
+    raise ContainerConfigError(f"container {container.get('name')}: probe port {port!r} names no container port")

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from tfjob_operator.local import containers as ct
 from tfjob_operator.local.kubeclient import (
     MERGE_PATCH,
@@ -167,6 +169,8 @@ class Container:
     waiting_reason: str = "ContainerCreating"
     waiting_message: str | None = None
     backing_off: bool = False
+    probe_ready: bool | None = None  # None: no readiness probe, ready while running
+    probe_task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -200,7 +204,7 @@ class Container:
             "name": self.name,
             "image": self.spec.get("image") or "local",
             "imageID": "",
-            "ready": "running" in state and not self.init,
+            "ready": "running" in state and not self.init and self.probe_ready is not False,
             "restartCount": max(0, len(runs) - 1),
             "started": "running" in state,
             "state": state,
@@ -380,8 +384,29 @@ class PodRuntime:
         run.pid, run.proc = proc.pid, proc
         c.runs.append(run)
         self.kubelet.processes[proc.pid] = proc
+        if c.spec.get("readinessProbe") and not c.init:
+            c.probe_ready = False
+            c.probe_task = asyncio.create_task(self._probe_loop(c, run, spec), name=f"probe-{self.name}/{c.name}")
         self.mark()
         return run
+
+    async def _probe_loop(self, c: Container, run: Run, spec: ct.ProcessSpec) -> None:
+        """Readiness as kubelet's prober: unready until successThreshold passes, again after failureThreshold."""
+        probe = c.spec["readinessProbe"]
+        period = max(1, int(probe.get("periodSeconds") or 10))
+        timeout = max(1, int(probe.get("timeoutSeconds") or 1))
+        needed = max(1, int(probe.get("successThreshold") or 1))
+        allowed = max(1, int(probe.get("failureThreshold") or 3))
+        await asyncio.sleep(int(probe.get("initialDelaySeconds") or 0))
+        successes = failures = 0
+        while run.code is None:
+            ok = await run_probe(probe, c.spec, spec, timeout)
+            successes, failures = (successes + 1, 0) if ok else (0, failures + 1)
+            ready = True if successes >= needed else False if failures >= allowed else c.probe_ready
+            if ready != c.probe_ready and run.code is None:
+                c.probe_ready = ready
+                self.mark()
+            await asyncio.sleep(period)
 
     async def _wait(self, c: Container, run: Run) -> int:
         proc = run.proc
@@ -398,6 +423,8 @@ class PodRuntime:
             if run.code and (c.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError"):
                 run.message = fallback_message(run.log_path)
         finally:
+            if c.probe_task is not None:
+                c.probe_task.cancel()
             # Like a container's PID 1 exiting: whatever the process left in its group goes too.
             _killpg(proc.pid, signal.SIGKILL)
             self.kubelet.processes.pop(proc.pid, None)
@@ -546,6 +573,39 @@ class PodRuntime:
             await self._dirty.wait()
             self._dirty.clear()
             await self.push_status()
+
+
+async def run_probe(probe: Mapping[str, Any], container: Mapping[str, Any], spec: ct.ProcessSpec,
+                    timeout: float) -> bool:
+    """One exec, tcpSocket or httpGet probe against the local process; grpc probes are not checked locally."""
+    try:
+        async with asyncio.timeout(timeout):
+            if "exec" in probe:
+                proc = await asyncio.create_subprocess_exec(
+                    *spec.command(probe["exec"].get("command") or []), cwd=spec.cwd, env=spec.env,
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    start_new_session=True)
+                try:
+                    return await proc.wait() == 0
+                finally:
+                    if proc.returncode is None:
+                        _killpg(proc.pid, signal.SIGKILL)
+                        await proc.wait()
+            if "tcpSocket" in probe:
+                port = ct.probe_port(container, probe["tcpSocket"].get("port"))
+                _, writer = await asyncio.open_connection(ct.LOCAL_IP, port)
+                writer.close()
+                return True
+            if "httpGet" in probe:
+                get = probe["httpGet"]
+                port = ct.probe_port(container, get.get("port"))
+                url = f"{(get.get('scheme') or 'HTTP').lower()}://{ct.LOCAL_IP}:{port}{get.get('path') or '/'}"
+                headers = {h["name"]: h["value"] for h in get.get("httpHeaders") or []}
+                async with aiohttp.ClientSession() as session, session.get(url, headers=headers, ssl=False) as resp:
+                    return 200 <= resp.status < 400
+    except (TimeoutError, OSError, aiohttp.ClientError, ct.ContainerConfigError):
+        return False
+    return True
 
 
 def _killpg(pgid: int, sig: int) -> None:
