@@ -1,7 +1,8 @@
 """`tfjob operator`: run the kopf handlers of `tfjob_operator.handlers` with settings from `TFJOB_*`.
 
-With `TFJOB_LEADER_ELECTION=true` a replica first waits for the Lease (answering `/healthz` meanwhile, so a
-standby passes its probes), then runs kopf while it holds it, and exits 1 if it loses it. With
+With `TFJOB_LEADER_ELECTION=true` a replica first waits for the Lease (answering `/healthz` and `/metrics`
+meanwhile, so a standby passes its probes and its scrape target is up), then runs kopf while it holds it, and
+exits 1 if it loses it. With
 `TFJOB_WEBHOOK_ENABLED=true` kopf also serves the admission webhooks (`tfjob_operator.webhook`).
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import kopf
+import prometheus_client
 from aiohttp import web
 
 from tfjob_operator import leader, webhook
@@ -106,8 +108,22 @@ async def serve_standby_health(host: str, port: int) -> web.AppRunner:
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"leader": False, "state": "standby"})
 
+    return await _serve(host, port, "/healthz", healthz)
+
+
+async def serve_standby_metrics(host: str, port: int) -> web.AppRunner:
+    """`/metrics` for a replica waiting for the Lease: process metrics only, so its scrape target is up."""
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=prometheus_client.generate_latest(), headers={
+            "Content-Type": prometheus_client.CONTENT_TYPE_LATEST})
+
+    return await _serve(host, port, "/metrics", metrics)
+
+
+async def _serve(host: str, port: int, path: str, handler: Any) -> web.AppRunner:
     app = web.Application()
-    app.router.add_get("/healthz", healthz)
+    app.router.add_get(path, handler)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port, reuse_address=True).start()
@@ -122,19 +138,26 @@ async def run_elected(settings: OperatorSettings, main: Main, *, api: leader.Lea
     """
     api = api or leader.LeaseApi.connect()
     config = election_config(settings)
-    health = await serve_standby_health(settings.liveness_host, settings.liveness_port) if (
-        settings.liveness_port) else None
+    standby: list[web.AppRunner] = []
+    if settings.liveness_port:
+        standby.append(await serve_standby_health(settings.liveness_host, settings.liveness_port))
+    if settings.metrics_port and settings.metrics_port != settings.liveness_port:
+        try:
+            standby.append(await serve_standby_metrics(settings.metrics_host, settings.metrics_port))
+        except OSError as exc:  # as when leading: a taken metrics port costs the metrics, not the operator
+            log.warning("standby metrics endpoint not started on port %s: %s", settings.metrics_port, exc)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)  # kopf installs its own once it runs
 
+    async def close_standby() -> None:
+        while standby:
+            await standby.pop().cleanup()
+
     async def lead() -> None:
-        nonlocal health
-        if health is not None:
-            await health.cleanup()  # kopf's liveness endpoint takes the port over
-            health = None
+        await close_standby()  # kopf's liveness endpoint and the operator's /metrics take the ports over
         await main()
 
     async def watch_stop_flag() -> None:
@@ -166,8 +189,7 @@ async def run_elected(settings: OperatorSettings, main: Main, *, api: leader.Lea
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
-        if health is not None:
-            await health.cleanup()
+        await close_standby()
         await api.close()
 
 

@@ -129,9 +129,18 @@ async def _until(predicate: Any, timeout: float = 10.0) -> Any:
     raise AssertionError(f"timed out waiting for {predicate}")
 
 
-def _elected_settings(port: int) -> OperatorSettings:
+def _elected_settings(port: int, metrics_port: int = 0) -> OperatorSettings:
     return OperatorSettings(leader_election=True, pod_namespace=NS, leader_election_lease_duration=1.5,
-                            leader_election_retry_period=0.1, liveness_port=port, liveness_host="127.0.0.1")
+                            leader_election_retry_period=0.1, liveness_port=port, liveness_host="127.0.0.1",
+                            metrics_port=metrics_port, metrics_host="127.0.0.1")
+
+
+async def _metrics(port: int) -> str | None:
+    try:
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics") as resp:
+            return await resp.text() if resp.status == 200 else None
+    except aiohttp.ClientError:
+        return None
 
 
 async def _held_by_another(url: str) -> leader.LeaderElector:
@@ -151,14 +160,16 @@ async def test_runner_standby_answers_healthz_then_leads_and_exits_when_it_canno
             started.set()
             await asyncio.Event().wait()
 
-        lease_api = leader.LeaseApi(api.url)
-        task = asyncio.create_task(runner.run_elected(_elected_settings(port), main, api=lease_api))
+        lease_api, metrics_port = leader.LeaseApi(api.url), free_port()
+        task = asyncio.create_task(runner.run_elected(_elected_settings(port, metrics_port), main, api=lease_api))
         assert (await _until(lambda: _healthz(port)))["state"] == "standby"  # the probe passes while it waits
+        assert "process_" in (await _metrics(metrics_port) or "")  # and its scrape target is up
         assert not started.is_set()
         await other.release()
         await other.api.close()
         await asyncio.wait_for(started.wait(), 10)
-        assert await _healthz(port) is None  # the standby endpoint is closed: kopf's takes over the port
+        # The standby endpoints are closed: kopf's /healthz and the operator's /metrics take the ports over.
+        assert await _healthz(port) is None and await _metrics(metrics_port) is None
         lease_api.base_url = "http://127.0.0.1:9"  # the API server is unreachable: renewals fail
         with pytest.raises(leader.LeadershipLost):
             await asyncio.wait_for(task, 10)
