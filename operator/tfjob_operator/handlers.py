@@ -58,6 +58,8 @@ JobKey = tuple[str, str]  # (namespace, name)
 RECONCILE_DEBOUNCE_SECONDS = 0.05
 #: Identical Events for one job within this many seconds are posted once (like Kubernetes' event correlator).
 EVENT_DEDUP_SECONDS = 60.0
+#: A job waiting on its PodGroup (not watched) reads it again this often, e.g. to see Volcano enqueue it.
+GROUP_RECHECK_SECONDS = 5.0
 
 
 @dataclass
@@ -216,7 +218,8 @@ class JobController:
                 # The loop's reason says what is short ("needs 8 nvidia.com/gpu on ≤ 2 nodes; largest free 6").
                 queued = self.admission.reason_for(job.namespace, job.name) or queued
         return GangView(decorate_pod=decorate, group_objects=backend.group_objects, ready_to_create_pods=ready,
-                        missing_groups=tuple(missing), queued_reason=queued)
+                        missing_groups=tuple(missing), queued_reason=queued,
+                        recheck_after=GROUP_RECHECK_SECONDS if groups and not ready else None)
 
     async def _loopback_ports(self, obj: dict[str, Any], job: TFJob) -> dict[str, int]:
         """Pod name → 127.0.0.1 port, recorded on the job before any pod uses it (stable across restarts)."""

@@ -128,6 +128,8 @@ class GangView:
     ready_to_create_pods: bool = True
     #: Group objects the backend needs that were not found (created even while pods may not be yet).
     missing_groups: tuple[dict[str, Any], ...] = ()
+    #: While pods may not be created: look again after this many seconds (group objects are not watched).
+    recheck_after: float | None = None
     #: Why the gang waits, shown on the Queued condition; None when it does not wait.
     queued_reason: str | None = None
     #: Why the job cannot run under its backend (unknown backend name, missing queue ...): fails it as InvalidSpec.
@@ -210,6 +212,8 @@ _DISRUPTION_REASONS = {
     "DeletionByPodGC": "NodeLost",
     "EvictionByEvictionAPI": "PodEvicted",
     "TerminationByKubelet": "PodEvicted",
+    # Kueue stops a workload's pods (preemption, PodsReady timeout) with a TerminationTarget condition.
+    "StoppedByKueue": "PodPreempted",
 }
 
 
@@ -235,6 +239,8 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod:
     disruption: str | None = None
     disruption_message = status.get("message") or ""
     target = conditions.get("DisruptionTarget")
+    if not (target and target.get("status") == "True"):
+        target = conditions.get("TerminationTarget")  # Kueue's own condition before it deletes the pods
     if target and target.get("status") == "True":
         disruption = _DISRUPTION_REASONS.get(target.get("reason") or "", "PodDisrupted")
         disruption_message = target.get("message") or disruption_message
@@ -720,6 +726,10 @@ def _create_missing(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: 
         # The PodGroup must exist before its scheduler can admit it; the pods wait until it does.
         ctx.actions.extend(CreateObject(dict(obj)) for obj in gang.missing_groups)
         ctx.transition(C.QUEUED, "GangQueued", gang.queued_reason or "waiting for the gang backend")
+        if gang.recheck_after is not None:
+            # Just created: read it back soon; else as often as the backend asks.
+            wait = min(gang.recheck_after, 1.0) if gang.missing_groups else gang.recheck_after
+            ctx.requeue_at(ctx.now + timedelta(seconds=wait))
         return
     if ctx.options.loopback_ports is not None and not set(names_needed) <= set(ctx.options.loopback_ports):
         unassigned = sorted(set(names_needed) - set(ctx.options.loopback_ports))

@@ -12,13 +12,15 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica, wait_for
 
-from tfjob_operator.local.kubeclient import Informer, KubeClient
+from tfjob_operator.local.cluster import install_crds
+from tfjob_operator.local.kubeclient import STRATEGIC_MERGE_PATCH, Informer, KubeClient
 from tfjob_operator.local.scheduler import Scheduler
 
 pytestmark = [pytest.mark.timeout(180)]
@@ -26,6 +28,7 @@ pytestmark = [pytest.mark.timeout(180)]
 NODES = "node-a{gpu:4,cpu:16,memory:64Gi};node-b{gpu:2,cpu:16,memory:64Gi}"
 GATE = "tfjob.dev/gang"
 RELEASED = "tfjob.dev/gang-released-at"
+DATA_CRDS = Path(__file__).resolve().parents[3] / "shared" / "data" / "crds"
 
 
 def gpu_workers(command: list[str], replicas: int, **kwargs: Any) -> dict[str, Any]:
@@ -303,3 +306,60 @@ def test_schedule_timeout_recreates_the_gang_gated_and_requeues_it_with_backoff(
     released_again = min(r.t for r in recorder.of(name) if r.uid not in first and r.released and not r.gated)
     assert released_again - timed_out_at >= 8.0, "re-admitted before the 10 s back-off ended"
     assert metric(metrics_port, "tfjob_gang_schedule_timeouts_total") >= 1
+
+
+def test_volcano_job_creates_its_podgroup_first_and_pods_only_once_volcano_enqueues_it(gpu_cluster: Cluster,
+                                                                                        recorder: Recorder) -> None:
+    c = gpu_cluster
+    c.call(install_crds(c.local.url, [DATA_CRDS / "scheduling.volcano.sh_podgroups.yaml"]))
+    body = {"apiVersion": "tfjob.dev/v1", "kind": "TFJob",
+            "metadata": {"name": "vc", "annotations": {"tfjob.dev/gang-backend": "volcano"}},
+            "spec": {"tfReplicaSpecs": {"Worker": gpu_workers(sleep_then_exit(1), 2)},
+                     "runPolicy": {"schedulingPolicy": {"queue": "research"}}}}
+    c.custom.create_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", body)
+    group = wait_for(lambda: next(iter(c.custom.list_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", "default", "podgroups")["items"]), None), 20, what="the PodGroup")
+    assert (group["spec"]["minMember"], group["spec"]["queue"]) == (2, "research")
+    assert group["spec"]["minResources"]["nvidia.com/gpu"] == "2"
+    queued = wait_for(lambda: (q := c.condition("vc", "Queued")) and "has not enqueued" in q["message"] and q, 20,
+                      what="Queued on the PodGroup")
+    assert queued["reason"] == "GangQueued" and c.pods("vc") == []
+    # What Volcano does once the queue has room; the operator then creates the pods for Volcano to schedule.
+    c.custom.patch_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", "default", "podgroups", "vc",
+                                            {"status": {"phase": "Inqueue"}})
+    pods = wait_for(lambda: len(p := c.pods("vc")) == 2 and p, 20, what="the pods created")
+    assert {p.spec.scheduler_name for p in pods} == {"volcano"}
+    assert {p.metadata.annotations["scheduling.k8s.io/group-name"] for p in pods} == {"vc"}
+    assert all(not p.spec.scheduling_gates for p in pods)
+
+
+def test_pods_kueue_stops_are_recreated_as_the_next_attempt_in_a_new_pod_group(gpu_cluster: Cluster,
+                                                                              recorder: Recorder) -> None:
+    c = gpu_cluster
+    # Attempt 0 runs until stopped and, like a real worker, takes a moment to exit on SIGTERM.
+    code = py("import os, signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.5), sys.exit(143)))\n"
+              "time.sleep(60 if os.environ['TFJOB_ATTEMPT'] == '0' else 0.5)")
+    body = {"apiVersion": "tfjob.dev/v1", "kind": "TFJob",
+            "metadata": {"name": "kq", "annotations": {"tfjob.dev/gang-backend": "kueue"}},
+            "spec": {"tfReplicaSpecs": {"Worker": gpu_workers(code, 2)},
+                     "runPolicy": {"schedulingPolicy": {"queue": "team-a"}}}}
+    c.custom.create_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", body)
+    c.wait_state("kq", "Running", 30)
+    assert {p.metadata.labels["kueue.x-k8s.io/pod-group-name"] for p in c.pods("kq")} == {"kq-0"}
+    # Kueue preempts the workload: it marks each pod TerminationTarget (StoppedByKueue), then deletes it.
+    kueue = KubeClient(c.local.url, "kueue-manager")
+    stopped = {"status": {"conditions": [{"type": "TerminationTarget", "status": "True", "reason": "StoppedByKueue",
+                                          "message": "Preempted to accommodate a higher priority Workload"}]}}
+    try:
+        for pod in ("kq-worker-0", "kq-worker-1"):
+            c.call(kueue.patch(f"/api/v1/namespaces/default/pods/{pod}/status", stopped, STRATEGIC_MERGE_PATCH))
+            c.call(kueue.delete(f"/api/v1/namespaces/default/pods/{pod}"))
+    finally:
+        c.call(kueue.close())
+    status = c.wait_state("kq", "Succeeded", 40)
+    assert (status["restartCount"], status["failureRestarts"]) == (1, 0)
+    assert "PodPreempted" in c.event_reasons("kq")
+    groups = {r.name: r for r in recorder.of("kq") if r.attempt == "1"}
+    assert set(groups) == {"kq-worker-0", "kq-worker-1"}
+    assert {p.metadata.labels["kueue.x-k8s.io/pod-group-name"] for p in c.pods("kq")} <= {"kq-1"}

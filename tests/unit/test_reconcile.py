@@ -444,8 +444,25 @@ def test_podgroup_is_created_while_the_pods_wait_for_it() -> None:
     decision = reconcile(tfjob(), [], T0, ReconcileOptions(gang=waiting))
     assert [c.kind for c in decision.of_type(CreateObject)] == ["PodGroup"]
     assert decision.status.state == "Queued"
+    polled = GangView(ready_to_create_pods=False, queued_reason="Volcano has not enqueued PodGroup j", recheck_after=5)
+    assert reconcile(tfjob(), [], T0, ReconcileOptions(gang=polled)).requeue_after == 5
     found = GangView(ready_to_create_pods=False, queued_reason="Volcano has not enqueued PodGroup j (phase Pending)")
     assert reconcile(tfjob(), [], T0, ReconcileOptions(gang=found)).of_type(CreateObject) == []
+
+
+def test_kueue_stopping_the_gang_restarts_it_as_the_next_attempt_without_using_the_backoff_limit() -> None:
+    """Kueue preempts a workload by marking its pods TerminationTarget (StoppedByKueue) and deleting them; the
+    gang comes back as the next attempt (a new Kueue pod group, queued again), also before it ever ran whole."""
+    stopped = {"type": "TerminationTarget", "status": "True", "reason": "StoppedByKueue",
+               "message": "Preempted to accommodate a higher priority Workload", "lastTransitionTime": at(10)}
+    pods = [pod("worker-0", deleting=40), pod("worker-1", "Pending", deleting=40)]
+    for p in pods:
+        p["status"]["conditions"] = [stopped]
+    decision = reconcile(tfjob(status=started(), annotations=recorded(Worker=2)), pods, T0 + timedelta(seconds=30))
+    status = decision.status
+    assert (status.state, status.restartCount, status.failureRestarts) == ("Restarting", 1, 0)
+    restarting = next(c for c in status.conditions if c.type == status.state)
+    assert restarting.reason == "PodPreempted" and "Preempted to accommodate" in restarting.message
 
 
 def test_job_managed_by_another_controller_is_left_alone() -> None:
