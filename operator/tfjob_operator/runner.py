@@ -23,7 +23,8 @@ import kopf
 import prometheus_client
 from aiohttp import web
 
-from tfjob_operator import leader, webhook
+from tfjob_operator import constants, leader, webhook
+from tfjob_operator.kube import Kube, KubeError, RetryPolicy, load_api_client
 from tfjob_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,26 @@ def kopf_settings(settings: OperatorSettings) -> kopf.OperatorSettings:
     if settings.webhook_enabled:
         webhook.configure_admission(configured, webhook_options(settings))
     return configured
+
+
+async def wait_for_tfjob_api(kube: Kube, *, interval: float = 1.0, report_every: float = 30.0) -> None:
+    """Return once the API server serves TFJobs: kopf discovers resources once at start (CRD scanning is off),
+    so a CRD installed after the operator would otherwise never be served."""
+    path = f"/apis/{constants.GROUP}/{constants.VERSION}"
+    waited = 0.0
+    while True:
+        try:
+            found = await kube.get(path)
+        except KubeError as exc:
+            found = None
+            log.debug("discovery %s: %s", path, exc)
+        if any(r.get("name") == constants.PLURAL for r in (found or {}).get("resources") or []):
+            return
+        if waited % report_every < interval:
+            log.warning("waiting for the API server to serve %s/%s (is the TFJob CRD installed? "
+                        "kubectl apply -f crds/tfjob.yaml)", path, constants.PLURAL)
+        await asyncio.sleep(interval)
+        waited += interval
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -209,6 +230,11 @@ def run_operator(settings: OperatorSettings | None = None, *, stop_flag: threadi
     configured = kopf_settings(settings)
 
     async def main() -> None:
+        api = load_api_client()
+        try:
+            await wait_for_tfjob_api(Kube(api, RetryPolicy(attempts=1, timeout=settings.request_timeout)))
+        finally:
+            api.close()
         await kopf.operator(memo=memo, settings=configured, stop_flag=stop_flag,  # type: ignore[arg-type]
                             **kopf_arguments(settings))  # type: ignore[arg-type]
 
