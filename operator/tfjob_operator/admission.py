@@ -123,6 +123,8 @@ class LoopState:
     """What the loop carries from one pass to the next (in memory; see the module docstring)."""
 
     passes_waited: dict[str, int] = field(default_factory=dict)
+    #: When the waits were last counted (see AdmissionLoop._count_passes).
+    counted_at: datetime | None = None
     not_before: dict[str, datetime] = field(default_factory=dict)
     timeouts: dict[str, int] = field(default_factory=dict)
     #: job key ("ns/name") → why it waits, as the Queued condition shows it.
@@ -291,7 +293,7 @@ class AdmissionLoop:
         by_key = {builtin.job_key(g.job): g for g in gangs}
         await self._release(plan, waiting, by_key)
         await self._time_out(plan, by_key, waiting, now)
-        self.state.passes_waited = dict(plan.passes_waited)
+        self._count_passes(plan, now)
         for skey, reason in plan.queued.items():
             # Still being created, or backing off after a timeout: not a placement that failed.
             if skey not in self.state.failure_counted and not reason.startswith(("waiting for all", "requeued")):
@@ -417,6 +419,15 @@ class AdmissionLoop:
                 if key in self.controller.jobs:
                     self.controller.trigger(key)
         self.state.forget(considered)
+
+    def _count_passes(self, plan: builtin.PassPlan, now: datetime) -> None:
+        """Count a wait at most once per period: passes run on every pod event, and the anti-starvation reservation
+        (after AdmissionPolicy.starvation_passes waits) should follow waiting time, not cluster churn."""
+        if self.state.counted_at is not None and (now - self.state.counted_at).total_seconds() < self.period:
+            self.state.passes_waited = {k: self.state.passes_waited.get(k, 0) for k in plan.passes_waited}
+            return
+        self.state.passes_waited = dict(plan.passes_waited)
+        self.state.counted_at = now
 
     def _forget_timeouts(self) -> None:
         """Timeout counts (the back-off exponent) last until the gang is all bound, or the job ends or goes."""

@@ -232,6 +232,24 @@ def test_two_four_gpu_jobs_on_six_gpus_run_one_at_a_time_never_as_partial_gangs(
     assert metric(metrics_port, "tfjob_gang_queue_length") == 0
 
 
+def test_operator_killed_while_a_gang_waits_admits_it_after_restart_without_double_booking(
+        gpu_cluster: Cluster, recorder: Recorder, gang_operator: Operator) -> None:
+    c = gpu_cluster
+    first = c.submit({"Worker": gpu_workers(sleep_then_exit(4), 4)}, name="before-kill")
+    wait_for(lambda: len(bound_pods(c, first)) == 4, 30, what="first bound")
+    second = c.submit({"Worker": gpu_workers(sleep_then_exit(1), 4)}, name="after-kill")
+    wait_for(lambda: (q := c.condition(second, "Queued")) and q["message"].startswith("needs"), 20,
+             what="second queued")
+    gang_operator.kill()  # SIGKILL: the loop's memory is gone; released pods are read back from the pods
+    gang_operator.start()
+    c.wait_state(first, "Succeeded", 30)
+    c.wait_state(second, "Succeeded", 40)
+    assert_whole_gangs(recorder.records, {first: 4, second: 4})
+    assert_never_over_capacity(recorder.records, {"node-a": 4, "node-b": 2})
+    assert min(r.t for r in recorder.of(second) if r.node) > min(r.t for r in recorder.of(first)
+                                                                 if r.phase == "Succeeded")
+
+
 def test_higher_priority_job_queued_later_is_admitted_first(gpu_cluster: Cluster, recorder: Recorder) -> None:
     c = gpu_cluster
     body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "team-urgent"},

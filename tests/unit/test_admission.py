@@ -194,6 +194,40 @@ async def test_admission_latency_counts_from_the_first_gated_pod_seen() -> None:
     assert "after 3." in kube.events[0][2]
 
 
+async def test_waits_count_once_per_period_however_often_passes_run() -> None:
+    kube = FakeKube([node("a", 4)])
+    c = FakeController(kube)
+    c.submit(job_obj("first", 4, "2026-01-01T11:00:00Z"))
+    c.submit(job_obj("second", 4, "2026-01-01T11:00:01Z"))
+    now = [T0]
+    loop = loop_for(c, now)
+    for i in range(5):  # a burst of pod events: five passes within a second
+        now[0] = T0 + timedelta(seconds=i * 0.2)
+        await loop.pass_once()
+    assert loop.state.passes_waited == {"ns/second": 1}
+    now[0] = T0 + timedelta(seconds=5)
+    await loop.pass_once()
+    assert loop.state.passes_waited == {"ns/second": 2}
+
+
+async def test_gpu_seconds_held_by_a_gang_bound_but_not_all_running_are_counted() -> None:
+    kube = FakeKube([node("a", 4)])
+    c = FakeController(kube)
+    c.submit(job_obj("j", 2))
+    loop = loop_for(c, [T0])
+    await loop.pass_once()
+    c.bind_all(phase="Pending")  # bound, containers still starting: 2 GPUs held, nothing trains
+    c.sync(("ns", "j"))
+    loop._last_integration -= 10.0
+    loop._integrate_gpu_seconds()
+    assert c.metrics.gang_partial_gpu_seconds._value.get() == pytest.approx(20.0, rel=0.05)
+    for p in c.pods[("ns", "j")]:
+        p["status"]["phase"] = "Running"
+    loop._last_integration -= 10.0
+    loop._integrate_gpu_seconds()
+    assert c.metrics.gang_partial_gpu_seconds._value.get() == pytest.approx(20.0, rel=0.05)
+
+
 async def test_nothing_waiting_costs_no_api_call() -> None:
     kube = FakeKube([node("a", 4)])
     c = FakeController(kube)
