@@ -12,13 +12,16 @@ run with that backend.
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 from deployhelpers import chart_env, renderer
@@ -66,11 +69,41 @@ def start_operator(cluster: Cluster, objects: list[dict[str, Any]], pod: str, lo
     return Operator(cluster.kubeconfig, cluster.workdir / log, **env).start(), health
 
 
+def admission_review(cluster: Cluster, op: Operator, obj: dict[str, Any]) -> dict[str, Any]:
+    """POST an AdmissionReview to the operator's validating webhook, trusting the CA it published."""
+    config = cluster.local.call(_get(cluster.local.url, "/apis/admissionregistration.k8s.io/v1/"
+                                     "validatingwebhookconfigurations/tfjob-operator.tfjob.dev"))
+    (hook,) = config["webhooks"]
+    context = ssl.create_default_context(cadata=base64.b64decode(hook["clientConfig"]["caBundle"]).decode())
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "1", "operation": "CREATE", "object": obj, "namespace": "default", "name": obj["metadata"]["name"],
+        "kind": {"group": "tfjob.dev", "version": "v1", "kind": "TFJob"},
+        "resource": {"group": "tfjob.dev", "version": "v1", "resource": "tfjobs"},
+        "userInfo": {"username": "alice"}, "dryRun": False}}
+    request = urllib.request.Request(f"https://127.0.0.1:{op.env['TFJOB_WEBHOOK_PORT']}/validate-tfjob",
+                                     json.dumps(review).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10, context=context) as resp:
+        return dict(json.loads(resp.read())["response"])
+
+
+async def _get(url: str, path: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as session, session.get(url + path) as resp:
+        return dict(await resp.json())
+
+
 def healthz(port: int) -> dict[str, Any] | None:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
             return dict(json.loads(resp.read() or b"{}")) if resp.status == 200 else None
     except OSError:
+        return None
+
+
+def _try(call: Any) -> Any:
+    """`call()`, or None while the webhook is not up yet (connection refused, configuration not yet written)."""
+    try:
+        return call()
+    except (OSError, KeyError, ValueError):
         return None
 
 
@@ -139,6 +172,12 @@ def evidence(cluster: Cluster) -> Evidence:
             assert wait_for(lambda: healthz(second_health), 20, what="the standby's /healthz")["state"] == "standby"
             assert healthz(first_health) is not None  # kopf's endpoint on the leader
             assert leader_label(cluster, "tfjob-operator-1") is None
+            # The leader serves the validating webhook it published, with the operator's own words.
+            bad = {"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": "bad", "namespace": "default"},
+                   "spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [
+                       {"name": "main", "image": "x"}, {"name": "side", "image": "y"}]}}}}}}
+            answer = wait_for(lambda: _try(lambda: admission_review(cluster, first, bad)), 20, what="the webhook")
+            assert answer["allowed"] is False and "no container named" in answer["status"]["message"]
 
             jobs = {
                 "ok-ttl": cluster.submit({"Worker": replica(QUICK, 2)}, ttlSecondsAfterFinished=1),
