@@ -54,6 +54,8 @@ class PodRecord:
     attempt: str
     gated: bool
     released: bool
+    #: The release stamp (tfjob.dev/gang-released-at): one value per admission pass.
+    stamp: str | None
     node: str | None
     phase: str
     deleting: bool
@@ -79,7 +81,8 @@ class Recorder:
         self.records.append(PodRecord(
             time.monotonic(), kind, meta["name"], meta["uid"], labels["tfjob.dev/job-name"],
             labels.get("tfjob.dev/attempt", "0"), any(g.get("name") == GATE for g in spec.get("schedulingGates") or []),
-            RELEASED in (meta.get("annotations") or {}), spec.get("nodeName"),
+            RELEASED in (meta.get("annotations") or {}), (meta.get("annotations") or {}).get(RELEASED),
+            spec.get("nodeName"),
             (pod.get("status") or {}).get("phase", ""), bool(meta.get("deletionTimestamp")), gpus))
 
     async def _start(self) -> None:
@@ -125,12 +128,16 @@ def assert_whole_gangs(records: list[PodRecord], sizes: dict[str, int]) -> None:
     created_gated = {r.uid for r in records if r.gated}
     released = first_times(records, "released")
     bound = first_times(records, "bound")
-    gangs: dict[tuple[str, str, float], list[str]] = {}
-    for uid, t in released.items():
+    stamps: dict[str, set[str]] = {}
+    for r in records:
+        if r.stamp:
+            stamps.setdefault(r.uid, set()).add(r.stamp)
+    gangs: dict[tuple[str, str, str], list[str]] = {}
+    for uid in released:
         r = next(x for x in records if x.uid == uid)
-        # Pods of one release of one attempt: same job and attempt, released within one pass.
-        group = next((k for k in gangs if k[:2] == (r.job, r.attempt) and abs(k[2] - t) < 1.0), (r.job, r.attempt, t))
-        gangs.setdefault(group, []).append(uid)
+        assert len(stamps[uid]) == 1, f"{r.name} released more than once: {stamps[uid]}"
+        # One admission pass stamps every pod it releases with the same time.
+        gangs.setdefault((r.job, r.attempt, next(iter(stamps[uid]))), []).append(uid)
     assert gangs, "no gang was released"
     for (job, attempt, _), uids in gangs.items():
         assert len(uids) == sizes[job], f"{job} attempt {attempt}: {len(uids)} of {sizes[job]} pods released together"
@@ -138,7 +145,7 @@ def assert_whole_gangs(records: list[PodRecord], sizes: dict[str, int]) -> None:
         times = [bound[u] for u in uids if u in bound]
         assert len(times) in (0, len(uids)), f"{job} attempt {attempt}: {len(times)} of {len(uids)} pods bound"
         if times:
-            assert max(times) - min(times) < 2.0, f"{job} attempt {attempt}: bindings spread {max(times) - min(times)}"
+            assert max(times) - min(times) < 5.0, f"{job} attempt {attempt}: bindings spread {max(times) - min(times)}"
     # No pod was ever bound without first being released by the loop.
     assert set(bound) <= set(released)
 
