@@ -14,6 +14,7 @@ import pytest
 from tfjob_operator import admission
 from tfjob_operator.gang import builtin
 from tfjob_operator.gang.base import GangOptions
+from tfjob_operator.kube import KubeError
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.render import render
 from tfjob_operator.settings import OperatorSettings
@@ -226,6 +227,22 @@ async def test_gpu_seconds_held_by_a_gang_bound_but_not_all_running_are_counted(
     loop._last_integration -= 10.0
     loop._integrate_gpu_seconds()
     assert c.metrics.gang_partial_gpu_seconds._value.get() == pytest.approx(20.0, rel=0.05)
+
+
+async def test_without_cluster_wide_pod_list_rights_a_namespaced_operator_counts_its_namespaces() -> None:
+    class NamespacedKube(FakeKube):
+        async def request(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+            if method == "GET" and path == "/api/v1/pods":
+                raise KubeError(403, method, path, {"message": "pods is forbidden at the cluster scope"})
+            if method == "GET" and path == "/api/v1/namespaces/ns/pods":
+                return await super().request(method, "/api/v1/pods", body, **kw)
+            return await super().request(method, path, body, **kw)
+
+    kube = NamespacedKube([node("a", 4)])
+    c = FakeController(kube, settings=OperatorSettings(gang_backend="builtin", namespaces="ns"))
+    c.submit(job_obj("j", 2))
+    plan = await loop_for(c, [T0]).pass_once()
+    assert plan is not None and plan.admitted == ["ns/j"]
 
 
 async def test_nothing_waiting_costs_no_api_call() -> None:
