@@ -399,7 +399,11 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     memo.metrics = metrics
     metrics.serve(ops.metrics_port, ops.metrics_host)
     controller = JobController(ops, Kube(api, retry), metrics)
-    controller.gang_options = GangOptions(volcano_scheduler_name=ops.scheduler_name or "volcano")
+    controller.gang_options = GangOptions(
+        volcano_scheduler_name=ops.scheduler_name or "volcano",
+        scheduler_plugins_scheduler_name=ops.scheduler_name or GangOptions.scheduler_plugins_scheduler_name,
+        builtin_priority_class=ops.gang_priority_class,
+    )
     controller._resync_task = asyncio.create_task(controller.resync_forever(), name="tfjob resync")
     # One loop per operator process; only the active replica runs kopf at all (Lease leader election, or one replica).
     controller.admission = AdmissionLoop(controller)

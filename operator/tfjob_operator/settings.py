@@ -46,6 +46,10 @@ class OperatorSettings(BaseSettings):
     scheduler_name: str | None = Field(
         None, description="schedulerName set on pods (e.g. volcano); empty keeps the template's or the default."
     )
+    gang_priority_class: str | None = Field(
+        None, description="PriorityClass the builtin backend puts on gang pods (the chart's, with preemptionPolicy "
+        "Never); empty: none. A job's schedulingPolicy.priorityClass wins.",
+    )
     addressing: Addressing = Field(Addressing.DNS, description="dns (a cluster) or loopback (tfjob local).")
     cluster_domain: str | None = Field(
         None, description="DNS suffix after <ns>.svc in TF_CONFIG, e.g. cluster.local; empty keeps the short form."
@@ -139,7 +143,7 @@ class OperatorSettings(BaseSettings):
         return level
 
     @field_validator("pod_name", "pod_namespace", "webhook_service_name", "webhook_cert_dir", "webhook_config_name",
-                     mode="before")
+                     "scheduler_name", "cluster_domain", "gang_priority_class", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         """The chart passes empty strings for unset options."""

@@ -55,3 +55,12 @@ def test_chart_defaults_are_the_settings_defaults(monkeypatch: pytest.MonkeyPatc
     for name in ("metrics_port", "liveness_port", "gang_backend", "webhook_port", "webhook_failure_policy",
                  "leader_election_lease_duration", "leader_election_retry_period", "log_level"):
         assert getattr(from_chart, name) == defaults[name].default, name
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ({}, None),
+    ({"priorityClass": {"create": True, "name": "gangs"}}, "gangs"),
+])
+def test_chart_priority_class_reaches_the_builtin_backend(values: dict[str, Any], expected: str | None,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    assert settings_from_chart(values, monkeypatch).gang_priority_class == expected
