@@ -54,7 +54,8 @@ def chief_pod_name(job: TFJob) -> str:
     return pod_name(job.name, rtype, 0)
 
 
-def _owner_reference(job: TFJob) -> dict[str, Any]:
+def owner_reference(job: TFJob) -> dict[str, Any]:
+    """Controller reference to the TFJob, so Kubernetes garbage-collects the object with the job."""
     return {
         "apiVersion": constants.API_VERSION,
         "kind": constants.KIND,
@@ -99,7 +100,7 @@ def render_service(job: TFJob) -> dict[str, Any]:
             "name": job.name,
             "namespace": job.namespace,
             "labels": selector_labels(job),
-            "ownerReferences": [_owner_reference(job)],
+            "ownerReferences": [owner_reference(job)],
         },
         "spec": {
             "clusterIP": "None",
@@ -143,7 +144,7 @@ def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOption
         "name": name,
         "namespace": job.namespace,
         "labels": labels,
-        "ownerReferences": [_owner_reference(job)],
+        "ownerReferences": [owner_reference(job)],
     }
     if meta.get("annotations"):
         metadata["annotations"] = dict(meta["annotations"])

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import polling
 import pytest
 import yaml
 from cluster_helpers import REPO, RealCluster
@@ -16,12 +16,7 @@ T = TypeVar("T")
 
 
 def wait_for(predicate: Callable[[], T], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return polling.wait_for(predicate, timeout, interval=2, what=what)
 
 
 def status(cluster: RealCluster, name: str) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,13 +11,9 @@ from typing import Any
 import kubernetes
 import pytest
 import requests
-import yaml
+from emulator_helpers import KUBECTL, WIDGET_CRD
 
 from tfjob_operator.local.apiserver import ApiServerThread, write_kubeconfig
-
-HERE = Path(__file__).parent
-WIDGET_CRD = yaml.safe_load((HERE / "widget_crd.yaml").read_text())
-KUBECTL = Path(sys.executable).parent / "kubectl"
 
 
 @pytest.fixture

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+HERE = Path(__file__).parent
+WIDGET_CRD = yaml.safe_load((HERE / "widget_crd.yaml").read_text())
+KUBECTL = Path(sys.executable).parent / "kubectl"
 
 
 def widget(name: str, **spec: Any) -> dict[str, Any]:

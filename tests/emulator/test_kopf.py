@@ -11,8 +11,7 @@ from typing import Any
 import kopf
 import kubernetes
 import pytest
-from conftest import WIDGET_CRD
-from emulator_helpers import widget
+from emulator_helpers import WIDGET_CRD, widget
 
 from tfjob_operator.local.apiserver import ApiServerThread
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import HERE, KUBECTL
+from emulator_helpers import HERE, KUBECTL
 
 pytestmark = pytest.mark.timeout(120)
 REPO = HERE.parents[1]

@@ -12,17 +12,9 @@ from emulator_helpers import pod, widget
 from kubernetes.client import ApiException
 
 pytestmark = pytest.mark.timeout(60)
+from polling import wait_for  # noqa: E402
+
 G, V = "emulator.test", "v1"
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
 
 
 def gone(fn: Callable[[], Any]) -> bool:

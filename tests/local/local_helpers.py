@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -11,19 +10,6 @@ from typing import Any, TypeVar
 import kubernetes
 
 T = TypeVar("T")
-
-
-def wait_until(probe: Callable[[], T | None], *, timeout: float = 30.0, what: str = "condition",
-               interval: float = 0.05) -> T:
-    """Poll `probe` until it returns something truthy; fail naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
 
 
 def unique(prefix: str) -> str:

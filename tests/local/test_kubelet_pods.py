@@ -14,7 +14,8 @@ from typing import Any
 import kubernetes
 import psutil
 import pytest
-from local_helpers import condition, phase_is, pod_dict, python_pod, unique, wait_until
+from local_helpers import condition, phase_is, pod_dict, python_pod, unique
+from polling import wait_for as wait_until
 
 from tfjob_operator.local.cluster import LocalClusterThread
 

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,15 +101,6 @@ class Launcher:
     def dump(self) -> str:
         return "\n".join(p.describe() for p in self.procs)
 
-
-def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
-    """Poll until predicate() is true or timeout; returns whether it became true."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 def line(text: str, prefix: str) -> str | None:

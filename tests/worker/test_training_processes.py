@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from procs import REPO, Launcher, fields, line, loopback_cluster, wait_for
+from polling import poll_until as wait_for
+from procs import REPO, Launcher, fields, line, loopback_cluster
 
 from tfjob_worker import exit_codes
 

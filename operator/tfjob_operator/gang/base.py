@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from tfjob_operator import constants, resources
 from tfjob_operator.api import TFJob
+from tfjob_operator.render import owner_reference
 
 #: Annotation on a TFJob: a node label; all the job's pods must land on nodes sharing one value of it
 #: (an NVLink island, a rack). Built-in backend only.
@@ -155,18 +156,6 @@ def backend_for(job: TFJob, default_name: str, options: GangOptions | None = Non
 # Helpers shared by the backends.
 
 
-def owner_reference(job: TFJob) -> dict[str, Any]:
-    """Controller reference to the TFJob, so Kubernetes garbage-collects the object with the job."""
-    return {
-        "apiVersion": constants.API_VERSION,
-        "kind": constants.KIND,
-        "name": job.name,
-        "uid": job.metadata.uid or "",
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
 def group_name(job: TFJob) -> str:
     """The PodGroup name of a job: the job's own name (as Kubeflow's training-operator does)."""
     return job.name
@@ -237,6 +226,11 @@ def observed_group(job: TFJob, groups_observed: Sequence[Mapping[str, Any]]) -> 
         if meta.get("name") == group_name(job) and (meta.get("namespace") or job.namespace) == job.namespace:
             return group
     return None
+
+
+def podgroup(api_version: str, job: TFJob, options: GangOptions, spec: dict[str, Any]) -> dict[str, Any]:
+    """A PodGroup object of the given API version for the job (Volcano's and scheduler-plugins' share a shape)."""
+    return {"apiVersion": api_version, "kind": "PodGroup", "metadata": podgroup_metadata(job, options), "spec": spec}
 
 
 def podgroup_metadata(job: TFJob, options: GangOptions) -> dict[str, Any]:

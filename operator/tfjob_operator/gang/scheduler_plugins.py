@@ -35,14 +35,7 @@ class SchedulerPluginsBackend(base.GangBackend):
         min_resources = base.min_resources(job, pods)
         if min_resources:
             spec["minResources"] = min_resources
-        return [
-            {
-                "apiVersion": API_VERSION,
-                "kind": "PodGroup",
-                "metadata": base.podgroup_metadata(job, self.options),
-                "spec": spec,
-            }
-        ]
+        return [base.podgroup(API_VERSION, job, self.options, spec)]
 
     def ready_to_create_pods(self, job: TFJob, groups_observed: Sequence[Mapping[str, Any]]) -> tuple[bool, str]:
         # The plugin rejects pods whose PodGroup it cannot find, so the group must exist first.

@@ -45,14 +45,7 @@ class VolcanoBackend(base.GangBackend):
             spec["queue"] = policy.queue
         if base.priority_class(job):
             spec["priorityClassName"] = base.priority_class(job)
-        return [
-            {
-                "apiVersion": API_VERSION,
-                "kind": "PodGroup",
-                "metadata": base.podgroup_metadata(job, self.options),
-                "spec": spec,
-            }
-        ]
+        return [base.podgroup(API_VERSION, job, self.options, spec)]
 
     def ready_to_create_pods(self, job: TFJob, groups_observed: Sequence[Mapping[str, Any]]) -> tuple[bool, str]:
         group = base.observed_group(job, groups_observed)

@@ -13,34 +13,22 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from polling import wait_for
 
 from tfjob_operator.local.apiserver import write_kubeconfig
 from tfjob_operator.local.cluster import LocalClusterThread
 
 T = TypeVar("T")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 KUBECTL = REPO / ".venv" / "bin" / "kubectl"
 NS = "default"
-
-
-def wait_for(predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.1, what: str = "") -> T:
-    """Poll until `predicate()` is truthy and return it; fail naming what was awaited and the last value."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}; last value: {last!r}")
 
 
 def free_port() -> int:
