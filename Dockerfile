@@ -14,11 +14,11 @@ RUN pip install . && rm -rf /src/build
 WORKDIR /
 # Non-root, matching the chart's runAsUser; the root filesystem is mounted read-only, /tmp is an emptyDir.
 USER 65532:65532
-EXPOSE 8080 8081 9443
+EXPOSE 8080 9090 9443
 ENTRYPOINT ["tfjob"]
 CMD ["operator"]
 
-# The training runtime TFJob pods run: `python -m tfjob_worker [flags]` (see worker_image/README-section.md).
+# The training runtime TFJob pods run: `python -m tfjob_worker [flags]` (see docs/worker.md).
 #   docker build --target worker -t tfjob-worker:0.1.0 .
 FROM tensorflow/tensorflow:2.21.0-gpu AS worker
 # TF_USE_LEGACY_KERAS=1: multi-worker fit needs tf-keras (Keras 2); Keras 3 fails it (keras#20585).
