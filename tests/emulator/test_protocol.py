@@ -430,6 +430,16 @@ def test_pods_get_kubernetes_defaults_and_gated_pods_are_marked(core):
     ]
 
 
+def test_numeric_quantities_come_back_as_strings_so_typed_clients_can_read_them(http, core):
+    # A manifest may say `nvidia.com/gpu: 1`; kube-apiserver stores and serves quantities as strings.
+    body = pod("q")
+    body["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 1, "cpu": 0.5}}
+    assert http("POST", "/api/v1/namespaces/default/pods", body).status_code == 201
+    listed = core.list_namespaced_pod("default", field_selector="metadata.name=q").items
+    assert listed[0].spec.containers[0].resources.limits == {"nvidia.com/gpu": "1", "cpu": "500m"}
+    assert listed[0].spec.containers[0].resources.requests == {"nvidia.com/gpu": "1", "cpu": "500m"}
+
+
 def test_binding_sets_the_node_and_pod_scheduled(core):
     core.create_namespaced_pod("default", pod("p"))
     core.create_namespaced_binding(

@@ -67,20 +67,20 @@ def test_crd_schema_is_structural_and_documented() -> None:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_renders_objects_valid_for_kubernetes(path: Path) -> None:
-    job = parse_tfjob(yaml.safe_load(path.read_text()))
-    for obj in render(job).objects():
-        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    for manifest in yaml.safe_load_all(path.read_text()):
+        for obj in render(parse_tfjob(manifest)).objects():
+            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_as_kubeflow_manifest_is_valid_for_both(path: Path) -> None:
     """Migration both ways: our examples with apiVersion kubeflow.org/v1 pass Kubeflow's own CRD schema."""
-    manifest = yaml.safe_load(path.read_text())
-    manifest["apiVersion"] = "kubeflow.org/v1"
     kubeflow_crd = yaml.safe_load(KUBEFLOW_CRD.read_text())
     schema = kubeflow_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    jsonschema.validate(manifest, schema)
-    parse_tfjob(manifest)
+    for manifest in yaml.safe_load_all(path.read_text()):
+        manifest["apiVersion"] = "kubeflow.org/v1"
+        jsonschema.validate(manifest, schema)
+        parse_tfjob(manifest)
 
 
 def test_render_prints_service_and_pods() -> None:

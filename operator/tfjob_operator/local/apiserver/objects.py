@@ -67,6 +67,20 @@ def _qos_class(spec: dict[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+def canonical_quantity(value: Any) -> Any:
+    """Quantities are strings on the wire, as kube-apiserver serialises them (`1` → "1", `0.5` → "500m")."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{round(value * 1000)}m"
+
+
+def _canonical_quantities(resources: dict[str, Any] | None) -> None:
+    for name, value in list((resources or {}).items()):
+        resources[name] = canonical_quantity(value)  # type: ignore[index]
+
+
 def _default_container(c: dict[str, Any]) -> None:
     c.setdefault("terminationMessagePath", "/dev/termination-log")
     c.setdefault("terminationMessagePolicy", "File")
@@ -74,6 +88,8 @@ def _default_container(c: dict[str, Any]) -> None:
     tagged = ":" in image.rsplit("/", 1)[-1] or "@" in image
     c.setdefault("imagePullPolicy", "IfNotPresent" if tagged and not image.endswith(":latest") else "Always")
     res = c.setdefault("resources", {})
+    _canonical_quantities(res.get("limits"))
+    _canonical_quantities(res.get("requests"))
     limits = res.get("limits") or {}
     if limits:
         requests = res.setdefault("requests", {})
@@ -99,6 +115,7 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
         _default_container(c)
+    _canonical_quantities(spec.get("overhead"))
     tolerations = spec.setdefault("tolerations", [])
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         if not any(t.get("key") == key and t.get("effect") in (None, "", "NoExecute") for t in tolerations):
