@@ -18,7 +18,6 @@ import ssl
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -26,12 +25,13 @@ import pytest
 import yaml
 from deployhelpers import chart_env, renderer
 from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica, wait_for
+from shared_data import CRDS
 
 from tfjob_operator import kube, leader, rbac
 from tfjob_operator.local.cluster import install_crds
 
 RELEASE_NS = renderer.NAMESPACE
-DATA_CRDS = Path("/work/shared/data/crds")
+DATA_CRDS = CRDS
 PODGROUP_CRDS = [DATA_CRDS / "scheduling.volcano.sh_podgroups.yaml", DATA_CRDS / "scheduling.x-k8s.io_podgroups.yaml"]
 QUICK = py("import time; time.sleep(0.5)")
 FOREVER = py("import time; time.sleep(600)")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
+from shared_data import CRDS
 
 from tfjob_operator import constants
 from tfjob_operator.gang import builtin, kueue, scheduler_plugins, volcano
@@ -24,8 +24,6 @@ from tfjob_operator.gang.base import (
 )
 from tfjob_operator.render import render
 from tfjob_operator.validation import parse_tfjob
-
-CRDS = Path("/work/shared/data/crds")
 
 
 def manifest(

@@ -12,12 +12,12 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica, wait_for
+from shared_data import CRDS
 
 from tfjob_operator.local.cluster import install_crds
 from tfjob_operator.local.kubeclient import STRATEGIC_MERGE_PATCH, Informer, KubeClient
@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.timeout(180)]
 NODES = "node-a{gpu:4,cpu:16,memory:64Gi};node-b{gpu:2,cpu:16,memory:64Gi}"
 GATE = "tfjob.dev/gang"
 RELEASED = "tfjob.dev/gang-released-at"
-DATA_CRDS = Path(__file__).resolve().parents[3] / "shared" / "data" / "crds"
+DATA_CRDS = CRDS
 
 
 def gpu_workers(command: list[str], replicas: int, **kwargs: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from shared_data import CRDS
 
 from tfjob_operator import crd
 from tfjob_operator.render import render
@@ -18,7 +19,7 @@ from tfjob_operator.validation import parse_tfjob
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-KUBEFLOW_CRD = ROOT.parent / "shared" / "data" / "crds" / "kubeflow.org_tfjobs.yaml"
+KUBEFLOW_CRD = CRDS / "kubeflow.org_tfjobs.yaml"
 K8S_VERSION = "1.37.0"
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from shared_data import CRDS
 
 ROOT = Path(__file__).resolve().parents[2]
-CRDS = ROOT.parent / "shared" / "data" / "crds"
 EXAMPLE = ROOT / "examples" / "mnist-cpu.yaml"
 
 
