@@ -23,6 +23,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from tfjob_operator import constants
+from tfjob_operator.times import format_time
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ class Kube:
         """A core/v1 Event on the TFJob, as `kubectl describe tfjob` and `kubectl get events` show them."""
         meta = job["metadata"]
         now = datetime.now(UTC)
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = format_time(now)
         namespace = meta.get("namespace") or "default"
         event = {
             "apiVersion": "v1",

@@ -33,6 +33,7 @@ from tfjob_operator.api import (
     TFJobStatus,
 )
 from tfjob_operator.render import RenderOptions, chief_pod_name, pod_name, render
+from tfjob_operator.times import format_time, parse_time
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 C = JobConditionType
@@ -183,23 +184,6 @@ class ObservedPod:
     def label(self) -> str:
         rtype = self.rtype.value if self.rtype else "?"
         return f"{self.name} ({rtype} {self.index}" + (f", container {self.container})" if self.container else ")")
-
-
-# ---------------------------------------------------------------- time
-
-
-def format_time(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 # ---------------------------------------------------------------- pods

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -35,6 +35,7 @@ from tfjob_operator import constants, resources
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang import base
 from tfjob_operator.gang.placement import AdmissionPolicy, GangRequest, admit
+from tfjob_operator.times import format_time, parse_time
 
 GATE = constants.GANG_SCHEDULING_GATE
 #: Node label that names the node; the release pins each pod with it.
@@ -137,7 +138,7 @@ def release_patch(pod: Mapping[str, Any], node: str, now: datetime | None = None
         name = (pod.get("metadata") or {}).get("name")
         raise ValueError(f"pod {name}: spec.nodeSelector[{HOSTNAME_LABEL}] is {pinned!r}, cannot release to {node!r}")
     gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GATE]
-    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_time(now)
     return {
         "metadata": {"annotations": {ANNOTATION_RELEASED_AT: stamp}},
         "spec": {"nodeSelector": {HOSTNAME_LABEL: node}, "schedulingGates": gates or None},
@@ -145,10 +146,7 @@ def release_patch(pod: Mapping[str, Any], node: str, now: datetime | None = None
 
 
 def released_at(pod: Mapping[str, Any]) -> datetime | None:
-    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_RELEASED_AT)
-    if not value:
-        return None
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return parse_time(((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_RELEASED_AT))
 
 
 def schedule_timed_out(pods: Sequence[Mapping[str, Any]], now: datetime, timeout_seconds: float) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import json
 import logging
 import uuid
@@ -16,6 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
+
+from tfjob_operator.times import format_time
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,7 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
 
 
 def now_rfc3339() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time()
 
 
 async def post_event(client: KubeClient, obj: Mapping[str, Any], kind: str, reason: str, message: str, *,

@@ -9,6 +9,8 @@ import json
 import secrets
 from typing import Any
 
+from tfjob_operator.times import format_time, parse_time
+
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # as apiserver's generateName suffix alphabet
 
 #: What a pod update may change in spec (the message Kubernetes returns when anything else changed).
@@ -19,17 +21,16 @@ POD_UPDATE_FORBIDDEN = (
 )
 
 
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
 def timestamp(moment: dt.datetime | None = None) -> str:
     """RFC 3339 with second precision, as metav1.Time serialises."""
-    return (moment or now()).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(moment)
 
 
 def parse_timestamp(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    moment = parse_time(text)
+    if moment is None:
+        raise ValueError(f"not an RFC 3339 time: {text!r}")
+    return moment
 
 
 def generate_name(prefix: str) -> str:

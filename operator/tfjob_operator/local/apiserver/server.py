@@ -17,6 +17,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from tfjob_operator import times
+
 from . import discovery, objects
 from . import patch as patching
 from .errors import ApiError, already_exists, conflict, invalid, not_found, status_body, success_status
@@ -975,7 +977,7 @@ class ApiServer:
             new.setdefault("status", {})["phase"] = "Terminating"
         current_grace = nmeta.get("deletionGracePeriodSeconds")
         if not nmeta.get("deletionTimestamp") or (current_grace is not None and grace < current_grace):
-            moment = objects.now() + dt.timedelta(seconds=grace)
+            moment = times.now() + dt.timedelta(seconds=grace)
             nmeta["deletionTimestamp"] = objects.timestamp(moment)
             nmeta["deletionGracePeriodSeconds"] = grace
         elif current_grace is None:

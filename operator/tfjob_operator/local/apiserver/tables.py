@@ -8,7 +8,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from .objects import now, parse_timestamp
+from tfjob_operator.times import now
+
+from .objects import parse_timestamp
 from .registry import ResourceType
 
 _NAME_COL = {
