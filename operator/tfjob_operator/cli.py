@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=1800, help="give up after this many seconds (default 1800)")
     p.add_argument("--kill-worker-after", type=float, metavar="SECONDS",
                    help="SIGKILL one worker this long after training starts, to watch a gang restart and resume")
-    p.add_argument("--port", type=int, default=0, help="API server port (default: a free one; `up`: 6443)")
+    p.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
     p.add_argument("--kubeconfig", help="`up`: where to write the kubeconfig (default WORKDIR/kubeconfig)")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the live view")
     p.set_defaults(func=cmd_local)

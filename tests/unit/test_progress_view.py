@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from tfjob_operator.local.view import JobSnapshot, PlainView, progress_line
 from tfjob_operator.progress import parse_log, plot_history
 from tfjob_worker import progress as worker_progress
@@ -66,3 +68,16 @@ def test_history_plot_is_written_as_png(tmp_path: Path) -> None:
                for e in range(1, 5)]
     out = plot_history(history, tmp_path / "plot.png", "TFJob mnist")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_local_summary_of_a_failed_job_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tfjob_operator.local.run import _result, _summarise
+
+    failed = {"metadata": {"name": "broken"}, "status": {"restartCount": 0, "conditions": [
+        {"type": "Created", "status": "True", "message": "creating"},
+        {"type": "Failed", "status": "True",
+         "message": "pod broken-worker-0 (Worker 0, container tensorflow) exited with code 1"}]}}
+    _summarise(_result(failed, parse_log(""), 12.3), tmp_path)
+    out = capsys.readouterr().out
+    assert "TFJob broken: Failed in 12.3s, 1 attempt (0 gang restarts)" in out
+    assert "  why                pod broken-worker-0 (Worker 0, container tensorflow) exited with code 1" in out

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,9 @@ from kubernetes.client.exceptions import ApiException
 
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
-from tfjob_operator.jobs import Clients, connect, get_job, job_pods, submit, true_conditions
+from tfjob_operator.jobs import TERMINAL, Clients, connect, get_job, job_pods, submit, true_conditions
 from tfjob_operator.local.view import JobSnapshot, make_view
 from tfjob_operator.progress import Progress, load_json, parse_log, plot_history
-
-TERMINAL = ("Succeeded", "Failed")
 
 
 @dataclass
@@ -46,8 +44,8 @@ class JobResult:
     restarts: int
     progress: Progress
     output_dir: Path | None
-    plot: Path | None = None
-    result: dict[str, Any] = field(default_factory=dict)
+    #: Message of the condition the job ended with (why it failed, or who succeeded).
+    message: str = ""
 
 
 def operator_env(kubeconfig: Path) -> dict[str, str]:
@@ -84,7 +82,7 @@ def stop_process(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
         pass
 
 
-def chief_progress(clients: Clients, job: dict[str, Any], pods: list[dict[str, Any]]) -> Progress:
+def chief_progress(clients: Clients, pods: list[dict[str, Any]]) -> Progress:
     """Parse the current chief pod's log (small; re-read each tick so a new attempt is picked up)."""
     chiefs = [p for p in pods if p["metadata"]["labels"].get(constants.LABEL_JOB_ROLE) == constants.ROLE_CHIEF]
     if not chiefs or not (chiefs[0].get("status") or {}).get("containerStatuses"):
@@ -149,7 +147,7 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
             for job in jobs:
                 obj = get_job(clients, job.name)
                 pods = job_pods(clients, job.name)
-                progress = chief_progress(clients, obj, pods)
+                progress = chief_progress(clients, pods)
                 snapshots.append(JobSnapshot(obj, pods, progress))
                 conds = true_conditions(obj)
                 if "Running" in conds and job.name not in running_since:
@@ -179,14 +177,16 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
 def _result(obj: dict[str, Any], progress: Progress, duration: float, state: str | None = None) -> JobResult:
     status = obj.get("status") or {}
     saved_model = progress.done.get("saved_model")
-    output_dir = Path(saved_model).parent if saved_model else None
+    state = state or next((c for c in reversed(true_conditions(obj)) if c in TERMINAL), "Unknown")
+    message = next((c.get("message") or "" for c in status.get("conditions") or [] if c.get("type") == state), "")
     return JobResult(
         name=obj["metadata"]["name"],
-        state=state or next((c for c in reversed(true_conditions(obj)) if c in TERMINAL), "Unknown"),
+        state=state,
         duration=duration,
         restarts=int(status.get("restartCount", 0)),
         progress=progress,
-        output_dir=output_dir,
+        output_dir=Path(saved_model).parent if saved_model else None,
+        message=message,
     )
 
 
@@ -194,20 +194,20 @@ def _summarise(result: JobResult, workdir: Path) -> None:
     print()
     print(f"TFJob {result.name}: {result.state} in {result.duration:.1f}s, "
           f"{result.restarts + 1} attempt{'s' if result.restarts else ''} ({result.restarts} gang restarts)")
+    if result.state != "Succeeded" and result.message:
+        print(f"  why                {result.message}")
     if result.output_dir:
         data = load_json(result.output_dir / "result.json") or {}
-        result.result = data
         history = load_json(result.output_dir / "history.json") or []
         if data.get("test_accuracy") is not None:
             print(f"  test accuracy      {float(data['test_accuracy']):.4f}")
         if data.get("resumed_from_epoch"):
             print(f"  resumed at epoch   {data['resumed_from_epoch']} (from the backup)")
-        if history:
-            result.plot = plot_history(history, workdir / f"{result.name}-training.png", f"TFJob {result.name}")
         print(f"  SavedModel         {result.output_dir / 'saved_model'}")
         print(f"  checkpoints        {result.output_dir / 'checkpoints'}")
-        if result.plot:
-            print(f"  training plot      {result.plot}")
+        if history:
+            plot = plot_history(history, workdir / f"{result.name}-training.png", f"TFJob {result.name}")
+            print(f"  training plot      {plot}")
     elif result.progress.metrics:
         print("  last metrics       " + " ".join(f"{k}={v}" for k, v in result.progress.metrics.items()))
     print(f"  pod logs           {workdir / 'pods'}  (and the operator's: {workdir / 'operator.log'})")
