@@ -174,7 +174,7 @@ def _template_messages(field: str, template: Mapping[str, Any]) -> list[str]:
 
 
 def parse_tfjob(obj: Mapping[str, Any]) -> TFJob:
-    """Validate a TFJob manifest (ours or Kubeflow's) and return the model; raise InvalidSpec otherwise."""
+    """Validate a TFJob manifest (ours or Kubeflow's) and return the model, status left out; raise InvalidSpec."""
     if not isinstance(obj, Mapping):
         raise InvalidSpec(["(document): a TFJob must be a YAML mapping"])
     messages: list[str] = []
@@ -184,15 +184,13 @@ def parse_tfjob(obj: Mapping[str, Any]) -> TFJob:
     if obj.get("kind", constants.KIND) != constants.KIND:
         messages.append(f"kind: {obj.get('kind')!r} is not a TFJob")
     messages.extend(_duplicate_type_messages(obj))
+    # Status is the operator's own output: it is not the user's to get wrong, so it is not read here.
     body = {k: v for k, v in obj.items() if k != "status"}
     body["apiVersion"] = constants.API_VERSION
     try:
         job = TFJob.model_validate(body)
     except ValidationError as exc:
         raise InvalidSpec(messages + _schema_messages(exc)) from None
-    if obj.get("status"):
-        # Status is the operator's own output; tolerate what it wrote earlier but never trust it for validity.
-        job.status = TFJob.model_validate({"spec": body["spec"], "status": obj["status"]}).status
     messages.extend(semantic_messages(job))
     if messages:
         raise InvalidSpec(messages)
