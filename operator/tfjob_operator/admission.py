@@ -21,27 +21,33 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from tfjob_operator import constants, resources
+from tfjob_operator import constants
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang import builtin
-from tfjob_operator.gang.base import GangBackendError, backend_for, schedule_timeout_seconds
+from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for, schedule_timeout_seconds
+from tfjob_operator.gang.queue import (
+    JobKey,
+    arrival_seconds,
+    current_gang,
+    gang_priority,
+    held_gpu_seconds_by_job,
+    key_str,
+    key_tuple,
+    placement_summary,
+    waits_for_admission,
+)
 from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
-from tfjob_operator.reconcile import owned_by, parse_time, prior_status
+from tfjob_operator.metrics import Metrics
+from tfjob_operator.observed import is_finished, is_terminal
+from tfjob_operator.settings import OperatorSettings
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
-if TYPE_CHECKING:
-    from tfjob_operator.handlers import JobController
-
 log = logging.getLogger("tfjob_operator.admission")
-
-JobKey = tuple[str, str]
 
 #: A pass at least this often while any gang waits (node changes and other owners' pods are not watched).
 ADMISSION_PERIOD_SECONDS = 5.0
@@ -54,68 +60,43 @@ LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 PRIORITY_CLASS_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 
 
-# ---------------------------------------------------------------- pure helpers
+# ---------------------------------------------------------------- what the loop needs from its host
 
 
-def waits_for_admission(pod: Mapping[str, Any]) -> bool:
-    """The pod still carries our gate, or was released by us and is not bound yet (the watchdog's concern)."""
-    meta = pod.get("metadata") or {}
-    if meta.get("deletionTimestamp") or resources.is_terminal(pod):
-        return False
-    if builtin.is_gated(pod):
-        return True
-    return not builtin.is_bound(pod) and builtin.ANNOTATION_RELEASED_AT in (meta.get("annotations") or {})
+class AdmissionApi(Protocol):
+    """The API calls the loop makes (`tfjob_operator.kube.Kube` provides them)."""
+
+    async def request(self, method: str, path: str, body: Any = None, *, content_type: str = ...,
+                      query: list[tuple[str, str]] | None = None) -> Any: ...
+
+    async def get(self, path: str) -> dict[str, Any] | None: ...
+
+    async def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> bool: ...
+
+    async def post_event(self, job: Mapping[str, Any], event_type: str, reason: str, message: str) -> None: ...
 
 
-def current_gang(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The job's pods of its current attempt that are not being deleted (what admission may release)."""
-    meta = obj.get("metadata") or {}
-    attempt = str(prior_status(obj).restartCount)
-    return [p for p in pods
-            if owned_by(p, str(meta.get("name")), meta.get("uid"))
-            and (p.get("metadata") or {}).get("namespace", "default") == meta.get("namespace", "default")
-            and ((p.get("metadata") or {}).get("labels") or {}).get(constants.LABEL_ATTEMPT, "0") == attempt
-            and not (p.get("metadata") or {}).get("deletionTimestamp")]
+class AdmissionHost(Protocol):
+    """What the loop reads (the job and pod indices, settings) and the one thing it calls back (`trigger`).
 
+    The controller (`tfjob_operator.controller.JobController`) is the host in the operator; tests use a fake.
+    """
 
-def arrival_seconds(obj: Mapping[str, Any], seen_order: int) -> float:
-    """FIFO key: the job's creationTimestamp (whole seconds), then the order this operator first saw it queued."""
-    created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
-    base = created.timestamp() if created is not None else 0.0
-    return base + min(seen_order, 999_999) * 1e-6
+    @property
+    def jobs(self) -> Mapping[JobKey, Any]: ...
+    @property
+    def pods(self) -> Mapping[JobKey, Any]: ...
+    @property
+    def kube(self) -> AdmissionApi: ...
+    @property
+    def settings(self) -> OperatorSettings: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def gang_options(self) -> GangOptions: ...
 
-
-def gang_priority(pods: Iterable[Mapping[str, Any]], class_values: Mapping[str, int]) -> int:
-    """The gang's priority: the highest of its pods' ``spec.priority`` (set by the API server from the
-    PriorityClass), or the class's value when the server left it 0."""
-    best = 0
-    for pod in pods:
-        spec = pod.get("spec") or {}
-        value = int(spec.get("priority") or 0)
-        if not value and spec.get("priorityClassName"):
-            value = class_values.get(str(spec["priorityClassName"]), 0)
-        best = max(best, value)
-    return best
-
-
-def is_finished(obj: Mapping[str, Any]) -> bool:
-    return any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or [])
-
-
-def placement_summary(releases: Sequence[builtin.Release]) -> str:
-    """"node-a ×3, node-b ×1": where a released gang went."""
-    counts = Counter(r.node for r in releases)
-    return ", ".join(f"{node} ×{n}" for node, n in sorted(counts.items()))
-
-
-def held_gpu_seconds_by_job(pods_by_job: Mapping[JobKey, Sequence[Mapping[str, Any]]], seconds: float) -> Decimal:
-    """GPU-seconds held over ``seconds`` by every gang that is bound in part but not all running."""
-    total = Decimal(0)
-    for pods in pods_by_job.values():
-        live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
-        total += builtin.held_gpu_seconds(live, seconds)
-    return total
+    def trigger(self, key: JobKey) -> None:
+        """Reconcile this job soon (its Queued reason changed)."""
 
 
 @dataclass
@@ -144,24 +125,15 @@ class LoopState:
         self.failure_counted &= keep
 
 
-def key_str(key: JobKey) -> str:
-    return f"{key[0]}/{key[1]}"
-
-
-def key_tuple(key: str) -> JobKey:
-    namespace, _, name = key.partition("/")
-    return namespace, name
-
-
 # ---------------------------------------------------------------- the loop
 
 
 class AdmissionLoop:
     """The shell around :func:`builtin.plan_pass`: reads a snapshot, writes releases, restarts timed-out gangs."""
 
-    def __init__(self, controller: JobController, *, period: float = ADMISSION_PERIOD_SECONDS,
+    def __init__(self, host: AdmissionHost, *, period: float = ADMISSION_PERIOD_SECONDS,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
-        self.controller = controller
+        self.host = host
         self.period = period
         self.clock = clock
         self.state = LoopState()
@@ -195,7 +167,7 @@ class AdmissionLoop:
 
     def notice_pod(self, event_type: str, pod: Mapping[str, Any]) -> None:
         """A TFJob pod changed: wake for new gated gangs and for capacity freed (pod ended or deleted)."""
-        if event_type == "DELETED" or resources.is_terminal(pod) or builtin.is_gated(pod):
+        if event_type == "DELETED" or is_terminal(pod) or builtin.is_gated(pod):
             self.wake()
         meta = pod.get("metadata") or {}
         job = (meta.get("labels") or {}).get(constants.LABEL_JOB_NAME)
@@ -230,20 +202,20 @@ class AdmissionLoop:
                 raise
             except Exception as exc:  # an API outage must not end admission for the operator's lifetime
                 failures += 1
-                self.controller.metrics.gang_admission_failures.labels("pass_error").inc()
+                self.host.metrics.gang_admission_failures.labels("pass_error").inc()
                 log.warning("admission pass failed (%s); retrying", exc, exc_info=not isinstance(exc, KubeError))
-                await asyncio.sleep(min(self.controller.settings.retry_backoff * 2 ** failures,
-                                        self.controller.settings.retry_max_backoff))
+                await asyncio.sleep(min(self.host.settings.retry_backoff * 2 ** failures,
+                                        self.host.settings.retry_max_backoff))
 
     # -------------------------------------------------------- one pass
 
     def _waiting_jobs(self) -> dict[JobKey, Mapping[str, Any]]:
         """Jobs (from the index) with a gated or released-but-unbound pod: no API call when there is none."""
         found: dict[JobKey, Mapping[str, Any]] = {}
-        for key, store in list(self.controller.pods.items()):
+        for key, store in list(self.host.pods.items()):
             if not any(waits_for_admission(p) for p in list(store or [])):
                 continue
-            obj = _latest(self.controller.jobs.get(key))
+            obj = _latest(self.host.jobs.get(key))
             if obj is not None and not is_finished(obj):
                 found[key] = obj
         return found
@@ -251,7 +223,7 @@ class AdmissionLoop:
     def _parse_builtin(self, obj: Mapping[str, Any]) -> TFJob | None:
         try:
             job = parse_tfjob({k: v for k, v in obj.items() if k != "status"})
-            backend = backend_for(job, self.controller.settings.gang_backend.value, self.controller.gang_options)
+            backend = backend_for(job, self.host.settings.gang_backend.value, self.host.gang_options)
         except (InvalidSpec, GangBackendError):
             return None
         if not backend.uses_admission_loop or job.spec.runPolicy.suspend:
@@ -260,7 +232,7 @@ class AdmissionLoop:
 
     async def pass_once(self) -> builtin.PassPlan | None:
         """One admission pass. Returns its plan (None when nothing waited)."""
-        metrics = self.controller.metrics
+        metrics = self.host.metrics
         self._integrate_gpu_seconds()
         waiting = {key: obj for key, obj in self._waiting_jobs().items()}
         jobs = {key: job for key, obj in waiting.items() if (job := self._parse_builtin(obj)) is not None}
@@ -286,7 +258,7 @@ class AdmissionLoop:
                                             arrival=arrival_seconds(waiting[key], self.state.seen[skey])))
             if members and all(builtin.is_gated(p) for p in members):
                 self.state.queued_since.setdefault(skey, time.time())
-        plan = builtin.plan_pass(gangs, nodes, pods, now=now, options=self.controller.gang_options,
+        plan = builtin.plan_pass(gangs, nodes, pods, now=now, options=self.host.gang_options,
                                  passes_waited=self.state.passes_waited, not_before=self.state.not_before)
         self.passes += 1
         metrics.gang_pass_seconds.observe(time.perf_counter() - started)
@@ -307,7 +279,7 @@ class AdmissionLoop:
         return plan
 
     async def _list(self, path: str, query: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
-        body = await self.controller.kube.request("GET", path, query=query)
+        body = await self.host.kube.request("GET", path, query=query)
         return list((body or {}).get("items") or [])
 
     async def _list_pods(self) -> list[dict[str, Any]]:
@@ -318,13 +290,13 @@ class AdmissionLoop:
             try:
                 return await self._list("/api/v1/pods", query)
             except KubeError as exc:
-                if exc.status != 403 or not self.controller.settings.namespaces:
+                if exc.status != 403 or not self.host.settings.namespaces:
                     raise
                 log.warning("cannot list pods cluster-wide (%s): admission counts only the pods of %s",
-                            exc, ", ".join(self.controller.settings.namespaces))
+                            exc, ", ".join(self.host.settings.namespaces))
                 self._cluster_wide_pods = False
         pods: list[dict[str, Any]] = []
-        for namespace in self.controller.settings.namespaces:
+        for namespace in self.host.settings.namespaces:
             pods += await self._list(pods_path(namespace), query)
         return pods
 
@@ -339,7 +311,7 @@ class AdmissionLoop:
             if cached is not None and now - cached[0] < PRIORITY_CACHE_SECONDS:
                 continue
             try:
-                found = await self.controller.kube.get(f"{PRIORITY_CLASS_PATH}/{name}")
+                found = await self.host.kube.get(f"{PRIORITY_CLASS_PATH}/{name}")
             except KubeError as exc:  # e.g. 403: rank the gang at priority 0 rather than stop admission
                 log.warning("cannot read PriorityClass %s (%s); its gangs rank at priority 0", name, exc)
                 found = None
@@ -348,9 +320,9 @@ class AdmissionLoop:
     async def _release(self, plan: builtin.PassPlan, objs: Mapping[JobKey, Mapping[str, Any]],
                        gangs: Mapping[str, builtin.QueuedGang]) -> None:
         """One merge PATCH per pod of every admitted gang, all at once; then an Event per gang."""
-        metrics = self.controller.metrics
+        metrics = self.host.metrics
         results = await asyncio.gather(
-            *(self.controller.kube.request("PATCH", pods_path(r.namespace, r.pod), r.patch, content_type=MERGE_PATCH)
+            *(self.host.kube.request("PATCH", pods_path(r.namespace, r.pod), r.patch, content_type=MERGE_PATCH)
               for r in plan.releases), return_exceptions=True)
         stamp = time.monotonic()
         self._released_uids = {uid: t for uid, t in self._released_uids.items() if stamp - t < 60.0}
@@ -389,15 +361,15 @@ class AdmissionLoop:
             self.state.timeouts[skey] = count
             wait = builtin.backoff_seconds(count)
             self.state.not_before[skey] = now + timedelta(seconds=wait)
-            self.controller.metrics.gang_schedule_timeouts.inc()
+            self.host.metrics.gang_schedule_timeouts.inc()
             unbound = [p for p in gang.pods if not builtin.is_bound(p)]
-            limit = schedule_timeout_seconds(gang.job, self.controller.gang_options)
+            limit = schedule_timeout_seconds(gang.job, self.host.gang_options)
             message = (f"{len(unbound)} of {len(gang.pods)} pods not scheduled within scheduleTimeoutSeconds={limit} "
                        f"of their release; deleting the gang, recreating it gated, admission resumes in {wait:g}s "
                        f"(schedule timeout {count})")
             log.warning("%s: %s", skey, message)
             await self._event(objs.get(key_tuple(skey)), "Warning", "GangScheduleTimeout", message)
-            await asyncio.gather(*(self.controller.kube.delete_pod(gang.job.namespace,
+            await asyncio.gather(*(self.host.kube.delete_pod(gang.job.namespace,
                                                                    str((p.get("metadata") or {}).get("name")))
                                    for p in gang.pods))
 
@@ -405,7 +377,7 @@ class AdmissionLoop:
         if obj is None:
             return
         try:
-            await self.controller.kube.post_event(obj, kind, reason, message)
+            await self.host.kube.post_event(obj, kind, reason, message)
         except KubeError as exc:  # an Event is a courtesy
             log.warning("could not post event %s: %s", reason, exc)
 
@@ -416,8 +388,8 @@ class AdmissionLoop:
         for skey in set(old) | set(reasons):
             if old.get(skey) != reasons.get(skey):
                 key = key_tuple(skey)
-                if key in self.controller.jobs:
-                    self.controller.trigger(key)
+                if key in self.host.jobs:
+                    self.host.trigger(key)
         self.state.forget(considered)
 
     def _count_passes(self, plan: builtin.PassPlan, now: datetime) -> None:
@@ -433,8 +405,8 @@ class AdmissionLoop:
         """Timeout counts (the back-off exponent) last until the gang is all bound, or the job ends or goes."""
         for skey in list(set(self.state.timeouts) | set(self.state.not_before)):
             key = key_tuple(skey)
-            obj = _latest(self.controller.jobs.get(key))
-            gang = current_gang(obj, list(self.controller.pods.get(key) or [])) if obj is not None else []
+            obj = _latest(self.host.jobs.get(key))
+            gang = current_gang(obj, list(self.host.pods.get(key) or [])) if obj is not None else []
             if obj is None or is_finished(obj) or (gang and all(builtin.is_bound(p) for p in gang)):
                 self.state.timeouts.pop(skey, None)
                 self.state.not_before.pop(skey, None)
@@ -446,7 +418,7 @@ class AdmissionLoop:
             stamps = [t for p in gang.pods if not builtin.is_bound(p) and (t := builtin.released_at(p)) is not None]
             if stamps:
                 deadlines.append(min(stamps) + timedelta(
-                    seconds=schedule_timeout_seconds(gang.job, self.controller.gang_options)))
+                    seconds=schedule_timeout_seconds(gang.job, self.host.gang_options)))
         future = [d for d in deadlines if d > now]
         if self._deadline is not None:
             self._deadline.cancel()
@@ -462,13 +434,13 @@ class AdmissionLoop:
         now = time.monotonic()
         seconds, self._last_integration = now - self._last_integration, now
         pods_by_job: dict[JobKey, list[Mapping[str, Any]]] = {}
-        for key, store in list(self.controller.pods.items()):
-            obj = _latest(self.controller.jobs.get(key))
+        for key, store in list(self.host.pods.items()):
+            obj = _latest(self.host.jobs.get(key))
             if obj is not None and not is_finished(obj):
                 pods_by_job[key] = current_gang(obj, list(store or []))
         held = held_gpu_seconds_by_job(pods_by_job, seconds)
         if held > 0:
-            self.controller.metrics.gang_partial_gpu_seconds.inc(float(held))
+            self.host.metrics.gang_partial_gpu_seconds.inc(float(held))
 
 
 def _latest(store: Any) -> Mapping[str, Any] | None:

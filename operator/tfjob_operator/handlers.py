@@ -1,383 +1,27 @@
-"""kopf handlers: they read the job and its pods, call the pure `reconcile`, and act. Nothing here decides.
+"""kopf registrations: each handler passes the event to the controller (`tfjob_operator.controller`). Nothing
+here decides or keeps state.
 
 Run with `tfjob operator` (settings from `TFJOB_*`) or `kopf run -m tfjob_operator.handlers --all-namespaces`.
-
-Every TFJob event (create, spec update, resume at start-up) and every event of a pod labelled with a job name
-asks the :class:`JobController` to reconcile that job. Requests for one job are coalesced and run one at a time;
-a job is read from kopf's index of TFJobs and its pods from an index of pods by job (no API reads). Timers
-(`loop.call_later`) bring a job back at the time `reconcile` asks for: deadline, TTL, stuck-Terminating timeout.
-No finalizers are added: deletion is Kubernetes garbage collection through owner references.
-Jobs of the builtin gang backend are released by the admission loop (`tfjob_operator.admission`), which pod
-events wake; its reason for a waiting job reaches the status through `GangView.queued_reason`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import copy
-import json
 import logging
-import socket
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 
 from tfjob_operator import constants
-from tfjob_operator.admission import AdmissionLoop
-from tfjob_operator.api import TFJob
-from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
-from tfjob_operator.kube import Kube, KubeError, RetryPolicy, collection_path, load_api_client
+from tfjob_operator.controller import JobController, JobKey
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.reconcile import (
-    AnnotateJob,
-    CreateObject,
-    Decision,
-    DeleteJob,
-    DeletePod,
-    EmitEvent,
-    GangView,
-    ReconcileOptions,
-    prior_status,
-    reconcile,
-    recorded_replicas,
-    utcnow,
-)
-from tfjob_operator.render import RenderOptions, pod_name, render
-from tfjob_operator.settings import Addressing, OperatorSettings
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.settings import OperatorSettings
 
 log = logging.getLogger("tfjob_operator")
 
-JobKey = tuple[str, str]  # (namespace, name)
-
-#: Triggers for one job within this many seconds are served by one reconcile.
-RECONCILE_DEBOUNCE_SECONDS = 0.05
-#: Identical Events for one job within this many seconds are posted once (like Kubernetes' event correlator).
-EVENT_DEDUP_SECONDS = 60.0
-#: A job waiting on its PodGroup (not watched) reads it again this often, e.g. to see Volcano enqueue it.
-GROUP_RECHECK_SECONDS = 5.0
-
-
-@dataclass
-class _JobState:
-    """What the controller remembers about one job between reconciles (lost on restart, by design)."""
-
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    dirty: bool = False
-    task: asyncio.Task[None] | None = None
-    timer: asyncio.TimerHandle | None = None
-    #: (uid, status) last written: the index may not have caught up with our own write yet.
-    status: tuple[str | None, dict[str, Any]] | None = None
-    recent_events: dict[tuple[str, str], float] = field(default_factory=dict)
-    failures: int = 0
-    pod_create_error: str | None = None
-
-
-class JobController:
-    """Runs reconciles: one at a time per job, coalesced, retried with back-off on API errors."""
-
-    def __init__(self, settings: OperatorSettings, kube: Kube, metrics: Metrics) -> None:
-        self.settings = settings
-        self.kube = kube
-        self.metrics = metrics
-        self.jobs: Mapping[JobKey, Any] = {}
-        self.pods: Mapping[JobKey, Any] = {}
-        self._states: dict[JobKey, _JobState] = {}
-        self._ports_in_use: set[int] = set()
-        self._resync_task: asyncio.Task[None] | None = None
-        self.gang_options = GangOptions()
-        #: The builtin backend's admission loop (started with the operator).
-        self.admission: AdmissionLoop | None = None
-
-    # ------------------------------------------------------------ scheduling
-
-    def bind(self, jobs: Mapping[JobKey, Any], pods: Mapping[JobKey, Any]) -> None:
-        """Remember kopf's live indices (they are passed to handlers only)."""
-        self.jobs, self.pods = jobs, pods
-
-    def trigger(self, key: JobKey) -> None:
-        """Reconcile this job soon; many triggers while one runs cause one more run."""
-        state = self._states.setdefault(key, _JobState())
-        state.dirty = True
-        if state.task is None or state.task.done():
-            state.task = asyncio.create_task(self._drain(key, state), name=f"reconcile {key[0]}/{key[1]}")
-
-    def forget(self, key: JobKey) -> None:
-        state = self._states.pop(key, None)
-        if state is not None and state.timer is not None:
-            state.timer.cancel()
-
-    def _schedule(self, key: JobKey, state: _JobState, delay: float | None) -> None:
-        if state.timer is not None:
-            state.timer.cancel()
-            state.timer = None
-        if delay is not None:
-            # A little past the instant, so a deadline computed at second precision has surely passed.
-            state.timer = asyncio.get_running_loop().call_later(delay + 0.05, self.trigger, key)
-
-    async def _drain(self, key: JobKey, state: _JobState) -> None:
-        while state.dirty:
-            # Pod events come in bursts (a gang starts together): one reconcile for the burst.
-            await asyncio.sleep(RECONCILE_DEBOUNCE_SECONDS)
-            state.dirty = False
-            async with state.lock:
-                started = time.perf_counter()
-                try:
-                    delay = await self.reconcile_once(key, state)
-                    state.failures = 0
-                except Exception as exc:  # an API outage must not kill the controller: retry with back-off
-                    self.metrics.reconcile_errors.inc()
-                    state.failures += 1
-                    delay = min(self.settings.retry_backoff * 2 ** state.failures, self.settings.retry_max_backoff)
-                    log.warning("reconcile %s/%s failed (%s); retrying in %.1fs", *key, exc, delay,
-                                exc_info=not isinstance(exc, KubeError))
-                finally:
-                    self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-                if self._states.get(key) is state:
-                    self._schedule(key, state, delay)
-
-    async def resync_forever(self) -> None:
-        """Safety net: every job is reconciled at least every resync_seconds (no writes when nothing changed)."""
-        while True:
-            await asyncio.sleep(self.settings.resync_seconds)
-            for key in list(self.jobs):
-                self.trigger(key)
-
-    # ------------------------------------------------------------ one reconcile
-
-    async def reconcile_once(self, key: JobKey, state: _JobState) -> float | None:
-        """Read the job and its pods from the indices, decide, write status, act. Returns the requeue delay."""
-        body = _latest(self.jobs.get(key))
-        if body is None:
-            self.forget(key)
-            return None
-        obj: dict[str, Any] = copy.deepcopy(dict(body))
-        obj.pop("_pending_annotations", None)
-        uid = obj["metadata"].get("uid")
-        if state.status is not None and state.status[0] == uid:
-            obj["status"] = copy.deepcopy(state.status[1])
-        pods = [copy.deepcopy(dict(p)) for p in (self.pods.get(key) or [])]
-        options = await self._options(obj, pods, state)
-        pending: dict[str, str | None] = obj.pop("_pending_annotations", {})
-        decision = reconcile(obj, pods, utcnow(), options)
-        if not decision.managed:
-            return None
-        await self._act(key, obj, decision, state, pending)
-        return decision.requeue_after
-
-    async def _options(self, obj: dict[str, Any], pods: list[dict[str, Any]], state: _JobState) -> ReconcileOptions:
-        try:
-            job = parse_tfjob({k: v for k, v in obj.items() if k != "status"})
-        except InvalidSpec:
-            return ReconcileOptions(terminating_timeout=self.settings.terminating_timeout)
-        ports = None
-        if self.settings.addressing == Addressing.LOOPBACK and not _finished(obj):
-            ports = await self._loopback_ports(obj, job)
-        return ReconcileOptions(
-            cluster_domain=self.settings.cluster_domain,
-            loopback_ports=ports,
-            terminating_timeout=self.settings.terminating_timeout,
-            gang=await self._gang_view(job, pods),
-            pod_create_error=state.pod_create_error,
-        )
-
-    async def _gang_view(self, job: TFJob, pods: list[dict[str, Any]]) -> GangView:
-        """Ask the job's gang backend what it needs (the seam of DESIGN §6; the `none` backend needs nothing)."""
-        try:
-            backend = backend_for(job, self.settings.gang_backend.value, self.gang_options)
-        except GangBackendError as exc:
-            return GangView(problems=(str(exc),))
-        problems = backend.validate(job)
-        if problems:
-            return GangView(problems=tuple(problems))
-        scheduler = self.settings.scheduler_name
-
-        def decorate(job: TFJob, pod: dict[str, Any]) -> dict[str, Any]:
-            if scheduler and not pod["spec"].get("schedulerName"):
-                pod = {**pod, "spec": {**pod["spec"], "schedulerName": scheduler}}
-            return backend.decorate_pod(job, pod)
-
-        ready, why, missing = True, "", []
-        # Only counts and requests matter to the backend here, so placeholder ports do in loopback mode.
-        placeholder = {n: 0 for n in _all_pod_names(job)} if self.settings.addressing == Addressing.LOOPBACK else None
-        groups = backend.group_objects(job, render(job, RenderOptions(loopback_ports=placeholder)).pods)
-        if groups:
-            found = [await self.kube.get(f"{collection_path(g)}/{g['metadata']['name']}") for g in groups]
-            observed = [g for g in found if g]
-            missing = [g for g, got in zip(groups, found, strict=True) if not got]
-            ready, why = backend.ready_to_create_pods(job, observed)
-        queued = (why or None) if not ready else backend.queued_reason(job, pods)
-        if queued and backend.uses_admission_loop and self.admission is not None:
-            if self.admission.released(pods):
-                queued = None  # released a moment ago; the pod index has not caught up yet
-            else:
-                # The loop's reason says what is short ("needs 8 nvidia.com/gpu on ≤ 2 nodes; largest free 6").
-                queued = self.admission.reason_for(job.namespace, job.name) or queued
-        return GangView(decorate_pod=decorate, group_objects=backend.group_objects, ready_to_create_pods=ready,
-                        missing_groups=tuple(missing), queued_reason=queued,
-                        recheck_after=GROUP_RECHECK_SECONDS if groups and not ready else None)
-
-    async def _loopback_ports(self, obj: dict[str, Any], job: TFJob) -> dict[str, int]:
-        """Pod name → 127.0.0.1 port, recorded on the job before any pod uses it (stable across restarts)."""
-        annotations = obj["metadata"].setdefault("annotations", {})
-        ports = _parse_ports(annotations.get(constants.ANNOTATION_LOOPBACK_PORTS))
-        wanted = set(_all_pod_names(job))
-        missing = sorted(wanted - set(ports))
-        if not missing:
-            return ports
-        in_use = set(self._ports_in_use)
-        for other in self.jobs.values():
-            other_body = _latest(other)
-            if other_body is not None:
-                raw = ((other_body.get("metadata") or {}).get("annotations") or {})
-                in_use |= set(_parse_ports(raw.get(constants.ANNOTATION_LOOPBACK_PORTS)).values())
-        for name in missing:
-            ports[name] = _free_port(in_use)
-            in_use.add(ports[name])
-        self._ports_in_use |= set(ports.values())
-        # Written with the first action that needs it (before any pod is created), in one PATCH.
-        obj.setdefault("_pending_annotations", {})[constants.ANNOTATION_LOOPBACK_PORTS] = json.dumps(
-            ports, sort_keys=True)
-        return ports
-
-    async def _act(self, key: JobKey, obj: dict[str, Any], decision: Decision, state: _JobState,
-                   pending: dict[str, str | None]) -> None:
-        """Status first (a decision such as 'attempt 3' must survive a crash), its Events, then actions in order."""
-        namespace, name = key
-        new_status = decision.status.model_dump(mode="json")
-        if new_status != prior_status(obj).model_dump(mode="json"):
-            written = await self.kube.patch_status(namespace, name, new_status)
-            if written is None:
-                return  # the job is gone
-        state.status = (obj["metadata"].get("uid"), new_status)
-        # Events right after the status they announce, before the slow part, so a crash rarely loses one.
-        for event in decision.of_type(EmitEvent):
-            await self._post_event(obj, event, state)
-        deletes: list[DeletePod] = []
-        creates: list[CreateObject] = []
-        annotations: dict[str, str | None] = {}
-        for action in decision.actions:
-            if isinstance(action, AnnotateJob):
-                annotations.update(action.annotations)
-            elif isinstance(action, DeletePod):
-                deletes.append(action)
-            elif isinstance(action, CreateObject):
-                creates.append(action)
-        if creates:
-            annotations = {**pending, **annotations}
-        if annotations:
-            await self.kube.annotate_job(namespace, name, annotations)
-        await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
-        await self._create(creates, state)
-        await self._until_seen(key, {c.name for c in creates if c.kind == "Pod"})
-        for action in decision.of_type(DeleteJob):
-            log.info("deleting TFJob %s/%s: %s", namespace, name, action.reason)
-            await self.kube.delete_job(namespace, name, obj["metadata"].get("uid"))
-
-    async def _until_seen(self, key: JobKey, names: set[str], timeout: float = 2.0) -> None:
-        """Read-your-writes: wait (bounded) until the pod index shows the pods just created, so the next
-        reconcile does not create them again (harmless, a 409, but a wasted request per pod)."""
-        deadline = time.monotonic() + timeout
-        while names and time.monotonic() < deadline:
-            seen = {(p.get("metadata") or {}).get("name") for p in (self.pods.get(key) or [])}
-            if names <= seen:
-                return
-            await asyncio.sleep(0.02)
-
-    async def _delete(self, namespace: str, action: DeletePod) -> None:
-        if await self.kube.delete_pod(namespace, action.name, force=action.force):
-            self.metrics.pods_deleted.labels(str(action.force).lower()).inc()
-
-    async def _create(self, creates: list[CreateObject], state: _JobState) -> None:
-        # The Service and gang objects first (pods may need them), then every pod at once.
-        for action in (c for c in creates if c.kind != "Pod"):
-            await self.kube.create(action.obj)
-        results = await asyncio.gather(*(self.kube.create(c.obj) for c in creates if c.kind == "Pod"),
-                                       return_exceptions=True)
-        for result in results:
-            if isinstance(result, KubeError) and 400 <= result.status < 500 and result.status != 429:
-                state.pod_create_error = str(result)  # retrying cannot fix it: the next reconcile fails the job
-                state.dirty = True
-            elif isinstance(result, BaseException):
-                raise result
-            elif result:
-                self.metrics.pods_created.inc()
-
-    async def _post_event(self, obj: dict[str, Any], event: EmitEvent, state: _JobState) -> None:
-        now = time.monotonic()
-        key = (event.reason, event.message)
-        if now - state.recent_events.get(key, -EVENT_DEDUP_SECONDS) < EVENT_DEDUP_SECONDS:
-            return
-        state.recent_events = {k: t for k, t in state.recent_events.items() if now - t < EVENT_DEDUP_SECONDS}
-        state.recent_events[key] = now
-        self.metrics.transition(event.condition, event.reason)
-        log.info("%s/%s: %s: %s", obj["metadata"].get("namespace"), obj["metadata"]["name"], event.reason,
-                 event.message)
-        try:
-            await self.kube.post_event(obj, event.type, event.reason, event.message)
-        except KubeError as exc:  # an Event is a courtesy: never fail the reconcile for it
-            log.warning("could not post event %s: %s", event.reason, exc)
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def _latest(store: Any) -> Mapping[str, Any] | None:
-    if not store:
-        return None
-    items = list(store)
-    return items[-1] if items else None
-
-
-def _finished(obj: Mapping[str, Any]) -> bool:
-    return any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or [])
-
-
-def _all_pod_names(job: TFJob) -> list[str]:
-    """Pod names of the spec and of the recorded gang size (they differ while a resize is refused)."""
-    counts = {rtype.value: spec.replicas for rtype, spec in job.replica_specs()}
-    for rtype_name, n in (recorded_replicas(job) or {}).items():
-        counts[rtype_name] = max(counts.get(rtype_name, 0), n)
-    return [pod_name(job.name, rtype, i) for rtype, _ in job.replica_specs() for i in range(counts[rtype.value])]
-
-
-def _parse_ports(raw: str | None) -> dict[str, int]:
-    try:
-        value = json.loads(raw) if raw else {}
-    except ValueError:
-        return {}
-    return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else {}
-
-
-def _free_port(avoid: set[int]) -> int:
-    """A TCP port free on 127.0.0.1 now and not promised to another pod."""
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in avoid:
-            return port
-    raise RuntimeError("no free loopback port found")
-
-
-def _controller(memo: Any) -> JobController:
-    controller = getattr(memo, "controller", None)
-    if controller is None:
-        raise kopf.TemporaryError("the operator is still starting", delay=1)
-    return controller  # type: ignore[no-any-return]
-
-
-# ---------------------------------------------------------------- kopf registrations
-
-
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
-    """Apply operator settings to kopf, connect the API client, start /metrics and the resync loop."""
+    """Apply operator settings to kopf, start /metrics and the controller."""
     ops: OperatorSettings = getattr(memo, "settings", None) or OperatorSettings()
     memo.settings = ops
     logging.getLogger().setLevel(ops.log_level)
@@ -390,24 +34,11 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage()
     settings.peering.priority = ops.priority
     settings.peering.name = ops.peering_name
-    # Many jobs reconcile at once and each API call holds a thread while it waits on the network.
-    asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(32, "tfjob-api"))
-    api = load_api_client()
-    retry = RetryPolicy(attempts=ops.retry_attempts, backoff=ops.retry_backoff, max_backoff=ops.retry_max_backoff,
-                        timeout=ops.request_timeout)
     metrics = getattr(memo, "metrics", None) or Metrics()
     memo.metrics = metrics
     metrics.serve(ops.metrics_port, ops.metrics_host)
-    controller = JobController(ops, Kube(api, retry), metrics)
-    controller.gang_options = GangOptions(
-        volcano_scheduler_name=ops.scheduler_name or "volcano",
-        scheduler_plugins_scheduler_name=ops.scheduler_name or GangOptions.scheduler_plugins_scheduler_name,
-        builtin_priority_class=ops.gang_priority_class,
-    )
-    controller._resync_task = asyncio.create_task(controller.resync_forever(), name="tfjob resync")
-    # One loop per operator process; only the active replica runs kopf at all (Lease leader election, or one replica).
-    controller.admission = AdmissionLoop(controller)
-    controller.admission.start()
+    controller = JobController.create(ops, metrics)
+    controller.start()
     if not ops.standalone and not ops.leader_election:
         log.warning("kopf peering without leader election: a paused replica still runs the gang admission loop; "
                     "set TFJOB_LEADER_ELECTION=true when running several replicas with the builtin gang backend")
@@ -419,17 +50,8 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
 @kopf.on.cleanup()
 async def cleanup(memo: Any, **_: Any) -> None:
     controller: JobController | None = getattr(memo, "controller", None)
-    if controller is None:
-        return
-    if controller._resync_task is not None:
-        controller._resync_task.cancel()
-    if controller.admission is not None:
-        await controller.admission.stop()
-    for key in list(controller._states):
-        state = controller._states[key]
-        if state.task is not None:
-            state.task.cancel()
-        controller.forget(key)
+    if controller is not None:
+        await controller.stop()
 
 
 @kopf.index(constants.PLURAL, group=constants.GROUP, version=constants.VERSION)
@@ -449,8 +71,7 @@ def pods_by_job(namespace: str | None, labels: Mapping[str, str], body: kopf.Bod
 @kopf.on.update(constants.PLURAL, group=constants.GROUP, version=constants.VERSION, field="spec")
 async def tfjob_changed(namespace: str | None, name: str, memo: Any, **kwargs: Any) -> None:
     """A TFJob was created, its spec changed, or the operator (re)started: reconcile it."""
-    controller = _bound(memo, kwargs)
-    controller.trigger((namespace or "default", name))
+    _bound(memo, kwargs).trigger((namespace or "default", name))
 
 
 @kopf.on.event(constants.PLURAL, group=constants.GROUP, version=constants.VERSION)
@@ -458,25 +79,20 @@ async def tfjob_event(type: str, namespace: str | None, name: str, memo: Any, **
     """A deleted TFJob is forgotten (its pods and Service go by garbage collection; no finalizer needed)."""
     controller = _bound(memo, kwargs)
     if type == "DELETED":
-        controller.forget((namespace or "default", name))
-        if controller.admission is not None:
-            controller.admission.wake()
+        controller.job_deleted((namespace or "default", name))
 
 
 @kopf.on.event("pods", labels={constants.LABEL_JOB_NAME: kopf.PRESENT})
 async def pod_event(type: str, namespace: str | None, labels: Mapping[str, str], body: kopf.Body, memo: Any,
                     **kwargs: Any) -> None:
     """Any change to a pod of a TFJob: reconcile its job (and tell the admission loop of gated or ended pods)."""
-    controller = _bound(memo, kwargs)
-    key = (namespace or "default", labels[constants.LABEL_JOB_NAME])
-    if controller.admission is not None:
-        controller.admission.notice_pod(type, body)
-    if key in controller.jobs:
-        controller.trigger(key)
+    _bound(memo, kwargs).pod_changed((namespace or "default", labels[constants.LABEL_JOB_NAME]), type, body)
 
 
 def _bound(memo: Any, kwargs: Mapping[str, Any]) -> JobController:
     """The controller, holding the live indices kopf passes to handlers as keyword arguments."""
-    controller = _controller(memo)
+    controller: JobController | None = getattr(memo, "controller", None)
+    if controller is None:
+        raise kopf.TemporaryError("the operator is still starting", delay=1)
     controller.bind(kwargs["tfjobs_by_key"], kwargs["pods_by_job"])
     return controller

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
 from tfjob_operator import constants
 from tfjob_operator.api import (
     CleanPodPolicy,
@@ -32,6 +30,7 @@ from tfjob_operator.api import (
     TFJob,
     TFJobStatus,
 )
+from tfjob_operator.observed import finished, owned_by, prior_status
 from tfjob_operator.render import RenderOptions, chief_pod_name, pod_name, render
 from tfjob_operator.times import format_time, parse_time
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
@@ -262,17 +261,6 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod:
     )
 
 
-def owned_by(pod: Mapping[str, Any], job_name: str, job_uid: str | None) -> bool:
-    """True if the pod is this job's: its job-name label, and no controller reference to another uid."""
-    meta = pod.get("metadata") or {}
-    if (meta.get("labels") or {}).get(constants.LABEL_JOB_NAME) != job_name:
-        return False
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller") and job_uid and ref.get("uid") and ref.get("uid") != job_uid:
-            return False
-    return True
-
-
 # ---------------------------------------------------------------- conditions
 
 
@@ -370,22 +358,13 @@ def reconcile(
     return _decision(ctx)
 
 
-def prior_status(obj: Mapping[str, Any]) -> TFJobStatus:
-    """The status the job carries, or an empty one if it is missing or unreadable."""
-    raw = obj.get("status") or {}
-    try:
-        return TFJobStatus.model_validate({k: v for k, v in raw.items() if k in TFJobStatus.model_fields})
-    except ValidationError:
-        return TFJobStatus()
-
-
 def _decision(ctx: _Ctx) -> Decision:
     _printer_fields(ctx.status)
     return Decision(ctx.status, ctx.actions, ctx.requeue)
 
 
 def _finished(ctx: _Ctx) -> bool:
-    return ctx.is_true(C.SUCCEEDED) or ctx.is_true(C.FAILED)
+    return finished(ctx.status)
 
 
 def _printer_fields(status: TFJobStatus) -> None:

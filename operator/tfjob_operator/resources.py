@@ -12,6 +12,8 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from tfjob_operator.observed import is_terminal
+
 GPU: str = "nvidia.com/gpu"
 
 #: Resources every comparison considers; anything else a pod requests is compared too when present.
@@ -172,10 +174,6 @@ def matches_node_selector(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bo
 def node_accepts(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     """The node is ready and the pod's selectors, affinity and tolerations allow it (capacity aside)."""
     return node_is_ready(node) and matches_node_selector(pod, node) and tolerates_taints(pod, node)
-
-
-def is_terminal(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def used_on_nodes(pods: Iterable[Mapping[str, Any]]) -> dict[str, Resources]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tfjob_operator import admission
-from tfjob_operator.gang import builtin
+from tfjob_operator.gang import builtin, queue
 from tfjob_operator.gang.base import GangOptions
 from tfjob_operator.kube import KubeError
 from tfjob_operator.metrics import Metrics
@@ -134,7 +134,7 @@ class FakeController:
 
 
 def loop_for(controller: FakeController, now: list[datetime]) -> admission.AdmissionLoop:
-    return admission.AdmissionLoop(controller, clock=lambda: now[0])  # type: ignore[arg-type]
+    return admission.AdmissionLoop(controller, clock=lambda: now[0])
 
 
 def released(kube: FakeKube, job: str) -> list[str]:
@@ -336,15 +336,15 @@ async def test_a_bound_gang_is_no_longer_waiting_and_its_reason_is_dropped() -> 
     ({"metadata": {}, "spec": {}, "status": {"phase": "Pending"}}, False),
 ], ids=["gated", "released-unbound", "released-bound", "deleting", "other-gate", "plain"])
 def test_which_pods_keep_the_loop_busy(pod: dict[str, Any], waits: bool) -> None:
-    assert admission.waits_for_admission(pod) is waits
+    assert queue.waits_for_admission(pod) is waits
 
 
 def test_gang_priority_prefers_the_servers_value_and_falls_back_to_the_class() -> None:
     with_value = {"spec": {"priority": 5, "priorityClassName": "urgent"}}
     unresolved = {"spec": {"priority": 0, "priorityClassName": "urgent"}}
-    assert admission.gang_priority([with_value], {"urgent": 1000}) == 5
-    assert admission.gang_priority([unresolved, {"spec": {}}], {"urgent": 1000}) == 1000
-    assert admission.gang_priority([{"spec": {}}], {}) == 0
+    assert queue.gang_priority([with_value], {"urgent": 1000}) == 5
+    assert queue.gang_priority([unresolved, {"spec": {}}], {"urgent": 1000}) == 1000
+    assert queue.gang_priority([{"spec": {}}], {}) == 0
 
 
 def test_current_gang_is_this_attempt_of_this_job_without_pods_being_deleted() -> None:
@@ -359,5 +359,5 @@ def test_current_gang_is_this_attempt_of_this_job_without_pods_being_deleted() -
     going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     stranger = copy.deepcopy(pods[0])
     stranger["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
-    got = admission.current_gang(obj, [pods[0], old, going, stranger])
+    got = queue.current_gang(obj, [pods[0], old, going, stranger])
     assert [p["metadata"]["name"] for p in got] == ["j-worker-0"]

@@ -35,6 +35,7 @@ from tfjob_operator import constants, resources
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang import base
 from tfjob_operator.gang.placement import AdmissionPolicy, GangRequest, admit
+from tfjob_operator.observed import is_terminal
 from tfjob_operator.times import format_time, parse_time
 
 GATE = constants.GANG_SCHEDULING_GATE
@@ -102,7 +103,7 @@ def gang_request(
 
 def bound_pods(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Pods that occupy a node (bound and not finished): what admission subtracts from allocatable."""
-    return [p for p in pods if is_bound(p) and not resources.is_terminal(p)]
+    return [p for p in pods if is_bound(p) and not is_terminal(p)]
 
 
 def in_flight_reservations(pods: Iterable[Mapping[str, Any]]) -> dict[str, resources.Resources]:
@@ -115,7 +116,7 @@ def in_flight_reservations(pods: Iterable[Mapping[str, Any]]) -> dict[str, resou
     for pod in pods:
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
-        if is_bound(pod) or is_gated(pod) or resources.is_terminal(pod) or meta.get("deletionTimestamp"):
+        if is_bound(pod) or is_gated(pod) or is_terminal(pod) or meta.get("deletionTimestamp"):
             continue
         if ANNOTATION_RELEASED_AT not in (meta.get("annotations") or {}):
             continue
@@ -155,7 +156,7 @@ def schedule_timed_out(pods: Sequence[Mapping[str, Any]], now: datetime, timeout
     Then the operator deletes the gang's pods, recreates them gated and requeues the job after
     :func:`backoff_seconds`. A gang not yet released (or fully bound) never times out.
     """
-    live = [p for p in pods if not resources.is_terminal(p)]
+    live = [p for p in pods if not is_terminal(p)]
     if not live or all(is_bound(p) for p in live):
         return False
     stamps = [t for t in (released_at(p) for p in live) if t is not None]
@@ -173,7 +174,7 @@ def backoff_seconds(timeouts: int, base_seconds: float = 10.0, cap_seconds: floa
 
 def held_gpu_seconds(pods: Sequence[Mapping[str, Any]], seconds: float) -> Decimal:
     """GPU-seconds held over ``seconds`` by a gang that is not fully running (for the metric)."""
-    live = [p for p in pods if not resources.is_terminal(p)]
+    live = [p for p in pods if not is_terminal(p)]
     running = [p for p in live if (p.get("status") or {}).get("phase") == "Running"]
     if live and len(running) == len(live):
         return Decimal(0)
@@ -245,7 +246,7 @@ def plan_pass(
     by_key: dict[str, QueuedGang] = {}
     for gang in gangs:
         key = job_key(gang.job)
-        live = [p for p in gang.pods if not resources.is_terminal(p)]
+        live = [p for p in gang.pods if not is_terminal(p)]
         if schedule_timed_out(live, now, base.schedule_timeout_seconds(gang.job, options)):
             timed_out.append(key)
             continue
