@@ -13,7 +13,7 @@ import time
 
 import kubernetes
 
-from tfjob_operator.local.apiserver import ApiServerThread
+from kubelocal.apiserver import ApiServerThread
 
 
 def main() -> None:

@@ -37,7 +37,7 @@ import numpy as np
 
 from tfjob_operator.gang.placement import AdmissionPolicy, Cluster, GangRequest, admit_in
 
-TRACE = (Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "microsoft-itp-elasticflow"
+TRACE = (Path(__file__).resolve().parents[1] / "third_party" / "traces" / "microsoft-itp-elasticflow"
          / "raw-traces.tar.gz")
 RESULTS = Path(__file__).resolve().parent / "results"
 POLICIES = ("builtin", "fifo-gang", "no-gang")

@@ -24,8 +24,9 @@ from typing import Any
 import psutil
 from kubernetes import client, config, watch
 
-from tfjob_operator.local.apiserver import write_kubeconfig
-from tfjob_operator.local.cluster import LocalClusterThread
+from kubelocal.apiserver import write_kubeconfig
+from kubelocal.cluster import LocalClusterThread
+from tfjob_operator.crd import CRD_PATH
 
 BENCH_UA = "tfjob-bench"
 
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="tfjob-bench-"))
     nodes = "4x{cpu:64,memory:256Gi,pods:1000}"
-    with LocalClusterThread(workdir=workdir, nodes=nodes, max_grace_seconds=1.0) as cluster:
+    with LocalClusterThread(workdir=workdir, nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,)) as cluster:
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, cluster.url)
         env = {

@@ -22,12 +22,13 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from polling import wait_for
 
-from tfjob_operator.local.apiserver import write_kubeconfig
-from tfjob_operator.local.cluster import LocalClusterThread
+from kubelocal.apiserver import write_kubeconfig
+from kubelocal.cluster import LocalClusterThread
+from tfjob_operator.crd import CRD_PATH
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[1]
-KUBECTL = REPO / ".venv" / "bin" / "kubectl"
+KUBECTL = Path(sys.executable).parent / "kubectl"
 NS = "default"
 
 
@@ -150,7 +151,7 @@ class Cluster:
 
 @contextlib.contextmanager
 def local_cluster(tmp: Path, nodes: str | None = None) -> Iterator[Cluster]:
-    with LocalClusterThread(workdir=tmp, nodes=nodes, max_grace_seconds=1.0) as local:
+    with LocalClusterThread(workdir=tmp, nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,)) as local:
         kubeconfig = tmp / "kubeconfig"
         write_kubeconfig(kubeconfig, local.url)
         yield Cluster(local, kubeconfig, tmp)

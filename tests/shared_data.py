@@ -1,7 +1,7 @@
-"""Where the project's shared data lives: `shared/` beside the repository (third-party CRDs, traces)."""
+"""Where the vendored third-party data lives: `third_party/` in the repository (CRDs, traces)."""
 
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-CRDS = SHARED_DATA / "crds"
+THIRD_PARTY = REPO / "third_party"
+CRDS = THIRD_PARTY / "crds"

@@ -13,8 +13,8 @@ import pytest
 from kopfrun import free_port, install_crd
 from operator_harness import Operator, wait_for
 
+from kubelocal.apiserver.thread import ApiServerThread, write_kubeconfig
 from tfjob_operator import leader, runner
-from tfjob_operator.local.apiserver.thread import ApiServerThread, write_kubeconfig
 from tfjob_operator.settings import OperatorSettings
 
 NS = "default"

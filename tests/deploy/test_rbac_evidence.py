@@ -27,8 +27,8 @@ from deployhelpers import chart_env, renderer
 from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica, wait_for
 from shared_data import CRDS
 
+from kubelocal.cluster import install_crds
 from tfjob_operator import kube, leader, rbac
-from tfjob_operator.local.cluster import install_crds
 
 RELEASE_NS = renderer.NAMESPACE
 DATA_CRDS = CRDS

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from kopfrun import install_crd
 
+from kubelocal.apiserver.thread import ApiServerThread, write_kubeconfig
 from tfjob_operator import runner
 from tfjob_operator.kube import Kube, RetryPolicy, load_api_client
-from tfjob_operator.local.apiserver.thread import ApiServerThread, write_kubeconfig
 
 
 @pytest.mark.timeout(60)

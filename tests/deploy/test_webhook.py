@@ -18,8 +18,8 @@ import pytest
 import yaml
 from kopfrun import free_port, install_crd, running_kopf
 
+from kubelocal.apiserver.thread import ApiServerThread
 from tfjob_operator import webhook
-from tfjob_operator.local.apiserver.thread import ApiServerThread
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import pytest
 import requests
 from emulator_helpers import KUBECTL, WIDGET_CRD
 
-from tfjob_operator.local.apiserver import ApiServerThread, write_kubeconfig
+from kubelocal.apiserver import ApiServerThread, write_kubeconfig
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import kubernetes
 import pytest
 from emulator_helpers import WIDGET_CRD, widget
 
-from tfjob_operator.local.apiserver import ApiServerThread
+from kubelocal.apiserver import ApiServerThread
 
 G, V = "emulator.test", "v1"
 

@@ -12,9 +12,9 @@ import requests
 from emulator_helpers import pod, widget
 from kubernetes.client import ApiException
 
-from tfjob_operator.local.apiserver import ApiServerThread
-from tfjob_operator.local.apiserver.patch import strategic_merge_patch
-from tfjob_operator.local.apiserver.schema import core_schema
+from kubelocal.apiserver import ApiServerThread
+from kubelocal.apiserver.patch import strategic_merge_patch
+from kubelocal.apiserver.schema import core_schema
 
 pytestmark = pytest.mark.timeout(60)
 G, V = "emulator.test", "v1"

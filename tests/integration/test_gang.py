@@ -19,9 +19,9 @@ from kubernetes import client as k8s
 from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica, wait_for
 from shared_data import CRDS
 
-from tfjob_operator.local.cluster import install_crds
-from tfjob_operator.local.kubeclient import STRATEGIC_MERGE_PATCH, Informer, KubeClient
-from tfjob_operator.local.scheduler import Scheduler
+from kubelocal.cluster import install_crds
+from kubelocal.kubeclient import STRATEGIC_MERGE_PATCH, Informer, KubeClient
+from kubelocal.scheduler import Scheduler
 
 pytestmark = [pytest.mark.timeout(180)]
 

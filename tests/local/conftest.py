@@ -9,7 +9,7 @@ import kubernetes
 import pytest
 from local_helpers import core_api
 
-from tfjob_operator.local.cluster import LocalClusterThread
+from kubelocal.cluster import LocalClusterThread
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator.local.containers import (
+from kubelocal.containers import (
     ContainerConfigError,
     Refs,
     container_env,

@@ -17,7 +17,7 @@ import pytest
 from local_helpers import condition, phase_is, pod_dict, python_pod, unique
 from polling import wait_for as wait_until
 
-from tfjob_operator.local.cluster import LocalClusterThread
+from kubelocal.cluster import LocalClusterThread
 
 pytestmark = pytest.mark.timeout(90)
 Core = kubernetes.client.CoreV1Api

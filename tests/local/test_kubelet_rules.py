@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator.local.kubelet import backoff_delay, exit_code, pod_phase, should_restart, tail_offset
+from kubelocal.kubelet import backoff_delay, exit_code, pod_phase, should_restart, tail_offset
 
 RUNNING = {"state": {"running": {}}}
 WAITING = {"state": {"waiting": {"reason": "ContainerCreating"}}}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tfjob_operator.local.nodes import DEFAULT_CPU, DEFAULT_NODES, NodeSpecError, describe_nodes, parse_node_spec
+from kubelocal.nodes import DEFAULT_CPU, DEFAULT_NODES, NodeSpecError, describe_nodes, parse_node_spec
 from tfjob_operator.resources import GPU
 
 

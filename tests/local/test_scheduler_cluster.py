@@ -11,8 +11,8 @@ import pytest
 from local_helpers import condition, core_api, phase_is, pod_dict, python_pod, unique
 from polling import wait_for as wait_until
 
-from tfjob_operator.local.cluster import LocalClusterThread
-from tfjob_operator.local.nodes import make_node
+from kubelocal.cluster import LocalClusterThread
+from kubelocal.nodes import make_node
 
 pytestmark = pytest.mark.timeout(90)
 Core = kubernetes.client.CoreV1Api

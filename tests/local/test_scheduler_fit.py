@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator.local.nodes import make_node
-from tfjob_operator.local.scheduler import (
+from kubelocal.nodes import make_node
+from kubelocal.scheduler import (
     NO_NODES_MESSAGE,
     Bind,
     Unschedulable,

@@ -103,8 +103,9 @@ def _worker_to_kill(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     """Run the jobs on a local control plane; exit 0 only if every job Succeeded."""
-    from tfjob_operator.local.apiserver import write_kubeconfig
-    from tfjob_operator.local.cluster import LocalClusterThread
+    from kubelocal.apiserver import write_kubeconfig
+    from kubelocal.cluster import LocalClusterThread
+    from tfjob_operator.crd import CRD_PATH
 
     workdir = options.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -112,7 +113,7 @@ def run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     view.note(f"workdir {workdir}")
     view.note("local mode: pods are processes on this machine; TF_CONFIG uses 127.0.0.1 with a port per pod")
     started = time.monotonic()
-    with LocalClusterThread(nodes=options.nodes, workdir=workdir, port=options.port) as cluster:
+    with LocalClusterThread(nodes=options.nodes, workdir=workdir, port=options.port, crds=(CRD_PATH,)) as cluster:
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, cluster.url)
         operator = start_operator(kubeconfig, workdir)

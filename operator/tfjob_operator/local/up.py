@@ -7,9 +7,10 @@ import signal
 import sys
 from pathlib import Path
 
-from tfjob_operator.local.apiserver import write_kubeconfig
-from tfjob_operator.local.cluster import CRD_PATH, LocalCluster
-from tfjob_operator.local.nodes import NodeSpecError, describe_nodes
+from kubelocal.apiserver import write_kubeconfig
+from kubelocal.cluster import LocalCluster
+from kubelocal.nodes import NodeSpecError, describe_nodes
+from tfjob_operator.crd import CRD_PATH
 
 EXIT_USAGE = 2
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from tfjob_operator.times import now
+from kubelocal.times import now
 
 from .objects import parse_timestamp
 from .registry import ResourceType

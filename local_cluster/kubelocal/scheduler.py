@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from tfjob_operator.local.kubeclient import (
+from kubelocal.kubeclient import (
     STRATEGIC_MERGE_PATCH,
     ApiError,
     Informer,
@@ -29,7 +29,7 @@ from tfjob_operator.local.kubeclient import (
     post_event,
     wait_event,
 )
-from tfjob_operator.resources import (
+from kubelocal.resources import (
     GPU,
     Resources,
     add,

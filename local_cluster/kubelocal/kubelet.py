@@ -24,8 +24,8 @@ from typing import Any
 
 import aiohttp
 
-from tfjob_operator.local import containers as ct
-from tfjob_operator.local.kubeclient import (
+from kubelocal import containers as ct
+from kubelocal.kubeclient import (
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
     ApiError,
@@ -35,7 +35,7 @@ from tfjob_operator.local.kubeclient import (
     post_event,
     wait_event,
 )
-from tfjob_operator.resources import node_allocatable
+from kubelocal.resources import node_allocatable
 
 log = logging.getLogger(__name__)
 

@@ -16,16 +16,11 @@ from typing import Any, TypeVar
 
 import yaml
 
-from tfjob_operator.local.apiserver import ApiServer
-from tfjob_operator.local.kubeclient import ApiError, KubeClient
-from tfjob_operator.local.kubelet import ProcessKubelet
-from tfjob_operator.local.nodes import DEFAULT_NODES, parse_node_spec
-from tfjob_operator.local.scheduler import Scheduler
-
-try:
-    from tfjob_operator.crd import CRD_PATH
-except ImportError:  # pragma: no cover - the generated CRD module is part of the package
-    CRD_PATH = Path(__file__).resolve().parents[3] / "crds" / "tfjob.yaml"
+from kubelocal.apiserver import ApiServer
+from kubelocal.kubeclient import ApiError, KubeClient
+from kubelocal.kubelet import ProcessKubelet
+from kubelocal.nodes import DEFAULT_NODES, parse_node_spec
+from kubelocal.scheduler import Scheduler
 
 T = TypeVar("T")
 CRD_API = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -65,7 +60,7 @@ class LocalCluster:
     """A whole local control plane; `async with LocalCluster(workdir=...) as c:` then use `c.url`."""
 
     def __init__(self, *, nodes: str | None = None, workdir: Path, port: int = 0,
-                 crds: Sequence[Path] = (CRD_PATH,), max_grace_seconds: float = 5.0,
+                 crds: Sequence[Path] = (), max_grace_seconds: float = 5.0,
                  restart_backoff: tuple[float, float] = (0.2, 5.0)) -> None:
         self.node_spec = nodes or DEFAULT_NODES
         self.nodes = parse_node_spec(self.node_spec)  # fail on a bad spec before anything starts

@@ -9,7 +9,7 @@ import json
 import secrets
 from typing import Any
 
-from tfjob_operator.times import format_time, parse_time
+from kubelocal.times import format_time, parse_time
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # as apiserver's generateName suffix alphabet
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
-from tfjob_operator.resources import GPU
+from kubelocal.resources import GPU
 
 DEFAULT_CPU: int = (os.cpu_count() or 1) * 4
 DEFAULT_MEMORY: str = "64Gi"

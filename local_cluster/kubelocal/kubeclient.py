@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from tfjob_operator.times import format_time
+from kubelocal.times import format_time
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from tfjob_operator import times
+from kubelocal import times
 
 from . import discovery, objects
 from . import patch as patching
