@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tfjob_operator import constants
+from tfjob_operator import constants, limits
 
 
 class _Model(BaseModel):
@@ -118,7 +118,9 @@ class RunPolicy(_Model):
 class ReplicaSpec(_Model):
     """One replica type: how many pods, when to restart them, and their pod template."""
 
-    replicas: Annotated[int, Field(ge=0)] = Field(1, description="Number of pods of this type.")
+    replicas: Annotated[int, Field(ge=0, le=limits.MAX_REPLICAS_PER_TYPE)] = Field(
+        1, description=f"Number of pods of this type (at most {limits.MAX_REPLICAS_PER_TYPE}; Chief and Evaluator 1)."
+    )
     restartPolicy: RestartPolicy = Field(
         RestartPolicy.NEVER,
         description="Always | OnFailure | Never | ExitCode. ExitCode: exit codes 1-127 are permanent "
@@ -126,9 +128,41 @@ class ReplicaSpec(_Model):
     )
     template: dict[str, Any] = Field(
         default_factory=dict,
-        description="Pod template (a Kubernetes PodTemplateSpec) for this replica type; kept as given.",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="Pod template (a Kubernetes PodTemplateSpec) for this replica type; kept as given, checked "
+        f"against the Kubernetes pod schema; at most {limits.MAX_CONTAINERS} containers.",
+        json_schema_extra={
+            "x-kubernetes-preserve-unknown-fields": True,
+            # Only what the limits need is typed here; the rest is checked against Kubernetes' pod schema.
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                    "properties": {
+                        key: {
+                            "type": "array",
+                            "maxItems": limits.MAX_CONTAINERS,
+                            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                        }
+                        for key in ("containers", "initContainers")
+                    },
+                }
+            },
+        },
     )
+
+    @field_validator("template", mode="before")
+    @classmethod
+    def _drop_nulls(cls, value: Any) -> Any:
+        """A null field of a Kubernetes object means unset (`ports:` left empty): drop it, as the API server does."""
+        return _without_nulls(value)
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 class TFJobSpec(_Model):
@@ -137,7 +171,16 @@ class TFJobSpec(_Model):
     tfReplicaSpecs: dict[ReplicaType, ReplicaSpec] = Field(
         ...,
         description="Replica types and their specs. Keys: Chief (or Master), Worker, PS, Evaluator; "
-        "any case is accepted.",
+        f"any case is accepted. At most {limits.MAX_REPLICAS_PER_JOB} pods in all.",
+        json_schema_extra={
+            "maxProperties": len(ReplicaType),
+            "x-kubernetes-validations": [{
+                # replicas is defaulted (1) before rules run; has() keeps the rule safe without it.
+                "rule": "self.map(k, has(self[k].replicas) ? self[k].replicas : 1).sum() <= "
+                        f"{limits.MAX_REPLICAS_PER_JOB}",
+                "message": limits.TOO_MANY_PODS.split(": ", 1)[1],
+            }],
+        },
     )
     runPolicy: RunPolicy = Field(default_factory=RunPolicy, description="Run policies.")
     successPolicy: SuccessPolicy = Field(
@@ -217,6 +260,12 @@ class ObjectMeta(BaseModel):
     generation: int | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("labels", "annotations", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        """`labels:` left empty (null) means none, as in Kubernetes."""
+        return {} if value is None else value
 
 
 class TFJob(BaseModel):

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from tfjob_operator import constants
+from tfjob_operator import constants, limits
 from tfjob_operator.api import TFJobSpec, TFJobStatus
 
 #: The checked-in CRD; a test fails when it differs from `generate()`.
@@ -73,7 +73,8 @@ def generate() -> dict[str, Any]:
     # runPolicy defaults to {} so that its own field defaults (cleanPodPolicy: Running) apply when it is absent.
     spec_schema["properties"]["runPolicy"]["default"] = {}
     status_schema = _model_schema(TFJobStatus)
-    spec_schema["description"] = "Desired state of the TFJob: replica types, run policy, success policy."
+    spec_schema["description"] = ("Desired state of the TFJob: replica types, run policy, success policy. "
+                                  f"At most {limits.MAX_SPEC_BYTES // 1024} KiB as JSON.")
     status_schema["description"] = "Observed state of the TFJob, written by the operator."
     open_api = {
         "type": "object",
@@ -86,6 +87,11 @@ def generate() -> dict[str, Any]:
             "status": status_schema,
         },
         "required": ["spec"],
+        # Only metadata.name is readable by a root rule; the name limit keeps every pod hostname a DNS label.
+        "x-kubernetes-validations": [{
+            "rule": f"self.metadata.name.size() <= {limits.MAX_JOB_NAME_LENGTH}",
+            "message": limits.NAME_TOO_LONG.split(": ", 1)[1],
+        }],
     }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

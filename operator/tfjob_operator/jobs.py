@@ -5,12 +5,14 @@ They use the official `kubernetes` client, so they work the same against `tfjob 
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
@@ -23,6 +25,48 @@ EXIT_TIMEOUT = 124
 EXIT_OTHER_END = 1
 
 TERMINAL = ("Succeeded", "Failed")
+#: Seconds one API request may take before the helper gives up (a blackholed server must not hang it).
+REQUEST_TIMEOUT = 30
+
+
+class ClusterError(Exception):
+    """An API call failed; the message is one line: what failed, the HTTP status and reason, and a hint."""
+
+
+def _hint(status: int | None, action: str, kind_name: str, namespace: str) -> str:
+    if status == 404 and action == "create":
+        return f"is the TFJob CRD installed? (kubectl apply -f crds/tfjob.yaml) and does namespace {namespace} exist?"
+    if status == 404:
+        return f"no {kind_name} in namespace {namespace} (check the name and -n; kubectl get tfjobs -n {namespace})"
+    if status == 409:
+        return f"{kind_name} exists already in namespace {namespace} (delete it first, or choose another name)"
+    if status == 401:
+        return "not authenticated (check the kubeconfig's credentials, or log in again)"
+    if status == 403:
+        return f"your credentials may not {action} tfjobs there (kubectl auth can-i {action} tfjobs -n {namespace})"
+    if status == 422:
+        return "the API server refused the object (fix the field it names)"
+    if status == 429 or (status is not None and status >= 500):
+        return "the API server is overloaded or failing; try again shortly"
+    return "see the message above"
+
+
+def cluster_error(exc: BaseException, action: str, kind_name: str, namespace: str) -> ClusterError:
+    """One-line ClusterError for an API exception, an unreachable server or an unusable kubeconfig."""
+    if isinstance(exc, ApiException):
+        message = ""
+        try:
+            message = str(json.loads(exc.body or "{}").get("message") or "")
+        except (ValueError, AttributeError):
+            message = str(exc.body or "")[:200]
+        detail = f": {message}" if message else ""
+        return ClusterError(f"{action} {kind_name}: HTTP {exc.status} {exc.reason}{detail} "
+                            f"({_hint(exc.status, action, kind_name, namespace)})")
+    if isinstance(exc, urllib3.exceptions.HTTPError):
+        reason = getattr(exc, "reason", None) or exc
+        return ClusterError(f"{action} {kind_name}: cannot reach the API server ({str(reason).splitlines()[0][:160]}) "
+                            "(is the cluster up? check --kubeconfig and --context)")
+    return ClusterError(f"{action} {kind_name}: {exc}")
 
 
 @dataclass
@@ -39,10 +83,15 @@ def connect(kubeconfig: str | None = None, namespace: str | None = None, context
         config.load_kube_config(config_file=kubeconfig, context=context)
         _, active = config.list_kube_config_contexts(config_file=kubeconfig)
         default_ns = (active.get("context") or {}).get("namespace", "default")
-    except config.ConfigException:
-        config.load_incluster_config()
+    except (config.ConfigException, OSError, ValueError) as exc:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            raise ClusterError(f"no usable kubeconfig ({str(exc).splitlines()[0][:160]}) "
+                               "(pass --kubeconfig, set KUBECONFIG, or start one with `tfjob local up`)") from None
         default_ns = "default"
     api = client.ApiClient()
+    api.configuration.retries = 1  # an unreachable server is reported at once, not after urllib3's retries
     return Clients(api, client.CoreV1Api(api), client.CustomObjectsApi(api), namespace or default_ns)
 
 
@@ -51,19 +100,31 @@ def submit(clients: Clients, job: TFJob) -> dict[str, Any]:
     body = job.model_dump(mode="json", exclude_none=True, exclude={"status"})
     body["metadata"] = {k: v for k, v in body["metadata"].items() if v not in ({}, None)}
     body["metadata"]["namespace"] = job.metadata.namespace or clients.namespace
-    result: Any = clients.custom.create_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, body["metadata"]["namespace"], constants.PLURAL, body)
+    namespace = body["metadata"]["namespace"]
+    try:
+        result: Any = clients.custom.create_namespaced_custom_object(
+            constants.GROUP, constants.VERSION, namespace, constants.PLURAL, body, _request_timeout=REQUEST_TIMEOUT)
+    except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        raise cluster_error(exc, "create", f"tfjob/{job.name}", namespace) from None
     return dict(result)
 
 
 def get_job(clients: Clients, name: str) -> dict[str, Any]:
-    result: Any = clients.custom.get_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, clients.namespace, constants.PLURAL, name)
+    try:
+        result: Any = clients.custom.get_namespaced_custom_object(
+            constants.GROUP, constants.VERSION, clients.namespace, constants.PLURAL, name,
+            _request_timeout=REQUEST_TIMEOUT)
+    except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        raise cluster_error(exc, "get", f"tfjob/{name}", clients.namespace) from None
     return dict(result)
 
 
 def job_pods(clients: Clients, name: str) -> list[dict[str, Any]]:
-    pods = clients.core.list_namespaced_pod(clients.namespace, label_selector=f"{constants.LABEL_JOB_NAME}={name}")
+    try:
+        pods = clients.core.list_namespaced_pod(clients.namespace, label_selector=f"{constants.LABEL_JOB_NAME}={name}",
+                                                _request_timeout=REQUEST_TIMEOUT)
+    except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        raise cluster_error(exc, "list", f"pods of tfjob/{name}", clients.namespace) from None
     out: list[dict[str, Any]] = clients.api.sanitize_for_serialization(pods)["items"]
     return sorted(out, key=lambda p: p["metadata"]["name"])
 
@@ -131,7 +192,11 @@ def pick_pod(clients: Clients, name: str, replica: str | None) -> str:
 
 def stream_logs(clients: Clients, pod: str, follow: bool, out: TextIO = sys.stdout) -> None:
     """Copy a pod's log to `out` as it arrives (line by line, flushed)."""
-    resp: Any = clients.core.read_namespaced_pod_log(pod, clients.namespace, follow=follow, _preload_content=False)
+    try:
+        resp: Any = clients.core.read_namespaced_pod_log(pod, clients.namespace, follow=follow,
+                                                         _preload_content=False)
+    except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        raise cluster_error(exc, "read the log of", f"pod/{pod}", clients.namespace) from None
     try:
         for chunk in resp.stream(1024):
             out.write(chunk.decode(errors="replace"))
@@ -169,15 +234,17 @@ def _watch_job(clients: Clients, name: str, deadline: float) -> Iterator[dict[st
                 resource_version=version, timeout_seconds=max(1, int(min(left, 60))),
             ):
                 if event["type"] == "DELETED":
-                    raise LookupError(f"tfjob/{name} was deleted")
+                    raise ClusterError(f"watch tfjob/{name}: the job was deleted while waiting")
                 obj = event["object"]
                 version = obj["metadata"]["resourceVersion"]
                 yield obj
                 if time.monotonic() >= deadline:
                     return
+        except urllib3.exceptions.HTTPError as exc:
+            raise cluster_error(exc, "watch", f"tfjob/{name}", clients.namespace) from None
         except ApiException as exc:
             if exc.status != 410:
-                raise
+                raise cluster_error(exc, "watch", f"tfjob/{name}", clients.namespace) from None
             job = get_job(clients, name)  # our version is too old: start again from now
             version = job["metadata"]["resourceVersion"]
             yield job

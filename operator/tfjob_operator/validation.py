@@ -12,10 +12,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tfjob_operator import constants
+from tfjob_operator import constants, limits
 from tfjob_operator.api import REPLICA_TYPE_ALIASES, ReplicaType, TFJob
+from tfjob_operator.podschema import template_schema_messages
 
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 ACCEPTED_API_VERSIONS = (constants.API_VERSION, constants.KUBEFLOW_API_VERSION)
 
@@ -40,19 +42,26 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _friendly(error: Mapping[str, Any]) -> str:
     kind = error["type"]
     ctx = error.get("ctx") or {}
     got = error.get("input")
+    if kind == "less_than_equal":
+        return f"must be ≤ {ctx.get('le')}, got {_short(got)}"
     if kind == "extra_forbidden":
         return "unknown field (remove it, or check its spelling)"
     if kind == "enum":
         return f"{got!r} is not one of {ctx.get('expected')}"
     if kind == "greater_than_equal":
-        return f"must be ≥ {ctx.get('ge')}, got {got}"
+        return f"must be ≥ {ctx.get('ge')}, got {_short(got)}"
     if kind == "missing":
         return "required field is missing"
-    return f"{error['msg']} (got {got!r})"
+    return f"{error['msg']} (got {_short(got)})"
 
 
 def _schema_messages(exc: ValidationError) -> list[str]:
@@ -66,7 +75,7 @@ def _schema_messages(exc: ValidationError) -> list[str]:
                 f"unknown replica type {error.get('input')!r} "
                 "(use Chief, Master, Worker, PS or Evaluator)"
             )
-        messages.append(f"{_path(loc)}: {message}")
+        messages.append(f"{_path(loc) or '(document)'}: {message}")
     return messages
 
 
@@ -106,20 +115,23 @@ def semantic_messages(job: TFJob) -> list[str]:
         messages.append("metadata.name: required (give the job a name)")
     elif not _DNS_1035.match(name):
         messages.append(
-            f"metadata.name: {name!r} is not a DNS-1035 label (lowercase letters, digits and '-', "
+            f"metadata.name: {_short(name)} is not a DNS-1035 label (lowercase letters, digits and '-', "
             "starting with a letter, ending with a letter or digit)"
         )
+    if len(name) > limits.MAX_JOB_NAME_LENGTH:
+        messages.append(limits.NAME_TOO_LONG)
+    namespace = job.metadata.namespace
+    if namespace is not None and (len(namespace) > constants.MAX_DNS_LABEL or not _DNS_1123_LABEL.match(namespace)):
+        messages.append(
+            f"metadata.namespace: {_short(namespace)} is not a namespace name (lowercase letters, digits and '-', "
+            f"at most {constants.MAX_DNS_LABEL} characters)"
+        )
+    messages.extend(_gang_backend_messages(job))
     total = job.total_replicas()
+    if total > limits.MAX_REPLICAS_PER_JOB:
+        messages.append(limits.TOO_MANY_PODS)
     for rtype, spec in job.replica_specs():
         field = f"spec.tfReplicaSpecs.{rtype.value}"
-        if name and spec.replicas > 0:
-            longest = f"{name}-{rtype.tf_name}-{spec.replicas - 1}"
-            if len(longest) > constants.MAX_DNS_LABEL:
-                messages.append(
-                    f"metadata.name: {name!r} is too long: pod hostname {longest!r} has {len(longest)} "
-                    f"characters, the limit is {constants.MAX_DNS_LABEL} "
-                    f"(shorten the name to {constants.MAX_DNS_LABEL - len(longest) + len(name)} characters)"
-                )
         if rtype in (ReplicaType.CHIEF, ReplicaType.EVALUATOR) and spec.replicas > 1:
             messages.append(f"{field}.replicas: at most 1 {rtype.value} is allowed, got {spec.replicas}")
         messages.extend(_template_messages(f"{field}.template", spec.template))
@@ -142,6 +154,19 @@ def semantic_messages(job: TFJob) -> list[str]:
     return messages
 
 
+def _gang_backend_messages(job: TFJob) -> list[str]:
+    annotated = job.metadata.annotations.get(constants.ANNOTATION_GANG_BACKEND)
+    if annotated is None:
+        return []
+    # Imported here: the backends build on render, which builds on this module.
+    from tfjob_operator.gang.base import backend_names
+
+    if annotated.strip() in backend_names():
+        return []
+    return [f"metadata.annotations[{constants.ANNOTATION_GANG_BACKEND}]: unknown gang backend {_short(annotated)} "
+            f"(choose one of {', '.join(backend_names())})"]
+
+
 def _template_messages(field: str, template: Mapping[str, Any]) -> list[str]:
     spec = template.get("spec")
     if not isinstance(spec, Mapping):
@@ -149,6 +174,13 @@ def _template_messages(field: str, template: Mapping[str, Any]) -> list[str]:
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
         return [f"{field}.spec.containers: required (add a container named tensorflow)"]
+    for key in ("containers", "initContainers"):
+        count = len(spec.get(key) or [])
+        if count > limits.MAX_CONTAINERS:
+            return [f"{field}.spec.{key}: {count} {key}, the limit is {limits.MAX_CONTAINERS}"]
+    schema_errors = template_schema_messages(field, template)
+    if schema_errors:
+        return schema_errors  # the checks below read fields whose types these say are wrong
     index = training_container_index(template)
     if index is None:
         names = [c.get("name") for c in containers if isinstance(c, Mapping)]
@@ -177,12 +209,15 @@ def parse_tfjob(obj: Mapping[str, Any]) -> TFJob:
     """Validate a TFJob manifest (ours or Kubeflow's) and return the model, status left out; raise InvalidSpec."""
     if not isinstance(obj, Mapping):
         raise InvalidSpec(["(document): a TFJob must be a YAML mapping"])
+    size = limits.size_messages(obj)
+    if size:
+        raise InvalidSpec(size)  # before anything reads it: a huge or alias-bombed document is not expanded
     messages: list[str] = []
     api_version = obj.get("apiVersion", constants.API_VERSION)
     if api_version not in ACCEPTED_API_VERSIONS:
-        messages.append(f"apiVersion: {api_version!r} is not supported (use {constants.API_VERSION})")
+        messages.append(f"apiVersion: {_short(api_version)} is not supported (use {constants.API_VERSION})")
     if obj.get("kind", constants.KIND) != constants.KIND:
-        messages.append(f"kind: {obj.get('kind')!r} is not a TFJob")
+        messages.append(f"kind: {_short(obj.get('kind'))} is not a TFJob")
     messages.extend(_duplicate_type_messages(obj))
     # Status is the operator's own output: it is not the user's to get wrong, so it is not read here.
     body = {k: v for k, v in obj.items() if k != "status"}

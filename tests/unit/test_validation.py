@@ -35,7 +35,51 @@ TWO_CONTAINERS = {"spec": {"containers": [{"name": "main", "image": "a"}, {"name
 
 INVALID = [
     ("bad-name", with_("metadata.name", "MNIST_job"), "metadata.name: 'MNIST_job' is not a DNS-1035 label"),
-    ("name-too-long", with_("metadata.name", "a" * 60), "metadata.name: 'aaaa"),
+    ("name-too-long", with_("metadata.name", "a" * 52), "metadata.name: longer than 51 characters"),
+    ("replicas-over-the-limit", with_("spec.tfReplicaSpecs.Worker.replicas", 100_000),
+     "spec.tfReplicaSpecs.Worker.replicas: must be ≤ 1000, got 100000"),
+    ("replicas-2-to-the-63", with_("spec.tfReplicaSpecs.Worker.replicas", 2**63),
+     "spec.tfReplicaSpecs.Worker.replicas: must be ≤ 1000, got 9223372036854775808"),
+    ("replicas-10-to-the-30", with_("spec.tfReplicaSpecs.Worker.replicas", 10**30),
+     "spec.tfReplicaSpecs.Worker.replicas: must be ≤ 1000"),
+    ("pods-over-the-job-limit", with_("spec.tfReplicaSpecs.PS", {"replicas": 999, "template": good()["spec"][
+        "tfReplicaSpecs"]["Worker"]["template"]}), "spec.tfReplicaSpecs: more than 1000 pods in all"),
+    ("too-many-containers", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": f"c{i}", "image": "x"} for i in range(17)]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers: 17 containers, the limit is 16"),
+    ("spec-too-big", with_("spec.tfReplicaSpecs.Worker.template", {"metadata": {"annotations": {
+        "blob": "x" * 300_000}}, "spec": {"containers": [{"name": "tensorflow", "image": "x"}]}}),
+     "spec: larger than 256 KiB as JSON"),
+    ("bad-namespace", with_("metadata.namespace", "Bad NS!"), "metadata.namespace: 'Bad NS!' is not a namespace name"),
+    ("unknown-gang-backend", with_("metadata.annotations", {"tfjob.dev/gang-backend": "yunikorn"}),
+     "metadata.annotations[tfjob.dev/gang-backend]: unknown gang backend 'yunikorn' (choose one of builtin,"),
+    ("env-as-mapping", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "env": {"A": "1"}}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].env: must be an array, got {'A': '1'}"),
+    ("ports-as-number", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "ports": 5}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports: must be an array, got 5"),
+    ("container-as-string", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": ["tensorflow"]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0]: must be an object, got 'tensorflow'"),
+    ("container-name-as-mapping", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": {"a": 1}, "image": "x"}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].name: must be a string"),
+    ("image-as-list", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": ["x"]}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].image: must be a string, got ['x']"),
+    ("template-metadata-not-a-mapping", with_("spec.tfReplicaSpecs.Worker.template", {"metadata": "x", "spec": {
+        "containers": [{"name": "tensorflow", "image": "x"}]}}),
+     "spec.tfReplicaSpecs.Worker.template.metadata: must be an object, got 'x'"),
+    ("template-labels-not-a-mapping", with_("spec.tfReplicaSpecs.Worker.template", {"metadata": {"labels": [1]},
+        "spec": {"containers": [{"name": "tensorflow", "image": "x"}]}}),
+     "spec.tfReplicaSpecs.Worker.template.metadata.labels: must be an object, got [1]"),
+    ("pod-field-typo", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "imagePullPolicie": "Always"}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0]: unknown field 'imagePullPolicie'"),
+    ("port-beyond-int32", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "ports": [{"containerPort": 2**40}]}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports[0].containerPort: 1099511627776 does not fit"),
+    ("metadata-not-a-mapping", with_("metadata", "x"), "metadata: Input should be a valid dictionary"),
     ("no-name", with_("metadata.name", ""), "metadata.name: required"),
     ("negative-replicas", with_("spec.tfReplicaSpecs.Worker.replicas", -1),
      "spec.tfReplicaSpecs.Worker.replicas: must be ≥ 0, got -1"),
@@ -83,7 +127,8 @@ INVALID = [
      "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds: must be ≥ 1"),
 ]
 # chief-and-master needs a Chief too
-INVALID[6][1]["spec"]["tfReplicaSpecs"]["Chief"] = copy.deepcopy(good()["spec"]["tfReplicaSpecs"]["Worker"])
+_CHIEF_AND_MASTER = next(m for i, m, _ in INVALID if i == "chief-and-master")
+_CHIEF_AND_MASTER["spec"]["tfReplicaSpecs"]["Chief"] = copy.deepcopy(good()["spec"]["tfReplicaSpecs"]["Worker"])
 
 
 @pytest.mark.parametrize(("manifest", "expected"), [pytest.param(m, e, id=i) for i, m, e in INVALID])
@@ -93,13 +138,26 @@ def test_invalid_tfjob_is_refused_naming_the_field(manifest: dict[str, Any], exp
     assert any(message.startswith(expected) for message in info.value.messages), info.value.messages
 
 
-def test_name_too_long_says_how_long_it_may_be() -> None:
-    with pytest.raises(InvalidSpec) as info:
-        parse_tfjob(with_("metadata.name", "a" * 60))
-    assert info.value.messages == [
-        f"metadata.name: '{'a' * 60}' is too long: pod hostname '{'a' * 60}-worker-1' has 69 characters, "
-        "the limit is 63 (shorten the name to 54 characters)"
-    ]
+def test_longest_name_keeps_every_pod_hostname_a_dns_label() -> None:
+    manifest = with_("metadata.name", "a" * 51)
+    manifest["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1000
+    manifest["spec"]["tfReplicaSpecs"]["Evaluator"] = copy.deepcopy(manifest["spec"]["tfReplicaSpecs"]["Worker"])
+    manifest["spec"]["tfReplicaSpecs"]["Evaluator"]["replicas"] = 0
+    job = parse_tfjob(manifest)
+    from tfjob_operator.render import pod_names
+
+    assert max(len(n) for n in pod_names(job)) == 62
+    assert len("a" * 51 + "-evaluator-0") == 63
+
+
+def test_null_fields_of_a_pod_template_mean_unset_as_in_kubernetes() -> None:
+    manifest = with_("spec.tfReplicaSpecs.Worker.template", {"metadata": {"labels": None}, "spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "ports": None}]}})
+    manifest["metadata"]["labels"] = None
+    job = parse_tfjob(manifest)
+    template = job.spec.tfReplicaSpecs["Worker"].template  # type: ignore[index]
+    assert template["spec"]["containers"][0]["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
+    assert template["metadata"] == {}
 
 
 def test_all_problems_are_reported_at_once() -> None:

@@ -1,0 +1,85 @@
+"""A replica type's pod template checked against the Kubernetes schema of the server version we target.
+
+The schema is Kubernetes' own OpenAPI, as published by the kubernetes-validate package (strict flavour:
+unknown fields are errors, as with `kubectl apply`'s default field validation), checked with jsonschema
+(its dependency). The validator is built once; all errors are reported, each with its field path, so
+`tfjob render`, the webhook and the operator refuse a bad template with the same words, and what render
+accepts the API server accepts.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+from kubernetes_validate.utils import schema_contents
+from referencing import Registry, Resource
+
+#: The Kubernetes version whose pod schema templates are checked against (the emulator serves the same).
+KUBERNETES_VERSION = "1.37.0"
+#: Errors reported per template: enough to fix a template in one go, bounded for a generated monster.
+MAX_ERRORS = 10
+
+_INT_BOUNDS = {"int32": 2**31, "int64": 2**63}
+
+
+def _format_checker() -> jsonschema.FormatChecker:
+    # The API server decodes int32/int64 fields into Go integers: a larger number is refused there.
+    checker = jsonschema.FormatChecker()
+    for name, bound in _INT_BOUNDS.items():
+        def fits(value: object, bound: int = bound) -> bool:
+            return not isinstance(value, int) or isinstance(value, bool) or -bound <= value < bound
+
+        checker.checks(name)(fits)
+    return checker
+
+
+@functools.cache
+def _validator() -> jsonschema.protocols.Validator:
+    folder = f"kubernetes-json-schema/v{KUBERNETES_VERSION}-local-strict"
+    schema = schema_contents(f"{folder}/podtemplatespec-v1.json", KUBERNETES_VERSION)
+    definitions = schema_contents(f"{folder}/_definitions.json", KUBERNETES_VERSION)
+    registry: Registry[Any] = Resource.from_contents(schema) @ Registry()
+    registry = Resource.from_contents(definitions) @ registry
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, registry=registry, format_checker=_format_checker())  # type: ignore[no-any-return]
+
+
+def _path(parts: Any) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    got = repr(error.instance)
+    if len(got) > 60:
+        got = got[:57] + "..."
+    if error.validator == "type":
+        want = error.validator_value
+        want = " or ".join(w for w in (want if isinstance(want, list) else [want]) if w != "null")
+        return f"must be {'an' if want[0] in 'aeiou' else 'a'} {want}, got {got}"
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties") or {}))
+        return f"unknown field {', '.join(map(repr, extra))} (remove it, or check its spelling)"
+    if error.validator == "required":
+        return error.message.replace("is a required property", "is required")
+    if error.validator == "format":
+        return f"{got} does not fit in an {error.validator_value}"
+    if error.validator in ("oneOf", "anyOf"):  # Kubernetes uses them for int-or-string and quantities only
+        return f"must be a number or a string such as \"500m\" or \"4Gi\", got {got}"
+    if error.validator == "enum":
+        return f"{got} is not one of {error.validator_value}"
+    return error.message[:200]
+
+
+def template_schema_messages(field: str, template: Mapping[str, Any]) -> list[str]:
+    """Why the pod template would be refused by the API server, each message naming its field."""
+    errors = sorted(_validator().iter_errors(template), key=lambda e: [str(p) for p in e.absolute_path])
+    messages = [f"{field}{_path(e.absolute_path)}: {_describe(e)}" for e in errors[:MAX_ERRORS]]
+    if len(errors) > MAX_ERRORS:
+        messages.append(f"{field}: {len(errors) - MAX_ERRORS} more errors not shown")
+    return messages
