@@ -62,6 +62,18 @@ def test_duplicate_create_is_409_already_exists(core):
     assert err.value.status == 409 and '"reason":"AlreadyExists"' in err.value.body
 
 
+@pytest.mark.parametrize("container", [
+    {"name": {"a": 1}, "image": "busybox"},
+    {"name": "main", "image": ["busybox"]},
+    "main",
+])
+def test_pod_with_wrongly_typed_container_is_422_invalid_not_500(http, container):
+    # Sent raw: the typed client would refuse these bodies itself before any request.
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [container]}}
+    response = http("POST", "/api/v1/namespaces/default/pods", body)
+    assert (response.status_code, response.json()["reason"]) == (422, "Invalid"), response.text
+
+
 def test_update_with_stale_resource_version_is_409_conflict(core):
     first = core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
     core.patch_namespaced_config_map("a", "default", {"data": {"x": "1"}})

@@ -556,6 +556,10 @@ class ApiServer:
             schema_def = core_schema(rt.group, rt.version, rt.kind)
             found = check_object(obj, schema_def, custom=False) if schema_def else None
         errors = list(found.errors) if found else []
+        if errors:
+            # As kube-apiserver: a body of the wrong types is refused as decoded; the field rules below
+            # assume the types are right (a container name that is a mapping must be a 422, not a crash).
+            raise invalid(rt.kind, rt.group, name, errors)
         errors += validate_metadata(obj["metadata"], name_rule=self._name_rule(rt))
         if rt.key == POD_KEY:
             errors += objects.pod_validation_errors(obj)
