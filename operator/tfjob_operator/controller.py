@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfjob_operator import constants
+from tfjob_operator import constants, reconcile_errors
 from tfjob_operator.admission import AdmissionLoop
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
@@ -183,10 +183,26 @@ class JobController:
                     delay = min(self.settings.retry_backoff * 2 ** state.failures, self.settings.retry_max_backoff)
                     log.warning("reconcile %s/%s failed (%s); retrying in %.1fs", *key, exc, delay,
                                 exc_info=not isinstance(exc, KubeError))
+                    if not isinstance(exc, KubeError) and reconcile_errors.gives_up(state.failures):
+                        delay = await self._give_up(key, state, exc, delay)
                 finally:
                     self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
                 if self._states.get(key) is state:
                     self._schedule(key, state, delay)
+
+    async def _give_up(self, key: JobKey, state: _JobState, exc: Exception, delay: float) -> float | None:
+        """Fail a job that keeps raising (reconcile_errors): a condition and an Event, then no more retries
+        until it changes (or the resync comes by). Returns the next delay."""
+        body = _latest(self.jobs.get(key))
+        if body is None:
+            return None
+        obj: dict[str, Any] = copy.deepcopy(dict(body))
+        try:
+            await self._act(key, obj, reconcile_errors.give_up(obj, exc, state.failures, utcnow()), state, {})
+        except Exception as write_error:  # still inside the error path: never kill the drain task
+            log.warning("could not mark %s/%s failed: %s", *key, write_error)
+            return delay
+        return None
 
     async def resync_forever(self) -> None:
         """Safety net: every job is reconciled at least every resync_seconds (no writes when nothing changed)."""

@@ -386,6 +386,15 @@ def _invalid(ctx: _Ctx, obj: Mapping[str, Any], observed: list[ObservedPod], mes
     _ttl(ctx, ttl if isinstance(ttl, int) and ttl >= 0 else None)
 
 
+def fail_job(obj: Mapping[str, Any], reason: str, message: str, now: datetime) -> Decision:
+    """The job marked Failed with this reason (and its Warning Event), whatever else it holds; no other action.
+    For a job the operator cannot reconcile at all (see `reconcile_errors`)."""
+    ctx = _Ctx(prior_status(obj).model_copy(deep=True), now, ReconcileOptions())
+    if not _finished(ctx):
+        _finish(ctx, C.FAILED, reason, message, "Warning", [], CleanPodPolicy.NONE)
+    return _decision(ctx)
+
+
 # ---------------------------------------------------------------- finished jobs
 
 

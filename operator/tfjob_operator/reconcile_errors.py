@@ -1,0 +1,32 @@
+"""What the controller does when reconciling a job raises something unexpected (a bug, or a spec no check
+foresaw): retry a few times with back-off, then tell the job's owner instead of retrying forever.
+
+API errors (`KubeError`: outages, conflicts, throttling) are not counted here: they are the cluster's, not the
+job's, and are retried with back-off for as long as they last.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from tfjob_operator.reconcile import Decision, fail_job
+
+#: Unexpected errors in a row after which the job is failed (with back-off 1, 2, 4, 8 s that is ~15 s).
+MAX_UNEXPECTED_ERRORS = 5
+#: Condition reason (and Event reason) of a job the operator gave up on.
+REASON = "ReconcileError"
+
+
+def gives_up(failures_in_a_row: int) -> bool:
+    """Whether this many unexpected errors in a row are enough to stop retrying and fail the job."""
+    return failures_in_a_row >= MAX_UNEXPECTED_ERRORS
+
+
+def give_up(obj: dict[str, Any], error: BaseException, failures_in_a_row: int, now: datetime) -> Decision:
+    """The job Failed with reason ReconcileError, the error named, and what to do about it."""
+    text = " ".join(str(error).split())[:300] or "(no message)"
+    message = (f"the operator could not reconcile this job ({failures_in_a_row} attempts): "
+               f"{type(error).__name__}: {text}. This is an operator bug: report it with the operator's log; "
+               "delete and resubmit the job once fixed")
+    return fail_job(obj, REASON, message, now)
