@@ -88,7 +88,7 @@ def test_submit_refused_by_the_server_names_the_http_reason_and_a_hint(
 
 
 def test_unreachable_server_is_one_line_saying_so(tmp_path: Path) -> None:
-    from tfjob_operator.local.apiserver import write_kubeconfig
+    from kubelocal.apiserver import write_kubeconfig
 
     kubeconfig = tmp_path / "kubeconfig"
     write_kubeconfig(kubeconfig, f"http://127.0.0.1:{free_port()}")
