@@ -72,6 +72,7 @@ def read_tfjobs(path: str, namespace: str | None = None) -> list[TFJob]:
             doc.setdefault("metadata", {})["namespace"] = namespace
         try:
             job = parse_tfjob(doc)
+            job.apiVersion = constants.API_VERSION
         except InvalidSpec as exc:
             messages.extend(f"{name}: {m}" for m in exc.messages)
             continue

@@ -58,5 +58,3 @@ ANNOTATION_GANG_REPLICAS: Final = f"{GROUP}/gang-replicas"
 ANNOTATION_LOOPBACK_PORTS: Final = f"{GROUP}/loopback-ports"
 #: Name the operator posts its Events and writes its objects as.
 OPERATOR_COMPONENT: Final = "tfjob-operator"
-#: `runPolicy.managedBy` values that mean "this operator".
-MANAGED_BY_US: Final = ("", "tfjob.dev/tfjob-operator")

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tfjob_operator import constants
+from tfjob_operator import apigroups, constants
 from tfjob_operator.api import JobConditionType, TFJobStatus
 
 #: Conditions that end a job for good.
@@ -22,8 +22,11 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 def prior_status(obj: Mapping[str, Any]) -> TFJobStatus:
-    """The status the job carries, or an empty one if it is missing or unreadable."""
-    raw = obj.get("status") or {}
+    """The status the job carries, or an empty one if it is missing or unreadable. A `kubeflow.org/v1` job keeps
+    its gang counters in annotations (its CRD would prune them from the status)."""
+    raw = dict(obj.get("status") or {})
+    if apigroups.group_of(obj).kubeflow:
+        raw.update(apigroups.counters_from_annotations((obj.get("metadata") or {}).get("annotations") or {}))
     try:
         return TFJobStatus.model_validate({k: v for k, v in raw.items() if k in TFJobStatus.model_fields})
     except ValidationError:

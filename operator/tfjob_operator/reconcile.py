@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from tfjob_operator import constants
+from tfjob_operator import apigroups, constants
 from tfjob_operator.api import (
     CleanPodPolicy,
     JobCondition,
@@ -146,6 +146,9 @@ class ReconcileOptions:
     gang: GangView = GangView()
     #: The API server refused to create a pod for a reason retrying cannot fix (e.g. 422): fails the job.
     pod_create_error: str | None = None
+    #: Which `kubeflow.org/v1` jobs are ours (TFJOB_KUBEFLOW_API); `tfjob.dev/v1` jobs are ours unless another
+    #: controller manages them.
+    kubeflow_api: apigroups.KubeflowApi = apigroups.KubeflowApi.OFF
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,10 @@ class ObservedPod:
     disruption: str | None
     disruption_message: str
     node: str | None
+    #: In-place container restarts by the kubelet (restartPolicy OnFailure/Always), init containers included.
+    restarts: int = 0
+    #: The last in-place restart's cause, e.g. "exited with code 1: ValueError: ..."; "" when none.
+    last_restart: str = ""
 
     @property
     def active(self) -> bool:
@@ -243,6 +250,8 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod:
     except ValueError:
         attempt, index = -1, 0
     exit_code = terminated.get("exitCode")
+    all_statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+    restarts = sum(int(c.get("restartCount") or 0) for c in all_statuses if isinstance(c.get("restartCount"), int))
     return ObservedPod(
         name=str(meta.get("name")),
         rtype=rtype,
@@ -258,7 +267,26 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod:
         disruption=disruption,
         disruption_message=disruption_message,
         node=(pod.get("spec") or {}).get("nodeName"),
+        restarts=restarts,
+        last_restart=_last_restart(all_statuses),
     )
+
+
+def _last_restart(statuses: Sequence[Mapping[str, Any]]) -> str:
+    """What the most recently restarted container last ended with (its termination message, if any)."""
+    restarted = [c for c in statuses if int(c.get("restartCount") or 0) > 0]
+    ended = [(c, ((c.get("lastState") or {}).get("terminated") or {})) for c in restarted]
+    ended = [(c, t) for c, t in ended if t]
+    if not ended:
+        return ""
+    container, last = max(ended, key=lambda ct: str(ct[1].get("finishedAt") or ""))
+    text = f"container {container.get('name')} exited with code {last.get('exitCode')}"
+    message = str(last.get("message") or "").strip()
+    if message:
+        text += ": " + message.splitlines()[-1][:300]
+    elif last.get("reason"):
+        text += f" ({last.get('reason')})"
+    return text
 
 
 # ---------------------------------------------------------------- conditions
@@ -336,7 +364,14 @@ def reconcile(
     """Decide the job's status and the actions that move it towards its spec, from the job and its live pods."""
     options = options or ReconcileOptions()
     prior = prior_status(obj)
+    group, managed_by = apigroups.group_of(obj), apigroups.manager_of(obj)
+    if not apigroups.managed_here(group, managed_by, options.kubeflow_api):
+        return Decision(prior, managed=False)
     ctx = _Ctx(prior.model_copy(deep=True), now, options)
+    if not prior.conditions and apigroups.reads_kubeflow_manager_as_ours(group, managed_by):
+        ctx.event("Normal", "ManagedByKubeflowValue",
+                  f"runPolicy.managedBy {managed_by} on a {group.api_version} TFJob: read as "
+                  f"{apigroups.MANAGED_BY_TFJOB}, this operator manages the job")
     meta = obj.get("metadata") or {}
     name, uid = str(meta.get("name") or ""), meta.get("uid")
     observed = [observe_pod(p) for p in pods if owned_by(p, name, uid)]
@@ -347,20 +382,25 @@ def reconcile(
             raise InvalidSpec(list(options.gang.problems))
     except InvalidSpec as exc:
         _invalid(ctx, obj, observed, exc.messages)
-        return _decision(ctx)
-    if (job.spec.runPolicy.managedBy or "") not in constants.MANAGED_BY_US:
-        return Decision(prior, managed=False)
+        return _decision(ctx, obj, prior)
     ctx.status.observedGeneration = job.metadata.generation
     if _finished(ctx):
         _after_finish(ctx, job, observed)
     else:
         _lifecycle(ctx, job, observed)
-    return _decision(ctx)
+    return _decision(ctx, obj, prior)
 
 
-def _decision(ctx: _Ctx) -> Decision:
+def _decision(ctx: _Ctx, obj: Mapping[str, Any], prior: TFJobStatus) -> Decision:
     _printer_fields(ctx.status)
-    return Decision(ctx.status, ctx.actions, ctx.requeue)
+    status = ctx.status
+    if status.model_copy(update={"lastReconcileTime": None}) != prior.model_copy(update={"lastReconcileTime": None}):
+        status.lastReconcileTime = ctx.stamp  # only when something changed: a quiet reconcile writes nothing
+    if apigroups.group_of(obj).kubeflow and (status.restartCount, status.failureRestarts) != (
+            prior.restartCount, prior.failureRestarts):
+        # Before any pod action: the next attempt's number must be stored before its pods are deleted.
+        ctx.actions.insert(0, AnnotateJob(apigroups.counter_annotations(status.restartCount, status.failureRestarts)))
+    return Decision(status, ctx.actions, ctx.requeue)
 
 
 def _finished(ctx: _Ctx) -> bool:
@@ -552,10 +592,13 @@ def _deadline_passed(ctx: _Ctx, job: TFJob, observed: list[ObservedPod]) -> bool
 
 
 def _succeeded(ctx: _Ctx, job: TFJob, current: list[ObservedPod], observed: list[ObservedPod]) -> bool:
+    """Success as Kubeflow decides it: the chief when there is one (successPolicy AllWorkers only applies without
+    a chief); else worker 0, or every worker under AllWorkers. The deciding pod's exit 0 wins over other pods'
+    failures seen at the same time: training finished and the chief saved its work (the message names them)."""
     by_name = {p.name: p for p in current}
-    if job.spec.successPolicy == SuccessPolicy.ALL_WORKERS:
-        names = [pod_name(job.name, t, i) for t, s in job.replica_specs()
-                 if t in (ReplicaType.CHIEF, ReplicaType.WORKER) for i in range(s.replicas)]
+    if job.spec.successPolicy == SuccessPolicy.ALL_WORKERS and not job.has_chief():
+        names = [pod_name(job.name, ReplicaType.WORKER, i) for i in range(job.spec.tfReplicaSpecs[
+            ReplicaType.WORKER].replicas)]
         if not all(n in by_name and by_name[n].phase == "Succeeded" for n in names):
             return False
         reason, message = "AllWorkersSucceeded", f"all {len(names)} workers exited 0"
@@ -566,6 +609,11 @@ def _succeeded(ctx: _Ctx, job: TFJob, current: list[ObservedPod], observed: list
         who = "chief" if chief.rtype == ReplicaType.CHIEF else "worker 0"
         reason = "ChiefSucceeded" if chief.rtype == ReplicaType.CHIEF else "WorkerSucceeded"
         message = f"the {who} ({chief.name}) exited 0"
+        if job.spec.successPolicy == SuccessPolicy.ALL_WORKERS:
+            message += " (successPolicy AllWorkers does not apply to a job with a Chief: the chief decides)"
+    failed = sorted(p.name for p in current if p.failed)
+    if failed:
+        message += f"; {', '.join(failed)} failed, which does not change the outcome"
     _finish(ctx, C.SUCCEEDED, reason, message, "Normal", observed, job.spec.runPolicy.cleanPodPolicy)
     return True
 
@@ -623,8 +671,33 @@ def classify(pod: ObservedPod, policy: RestartPolicy) -> _Failure:
     return _Failure(pod, "retryable", "PodFailed", f"{what}; restartPolicy {policy.value}")
 
 
+def backoff_used(status: TFJobStatus, current: Sequence[ObservedPod]) -> int:
+    """Failures that count towards runPolicy.backoffLimit: gang restarts caused by failures, plus in-place
+    container restarts (restartPolicy OnFailure/Always) of the current attempt's pods, as Kubeflow sums them."""
+    return status.failureRestarts + sum(p.restarts for p in current if not p.terminating)
+
+
+def _backoff_exceeded(ctx: _Ctx, job: TFJob, current: list[ObservedPod], observed: list[ObservedPod]) -> bool:
+    """The one backoffLimit rule: the job fails once its failures exceed the limit (limit N allows N retries).
+    Here for in-place restarts; `_restart_gang` applies it to a failure that would restart the gang."""
+    limit = job.spec.runPolicy.backoffLimit
+    restarted = [p for p in current if p.restarts and not p.terminating]
+    if limit is None or not restarted or backoff_used(ctx.status, current) <= limit:
+        return False
+    worst = max(restarted, key=lambda p: p.restarts)
+    times = "once" if worst.restarts == 1 else f"{worst.restarts} times"
+    message = (f"pod {worst.label} restarted in place {times}"
+               + (f", last {worst.last_restart}" if worst.last_restart else "")
+               + f"; backoffLimit {limit} exceeded ({backoff_used(ctx.status, current)} failures: "
+               f"{sum(p.restarts for p in restarted)} in-place restarts, {ctx.status.failureRestarts} gang restarts)")
+    _finish(ctx, C.FAILED, "BackoffLimitExceeded", message, "Warning", observed, job.spec.runPolicy.cleanPodPolicy)
+    return True
+
+
 def _failures(ctx: _Ctx, job: TFJob, current: list[ObservedPod], observed: list[ObservedPod]) -> bool:
     """Handle failed pods of the current attempt, earliest first; True if the job stopped or restarts."""
+    if _backoff_exceeded(ctx, job, current, observed):
+        return True
     failures = [classify(p, job.spec.tfReplicaSpecs[p.rtype].restartPolicy)
                 for p in current if p.failed and p.rtype in job.spec.tfReplicaSpecs]
     if ctx.is_true(C.RUNNING):
@@ -660,8 +733,9 @@ def _restart_gang(ctx: _Ctx, job: TFJob, current: list[ObservedPod], observed: l
                   failure: _Failure) -> bool:
     status = ctx.status
     limit = job.spec.runPolicy.backoffLimit
-    if failure.kind == "retryable" and limit is not None and status.failureRestarts >= limit:
-        message = f"{failure.message}; backoffLimit {limit} reached ({status.failureRestarts} failure restarts)"
+    used = backoff_used(status, current)
+    if failure.kind == "retryable" and limit is not None and used >= limit:
+        message = f"{failure.message}; backoffLimit {limit} reached ({used} failures retried already)"
         _finish(ctx, C.FAILED, "BackoffLimitExceeded", message, "Warning", observed,
                 job.spec.runPolicy.cleanPodPolicy)
         return True

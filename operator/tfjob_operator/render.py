@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfjob_operator import constants
+from tfjob_operator import apigroups, constants
 from tfjob_operator.api import ReplicaType, RestartPolicy, TFJob
 from tfjob_operator.validation import job_port, training_container_index
 
@@ -55,9 +55,9 @@ def chief_pod_name(job: TFJob) -> str:
 
 
 def owner_reference(job: TFJob) -> dict[str, Any]:
-    """Controller reference to the TFJob, so Kubernetes garbage-collects the object with the job."""
+    """Controller reference to the TFJob (of its own API group), so Kubernetes garbage-collects the object with it."""
     return {
-        "apiVersion": constants.API_VERSION,
+        "apiVersion": job.apiVersion,
         "kind": constants.KIND,
         "name": job.name,
         "uid": job.metadata.uid or "",
@@ -126,6 +126,19 @@ def _set_env(container: dict[str, Any], values: Mapping[str, str]) -> None:
     container["env"] = env
 
 
+def kubeflow_labels(job: TFJob, rtype: ReplicaType, index: int) -> dict[str, str]:
+    """The labels Kubeflow's controller puts on a pod (its SDK selects a job's pods by them)."""
+    labels = {
+        apigroups.KUBEFLOW_LABEL_JOB_NAME: job.name,
+        apigroups.KUBEFLOW_LABEL_OPERATOR: apigroups.KUBEFLOW_OPERATOR_NAME,
+        apigroups.KUBEFLOW_LABEL_REPLICA_TYPE: rtype.tf_name,
+        apigroups.KUBEFLOW_LABEL_REPLICA_INDEX: str(index),
+    }
+    if pod_name(job.name, rtype, index) == chief_pod_name(job):
+        labels[apigroups.KUBEFLOW_LABEL_JOB_ROLE] = apigroups.KUBEFLOW_ROLE_MASTER
+    return labels
+
+
 def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOptions) -> dict[str, Any]:
     spec = job.spec.tfReplicaSpecs[rtype]
     template = copy.deepcopy(spec.template)
@@ -140,6 +153,8 @@ def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOption
     }
     if name == chief_pod_name(job):
         labels[constants.LABEL_JOB_ROLE] = constants.ROLE_CHIEF
+    if apigroups.group_of({"apiVersion": job.apiVersion}).kubeflow:
+        labels.update(kubeflow_labels(job, rtype, index))
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": job.namespace,

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from tfjob_operator.apigroups import KubeflowApi
+
 
 class Addressing(StrEnum):
     """How TF_CONFIG addresses peers."""
@@ -49,6 +51,12 @@ class OperatorSettings(BaseSettings):
     gang_priority_class: str | None = Field(
         None, description="PriorityClass the builtin backend puts on gang pods (the chart's, with preemptionPolicy "
         "Never); empty: none. A job's schedulingPolicy.priorityClass wins.",
+    )
+    kubeflow_api: KubeflowApi = Field(
+        KubeflowApi.OFF,
+        description="Serve Kubeflow's kubeflow.org/v1 TFJobs too: off; managed (only runPolicy.managedBy "
+        "tfjob.dev/tfjob-operator); all (also no managedBy or kubeflow.org/training-operator). Jobs managed by "
+        "anyone else (e.g. kueue.x-k8s.io/multikueue) are never touched.",
     )
     addressing: Addressing = Field(Addressing.DNS, description="dns (a cluster) or loopback (tfjob local).")
     cluster_domain: str | None = Field(

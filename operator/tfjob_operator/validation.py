@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tfjob_operator import constants, limits
+from tfjob_operator import apigroups, constants, limits
 from tfjob_operator.api import REPLICA_TYPE_ALIASES, ReplicaType, TFJob
 from tfjob_operator.podschema import template_schema_messages
 
@@ -151,6 +151,9 @@ def semantic_messages(job: TFJob) -> list[str]:
         messages.append("spec.enableDynamicWorker: dynamic workers are not supported (remove it or set false)")
     if job.spec.successPolicy == "AllWorkers" and ReplicaType.WORKER not in job.spec.tfReplicaSpecs:
         messages.append("spec.successPolicy: AllWorkers needs a Worker replica type")
+    managed_by = apigroups.managed_by_message((job.spec.runPolicy.managedBy or "").strip())
+    if managed_by:
+        messages.append(managed_by)
     return messages
 
 
@@ -206,7 +209,9 @@ def _template_messages(field: str, template: Mapping[str, Any]) -> list[str]:
 
 
 def parse_tfjob(obj: Mapping[str, Any]) -> TFJob:
-    """Validate a TFJob manifest (ours or Kubeflow's) and return the model, status left out; raise InvalidSpec."""
+    """Validate a TFJob manifest (ours or Kubeflow's) and return the model, status left out; raise InvalidSpec.
+
+    The model keeps the manifest's apiVersion: pods of a `kubeflow.org/v1` job point at that job."""
     if not isinstance(obj, Mapping):
         raise InvalidSpec(["(document): a TFJob must be a YAML mapping"])
     size = limits.size_messages(obj)
@@ -221,7 +226,7 @@ def parse_tfjob(obj: Mapping[str, Any]) -> TFJob:
     messages.extend(_duplicate_type_messages(obj))
     # Status is the operator's own output: it is not the user's to get wrong, so it is not read here.
     body = {k: v for k, v in obj.items() if k != "status"}
-    body["apiVersion"] = constants.API_VERSION
+    body["apiVersion"] = api_version if api_version in ACCEPTED_API_VERSIONS else constants.API_VERSION
     try:
         job = TFJob.model_validate(body)
     except ValidationError as exc:

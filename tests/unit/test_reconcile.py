@@ -79,8 +79,9 @@ RUNNING = cond("Running", "AllPodsRunning")
 
 def pod(name: str, phase: str = "Running", *, code: int | None = None, attempt: int = 0, finished: float = 10,
         evicted: bool = False, disruption: str | None = None, deleting: float | None = None,
-        node_lost: bool = False) -> dict[str, Any]:
-    """Pod `j-<name>` (e.g. "worker-1") of the given attempt; `code` makes its container terminated."""
+        node_lost: bool = False, restarts: int = 0, last_message: str = "") -> dict[str, Any]:
+    """Pod `j-<name>` (e.g. "worker-1") of the given attempt; `code` makes its container terminated; `restarts`
+    in-place restarts by the kubelet, the last one exiting 1 with `last_message` as termination message."""
     rtype, index = name.rsplit("-", 1)
     labels = {constants.LABEL_JOB_NAME: "j", constants.LABEL_REPLICA_TYPE: rtype,
               constants.LABEL_REPLICA_INDEX: index, constants.LABEL_ATTEMPT: str(attempt)}
@@ -92,6 +93,9 @@ def pod(name: str, phase: str = "Running", *, code: int | None = None, attempt: 
     if code is not None:
         state = {"terminated": {"exitCode": code, "finishedAt": at(finished)}}
     status: dict[str, Any] = {"phase": phase, "containerStatuses": [{"name": "tensorflow", "state": state}]}
+    if restarts:
+        status["containerStatuses"][0].update(restartCount=restarts, lastState={"terminated": {
+            "exitCode": 1, "reason": "Error", "message": last_message, "finishedAt": at(finished)}})
     if evicted:
         status.update(phase="Failed", reason="Evicted", message="The node was low on resource: memory.")
         status["containerStatuses"] = [{"name": "tensorflow", "state": {"terminated": {
@@ -266,6 +270,43 @@ CASES = [
          tfjob(status=started(cond("Restarting", "RetryableExitCode", t=20), restarts=1),
                annotations=recorded(Worker=2)), pods=running(*W2, attempt=1), state="Running",
          events=("AllPodsRunning",), restarts=1, workers="2/2"),
+    # --- backoffLimit: one rule for gang restarts and in-place restarts (docs/kubeflow.md)
+    Case("OnFailure crash loop: in-place restarts beyond backoffLimit fail the job with the container's message",
+         tfjob({"Worker": replica(2, "OnFailure")}, status=started(RUNNING), backoffLimit=2),
+         pods=[pod("worker-0"), pod("worker-1", restarts=3, last_message="Traceback ...\nValueError: boom")],
+         state="Failed", reason="BackoffLimitExceeded",
+         message=("j-worker-1", "restarted in place 3 times", "code 1: ValueError: boom", "backoffLimit 2"),
+         deletes=("j-worker-0", "j-worker-1"), events=("BackoffLimitExceeded",)),
+    Case("OnFailure: in-place restarts up to backoffLimit are retries, the job keeps running",
+         tfjob({"Worker": replica(2, "Always")}, status=started(RUNNING), backoffLimit=2),
+         pods=[pod("worker-0"), pod("worker-1", restarts=2)], state="Running"),
+    Case("backoffLimit 0: the first in-place restart fails the job",
+         tfjob({"Worker": replica(1, "OnFailure")}, status=started(RUNNING), backoffLimit=0),
+         pods=[pod("worker-0", restarts=1)], state="Failed", reason="BackoffLimitExceeded",
+         message=("restarted in place once",), deletes=("j-worker-0",), events=("BackoffLimitExceeded",)),
+    Case("gang restarts and in-place restarts add up towards backoffLimit",
+         tfjob({"Worker": replica(2, "OnFailure")}, status=started(RUNNING, restarts=1, failures=1), backoffLimit=2),
+         pods=[pod("worker-0", attempt=1), pod("worker-1", attempt=1, restarts=2)], state="Failed",
+         reason="BackoffLimitExceeded", message=("3 failures", "1 gang restarts"),
+         deletes=("j-worker-0", "j-worker-1"), events=("BackoffLimitExceeded",), restarts=1, failure_restarts=1),
+    Case("a gang-restarting failure after in-place restarts used the budget fails the job",
+         tfjob({"Worker": replica(2, "OnFailure")}, status=started(RUNNING), backoffLimit=1),
+         pods=[pod("worker-0", restarts=1), pod("worker-1", "Failed", code=2)], state="Failed",
+         reason="BackoffLimitExceeded", message=("j-worker-1", "backoffLimit 1"), deletes=("j-worker-0",),
+         events=("BackoffLimitExceeded",)),
+    # --- success as Kubeflow decides it
+    Case("AllWorkers with a Chief: the chief decides, as in Kubeflow; running workers are stopped",
+         tfjob({"Chief": replica(1), "Worker": replica(2)}, status=started(RUNNING), success="AllWorkers"),
+         pods=[pod("chief-0", "Succeeded", code=0), *running(*W2)], state="Succeeded", reason="ChiefSucceeded",
+         message=("AllWorkers does not apply",), deletes=("j-worker-0", "j-worker-1"), events=("ChiefSucceeded",)),
+    Case("worker 0 succeeded while worker 1 failed (seen together): Succeeded, the failure named",
+         tfjob(status=started(RUNNING)),
+         pods=[pod("worker-0", "Succeeded", code=0, finished=12), pod("worker-1", "Failed", code=1, finished=10)],
+         state="Succeeded", reason="WorkerSucceeded", message=("j-worker-1 failed",), events=("WorkerSucceeded",)),
+    Case("worker 1 failed before worker 0 finished: the job already Failed stays Failed",
+         tfjob(status=started(cond("Failed", "NonRetryableExitCode"), completed=11)),
+         pods=[pod("worker-0", "Succeeded", code=0, finished=12), pod("worker-1", "Failed", code=1, finished=10)],
+         state="Failed", reason="NonRetryableExitCode"),
     # --- PS and evaluator
     Case("evicted PS under OnFailure: that pod alone is restarted",
          tfjob({"Worker": replica(2), "PS": replica(1, "OnFailure")}, status=started(RUNNING)),
@@ -321,6 +362,13 @@ CASES = [
          pod("worker-1", "Pending")], state="Queued", reason="GangQueued", message=("no node has 8 GPUs free",),
          events=("GangQueued",), options=ReconcileOptions(gang=GangView(queued_reason="no node has 8 GPUs free"))),
     # --- bad input, other controllers
+    Case("unknown runPolicy.managedBy: Failed InvalidSpec naming the field and the known values",
+         tfjob(managedBy="example.com/my-controller"), state="Failed", reason="InvalidSpec",
+         message=("spec.runPolicy.managedBy", "'example.com/my-controller'", "kubeflow.org/training-operator"),
+         events=("InvalidSpec",)),
+    Case("managedBy kubeflow.org/training-operator on a tfjob.dev/v1 job: ours, with an Event saying so",
+         tfjob(managedBy="kubeflow.org/training-operator"), state="Created",
+         creates=("j-worker-0", "j-worker-1"), events=("ManagedByKubeflowValue", "JobCreated")),
     Case("unknown gang backend: Failed InvalidSpec naming the annotation", tfjob(), state="Failed",
          reason="InvalidSpec", message=("unknown gang backend",), events=("InvalidSpec",),
          options=ReconcileOptions(gang=GangView(problems=("metadata.annotations[tfjob.dev/gang-backend]: unknown "
