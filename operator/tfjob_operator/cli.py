@@ -153,6 +153,44 @@ def cmd_local(args: argparse.Namespace) -> int:
     return run_local(jobs, options)
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Print the files' manifests as tfjob.dev/v1; changes and differences to stderr. Nothing printed if any is bad."""
+    from tfjob_operator.migrate import migrate_document
+
+    out: list[dict[str, Any]] = []
+    notes: list[str] = []
+    problems: list[str] = []
+    for path in args.files:
+        try:
+            docs = load_manifests(path)
+        except (OSError, yaml.YAMLError) as exc:
+            problems.append(f"{path}: {exc}")
+            continue
+        for doc in docs:
+            name = f"{path}: {(doc.get('metadata') or {}).get('name') or '(unnamed)'}" if isinstance(
+                doc, dict) else path
+            if not isinstance(doc, dict):
+                problems.append(f"{name}: a document must be a YAML mapping")
+                continue
+            try:
+                migrated = migrate_document(doc)
+            except InvalidSpec as exc:
+                problems.extend(f"{name}: {m}" for m in exc.messages)
+                continue
+            out.append(migrated.doc)
+            notes.extend(f"{name}: changed: {c}" for c in migrated.changes)
+            notes.extend(f"{name}: differs: {d}" for d in migrated.differences)
+    if problems:
+        print("error: nothing was migrated:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_INVALID
+    for note in notes:
+        print(note, file=sys.stderr)
+    sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=110, allow_unicode=True))
+    return 0
+
+
 def cmd_operator(args: argparse.Namespace) -> int:
     from tfjob_operator.runner import run_operator
 
@@ -251,6 +289,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also show what this gang backend adds (PodGroup, gates, labels, schedulerName): builtin, "
                         "volcano, scheduler-plugins, kueue or none; a job's tfjob.dev/gang-backend annotation wins")
     p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("migrate", help="print Kubeflow kubeflow.org/v1 TFJob manifests as tfjob.dev/v1; "
+                                       "each change and each field that means something else here go to stderr")
+    p.add_argument("files", nargs="+", metavar="FILE", help="manifest files (- for stdin)")
+    p.set_defaults(func=cmd_migrate)
 
     p = sub.add_parser("crd", help="print the TFJob CustomResourceDefinition")
     p.set_defaults(func=cmd_crd)

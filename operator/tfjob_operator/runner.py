@@ -221,7 +221,7 @@ def run_operator(settings: OperatorSettings | None = None, *, stop_flag: threadi
     import tfjob_operator.handlers  # noqa: F401  (registers the handlers with kopf's default registry)
 
     if settings.webhook_enabled:
-        webhook.register(failure_policy=settings.webhook_failure_policy)
+        webhook.register(failure_policy=settings.webhook_failure_policy, kubeflow_api=settings.kubeflow_api)
     if settings.liveness_port and not _port_free(settings.liveness_host, settings.liveness_port):
         # A second operator on one machine (tfjob local beside another) must still run; only the probe is lost.
         log.warning("liveness port %s is taken: running without /healthz", settings.liveness_port)

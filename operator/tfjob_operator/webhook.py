@@ -25,14 +25,23 @@ from typing import Any
 
 import kopf
 
-from tfjob_operator import constants
+from tfjob_operator import apigroups
 from tfjob_operator.api import REPLICA_TYPE_ALIASES
+from tfjob_operator.apigroups import KubeflowApi
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 #: Handler ids; kopf serves each at `/<id>` and the chart's configurations point there.
 VALIDATE_ID = "validate-tfjob"
 MUTATE_ID = "mutate-tfjob"
+#: Kubeflow's `kubeflow.org/v1` TFJobs have their own webhooks (a webhook's name is its handler id).
+KUBEFLOW_SUFFIX = "-kubeflow"
 FAILURE_POLICIES = ("Fail", "Ignore")
+
+
+def handler_ids(group: apigroups.ApiGroup) -> tuple[str, str]:
+    """(validating, mutating) handler ids, hence webhook paths, for one served API."""
+    suffix = KUBEFLOW_SUFFIX if group.kubeflow else ""
+    return VALIDATE_ID + suffix, MUTATE_ID + suffix
 
 
 def admission_messages(obj: Mapping[str, Any]) -> list[str]:
@@ -92,8 +101,15 @@ def _fill_list(target: list[Any], defaults: list[Any]) -> None:
         target.extend(_copy(d) for d in defaults[len(target):])  # e.g. the tfjob-port appended to ports
 
 
-def register(registry: kopf.OperatorRegistry | None = None, *, failure_policy: str = "Fail") -> None:
-    """Register the validating and mutating handlers (in kopf's default registry unless one is given)."""
+def ours(obj: Mapping[str, Any], kubeflow_api: KubeflowApi) -> bool:
+    """Does the webhook speak for this job? Jobs another controller manages are admitted untouched."""
+    return apigroups.managed_here(apigroups.group_of(obj), apigroups.manager_of(obj), kubeflow_api)
+
+
+def register(registry: kopf.OperatorRegistry | None = None, *, failure_policy: str = "Fail",
+             kubeflow_api: KubeflowApi = KubeflowApi.OFF) -> None:
+    """Register the validating and mutating handlers for every served TFJob API (in kopf's default registry
+    unless one is given)."""
     if failure_policy not in FAILURE_POLICIES:
         raise ValueError(f"webhook failure policy: {failure_policy!r} is not one of {FAILURE_POLICIES}")
     common: dict[str, Any] = {
@@ -102,18 +118,25 @@ def register(registry: kopf.OperatorRegistry | None = None, *, failure_policy: s
         "registry": registry,
     }
 
-    @kopf.on.validate(constants.GROUP, constants.VERSION, constants.PLURAL, id=VALIDATE_ID, **common)
     def validate_tfjob(body: kopf.Body, **_: Any) -> None:
-        messages = admission_messages(dict(body))
+        obj = dict(body)
+        messages = admission_messages(obj) if ours(obj, kubeflow_api) else []
         if messages:
             raise kopf.AdmissionError("the TFJob is invalid: " + "; ".join(messages), code=422)
 
-    @kopf.on.mutate(constants.GROUP, constants.VERSION, constants.PLURAL, id=MUTATE_ID, **common)
     def default_tfjob(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        if not ours(dict(body), kubeflow_api):
+            return
+
         def fill(raw: Any) -> None:
             raw["spec"] = with_defaults(raw).get("spec", {})
 
         patch.fns.append(fill)
+
+    for group in apigroups.served_groups(kubeflow_api):
+        validate_id, mutate_id = handler_ids(group)
+        kopf.on.validate(group.group, group.version, group.plural, id=validate_id, **common)(validate_tfjob)
+        kopf.on.mutate(group.group, group.version, group.plural, id=mutate_id, **common)(default_tfjob)
 
 
 # --- the server -------------------------------------------------------------------------------------------
