@@ -14,7 +14,8 @@ import yaml
 
 from tfjob_operator import apigroups, constants
 from tfjob_operator.apigroups import KUBEFLOW, TFJOB_DEV, KubeflowApi
-from tfjob_operator.reconcile import AnnotateJob, CreateObject, ReconcileOptions, prior_status, reconcile
+from tfjob_operator.observed import prior_status
+from tfjob_operator.reconcile import AnnotateJob, CreateObject, ReconcileOptions, reconcile
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 ROOT = Path(__file__).resolve().parents[2]
