@@ -98,26 +98,28 @@ class Cluster:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
 
-    def submit(self, replica_specs: dict[str, Any], name: str | None = None, **run_policy: Any) -> str:
+    def submit(self, replica_specs: dict[str, Any], name: str | None = None, *, group: str = "tfjob.dev",
+               **run_policy: Any) -> str:
+        """Create a TFJob (Kubeflow's with group="kubeflow.org") in the default namespace; its name."""
         name = name or f"j{uuid.uuid4().hex[:8]}"
-        body = {"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": name},
+        body = {"apiVersion": f"{group}/v1", "kind": "TFJob", "metadata": {"name": name},
                 "spec": {"tfReplicaSpecs": replica_specs, "runPolicy": run_policy}}
-        self.custom.create_namespaced_custom_object("tfjob.dev", "v1", NS, "tfjobs", body)
+        self.custom.create_namespaced_custom_object(group, "v1", NS, "tfjobs", body)
         return name
 
-    def job(self, name: str) -> dict[str, Any] | None:
+    def job(self, name: str, group: str = "tfjob.dev") -> dict[str, Any] | None:
         try:
-            return self.custom.get_namespaced_custom_object("tfjob.dev", "v1", NS, "tfjobs", name)  # type: ignore
+            return self.custom.get_namespaced_custom_object(group, "v1", NS, "tfjobs", name)  # type: ignore
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
-    def status(self, name: str) -> dict[str, Any]:
-        return (self.job(name) or {}).get("status") or {}
+    def status(self, name: str, group: str = "tfjob.dev") -> dict[str, Any]:
+        return (self.job(name, group) or {}).get("status") or {}
 
-    def condition(self, name: str, ctype: str) -> dict[str, Any] | None:
-        return next((c for c in self.status(name).get("conditions") or [] if c["type"] == ctype), None)
+    def condition(self, name: str, ctype: str, group: str = "tfjob.dev") -> dict[str, Any] | None:
+        return next((c for c in self.status(name, group).get("conditions") or [] if c["type"] == ctype), None)
 
     def patch_spec(self, name: str, patch: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object("tfjob.dev", "v1", NS, "tfjobs", name, {"spec": patch})

@@ -148,6 +148,14 @@ def status_for_group(group: ApiGroup, job_name: str, status: Mapping[str, Any]) 
     return out
 
 
+def replica_counts(stored: Any) -> dict[str, Any]:
+    """Kubeflow-shaped replicaStatuses read back as ours: the counts, without Kubeflow's selectors."""
+    if not isinstance(stored, Mapping):
+        return {}
+    return {rtype: {k: v for k, v in counts.items() if k in (*KUBEFLOW_REPLICA_STATUS_FIELDS, "ready")}
+            for rtype, counts in stored.items() if isinstance(counts, Mapping)}
+
+
 def counters_from_annotations(annotations: Mapping[str, str]) -> dict[str, int]:
     """restartCount and failureRestarts of a `kubeflow.org/v1` job, from its annotations (0 when unreadable)."""
     out = {}

@@ -20,11 +20,12 @@ import json
 import logging
 import socket
 import time
+from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfjob_operator import constants, reconcile_errors
+from tfjob_operator import apigroups, constants, reconcile_errors
 from tfjob_operator.admission import AdmissionLoop
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
@@ -70,6 +71,8 @@ class _JobState:
     timer: asyncio.TimerHandle | None = None
     #: (uid, status) last written: the index may not have caught up with our own write yet.
     status: tuple[str | None, dict[str, Any]] | None = None
+    #: (uid, annotations) last written, for the same reason (a kubeflow.org job's gang counters live there).
+    annotations: tuple[str | None, dict[str, str | None]] | None = None
     recent_events: dict[tuple[str, str], float] = field(default_factory=dict)
     failures: int = 0
     pod_create_error: str | None = None
@@ -143,9 +146,13 @@ class JobController:
 
     # ------------------------------------------------------------ scheduling
 
-    def bind(self, jobs: Mapping[JobKey, Any], pods: Mapping[JobKey, Any]) -> None:
-        """Remember kopf's live indices (they are passed to handlers only)."""
-        self.jobs, self.pods = jobs, pods
+    def bind(self, jobs: Mapping[JobKey, Any], pods: Mapping[JobKey, Any],
+             kubeflow_jobs: Mapping[JobKey, Any] | None = None) -> None:
+        """Remember kopf's live indices (they are passed to handlers only). Kubeflow's `kubeflow.org/v1` TFJobs,
+        when served, join ours in one view: a job is a job, its apiVersion says which API it came through."""
+        # ChainMap only reads here; the indices stay live (kopf updates them in place).
+        self.jobs = jobs if kubeflow_jobs is None else ChainMap(jobs, kubeflow_jobs)  # type: ignore[arg-type]
+        self.pods = pods
 
     def trigger(self, key: JobKey) -> None:
         """Reconcile this job soon; many triggers while one runs cause one more run."""
@@ -224,6 +231,9 @@ class JobController:
         uid = obj["metadata"].get("uid")
         if state.status is not None and state.status[0] == uid:
             obj["status"] = copy.deepcopy(state.status[1])
+        if state.annotations is not None and state.annotations[0] == uid:
+            merged = {**(obj["metadata"].get("annotations") or {}), **state.annotations[1]}
+            obj["metadata"]["annotations"] = {k: v for k, v in merged.items() if v is not None}
         pods = [copy.deepcopy(dict(p)) for p in (self.pods.get(key) or [])]
         options = await self._options(obj, pods, state)
         pending: dict[str, str | None] = obj.pop("_pending_annotations", {})
@@ -237,7 +247,8 @@ class JobController:
         try:
             job = parse_tfjob({k: v for k, v in obj.items() if k != "status"})
         except InvalidSpec:
-            return ReconcileOptions(terminating_timeout=self.settings.terminating_timeout)
+            return ReconcileOptions(terminating_timeout=self.settings.terminating_timeout,
+                                    kubeflow_api=self.settings.kubeflow_api)
         ports = None
         if self.settings.addressing == Addressing.LOOPBACK and not is_finished(obj):
             ports = await self._loopback_ports(obj, job)
@@ -247,6 +258,7 @@ class JobController:
             terminating_timeout=self.settings.terminating_timeout,
             gang=await self._gang_view(job, pods),
             pod_create_error=state.pod_create_error,
+            kubeflow_api=self.settings.kubeflow_api,
         )
 
     async def _gang_view(self, job: TFJob, pods: list[dict[str, Any]]) -> GangView:
@@ -312,9 +324,11 @@ class JobController:
                    pending: dict[str, str | None]) -> None:
         """Status first (a decision such as 'attempt 3' must survive a crash), its Events, then actions in order."""
         namespace, name = key
-        new_status = decision.status.model_dump(mode="json")
-        if new_status != prior_status(obj).model_dump(mode="json"):
-            written = await self.kube.patch_status(namespace, name, new_status)
+        group = apigroups.group_of(obj)
+        # Stored as its API keeps it: Kubeflow's CRD would prune our extra fields (the counters go to annotations).
+        new_status = apigroups.status_for_group(group, name, decision.status.model_dump(mode="json"))
+        if new_status != apigroups.status_for_group(group, name, prior_status(obj).model_dump(mode="json")):
+            written = await self.kube.patch_status(namespace, name, new_status, group=group)
             if written is None:
                 return  # the job is gone
         state.status = (obj["metadata"].get("uid"), new_status)
@@ -334,13 +348,14 @@ class JobController:
         if creates:
             annotations = {**pending, **annotations}
         if annotations:
-            await self.kube.annotate_job(namespace, name, annotations)
+            await self.kube.annotate_job(namespace, name, annotations, group=group)
+            state.annotations = (obj["metadata"].get("uid"), annotations)
         await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
         await self._create(creates, state)
         await self._until_seen(key, {c.name for c in creates if c.kind == "Pod"})
         for action in decision.of_type(DeleteJob):
             log.info("deleting TFJob %s/%s: %s", namespace, name, action.reason)
-            await self.kube.delete_job(namespace, name, obj["metadata"].get("uid"))
+            await self.kube.delete_job(namespace, name, obj["metadata"].get("uid"), group=group)
 
     async def _until_seen(self, key: JobKey, names: set[str], timeout: float = 2.0) -> None:
         """Read-your-writes: wait (bounded) until the pod index shows the pods just created, so the next

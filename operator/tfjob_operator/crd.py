@@ -16,6 +16,9 @@ from tfjob_operator.api import TFJobSpec, TFJobStatus
 
 #: The checked-in CRD; a test fails when it differs from `generate()`.
 CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "tfjob.yaml"
+#: Kubeflow's published TFJob CRD (`tfjobs.kubeflow.org`), vendored in the chart with its source and license.
+KUBEFLOW_CRD_PATH = (Path(__file__).resolve().parents[2] / "deploy" / "helm" / "tfjob-operator" / "files" / "kubeflow"
+                     / "kubeflow.org_tfjobs.yaml")
 
 _DROP = {"title", "$defs"}
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import kopf
 
-from tfjob_operator import constants
+from tfjob_operator import apigroups, constants
 from tfjob_operator.controller import JobController, JobKey
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.settings import OperatorSettings
@@ -89,10 +89,27 @@ async def pod_event(type: str, namespace: str | None, labels: Mapping[str, str],
     _bound(memo, kwargs).pod_changed((namespace or "default", labels[constants.LABEL_JOB_NAME]), type, body)
 
 
+def register_kubeflow_api(registry: kopf.OperatorRegistry | None = None) -> None:
+    """Serve Kubeflow's `kubeflow.org/v1` TFJobs with the same handlers (TFJOB_KUBEFLOW_API managed or all).
+    Registered only then: watching a group the operator may not read would fail on RBAC."""
+    group = apigroups.KUBEFLOW
+    where: dict[str, Any] = {"group": group.group, "version": group.version, "registry": registry}
+
+    @kopf.index(group.plural, id="kubeflow_tfjobs_by_key", **where)  # the id names the handlers' kwarg
+    def kubeflow_tfjobs_by_key(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[JobKey, Any]:
+        """Every kubeflow.org/v1 TFJob by (namespace, name); whether it is ours, reconcile decides (managedBy)."""
+        return {(namespace or "default", name): body}
+
+    kopf.on.create(group.plural, **where)(tfjob_changed)
+    kopf.on.resume(group.plural, **where)(tfjob_changed)
+    kopf.on.update(group.plural, field="spec", **where)(tfjob_changed)
+    kopf.on.event(group.plural, **where)(tfjob_event)
+
+
 def _bound(memo: Any, kwargs: Mapping[str, Any]) -> JobController:
     """The controller, holding the live indices kopf passes to handlers as keyword arguments."""
     controller: JobController | None = getattr(memo, "controller", None)
     if controller is None:
         raise kopf.TemporaryError("the operator is still starting", delay=1)
-    controller.bind(kwargs["tfjobs_by_key"], kwargs["pods_by_job"])
+    controller.bind(kwargs["tfjobs_by_key"], kwargs["pods_by_job"], kwargs.get("kubeflow_tfjobs_by_key"))
     return controller

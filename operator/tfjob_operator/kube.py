@@ -22,7 +22,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from tfjob_operator import constants
+from tfjob_operator import apigroups, constants
 from tfjob_operator.times import format_time
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,9 @@ def pods_path(namespace: str, name: str | None = None) -> str:
     return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
 
 
-def tfjob_path(namespace: str, name: str, subresource: str | None = None) -> str:
-    path = f"/apis/{constants.GROUP}/{constants.VERSION}/namespaces/{namespace}/{constants.PLURAL}/{name}"
+def tfjob_path(namespace: str, name: str, subresource: str | None = None, *,
+               group: apigroups.ApiGroup = apigroups.TFJOB_DEV) -> str:
+    path = f"/apis/{group.api_version}/namespaces/{namespace}/{group.plural}/{name}"
     return path + (f"/{subresource}" if subresource else "")
 
 
@@ -142,22 +143,26 @@ class Kube:
         gone = await self.request("DELETE", pods_path(namespace, name), body, ok=frozenset({404}))
         return gone is not None
 
-    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any] | None:
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any], *,
+                           group: apigroups.ApiGroup = apigroups.TFJOB_DEV) -> dict[str, Any] | None:
         """Merge-patch the TFJob's status subresource; None if the job is gone."""
-        result = await self.request("PATCH", tfjob_path(namespace, name, "status"), {"status": dict(status)},
-                                    content_type=MERGE_PATCH, ok=frozenset({404}))
+        result = await self.request("PATCH", tfjob_path(namespace, name, "status", group=group),
+                                    {"status": dict(status)}, content_type=MERGE_PATCH, ok=frozenset({404}))
         return result if isinstance(result, dict) else None
 
-    async def annotate_job(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
-        await self.request("PATCH", tfjob_path(namespace, name), {"metadata": {"annotations": dict(annotations)}},
-                           content_type=MERGE_PATCH, ok=frozenset({404}))
+    async def annotate_job(self, namespace: str, name: str, annotations: Mapping[str, str | None], *,
+                           group: apigroups.ApiGroup = apigroups.TFJOB_DEV) -> None:
+        await self.request("PATCH", tfjob_path(namespace, name, group=group),
+                           {"metadata": {"annotations": dict(annotations)}}, content_type=MERGE_PATCH,
+                           ok=frozenset({404}))
 
-    async def delete_job(self, namespace: str, name: str, uid: str | None) -> None:
+    async def delete_job(self, namespace: str, name: str, uid: str | None, *,
+                         group: apigroups.ApiGroup = apigroups.TFJOB_DEV) -> None:
         """Delete the TFJob (only this incarnation: the uid precondition spares a new job of the same name)."""
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}
-        await self.request("DELETE", tfjob_path(namespace, name), body, ok=frozenset({404, 409}))
+        await self.request("DELETE", tfjob_path(namespace, name, group=group), body, ok=frozenset({404, 409}))
 
     async def get(self, path: str) -> dict[str, Any] | None:
         result = await self.request("GET", path, ok=frozenset({404}))
@@ -173,8 +178,8 @@ class Kube:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "involvedObject": {"apiVersion": constants.API_VERSION, "kind": constants.KIND, "name": meta["name"],
-                               "namespace": namespace, "uid": meta.get("uid"),
+            "involvedObject": {"apiVersion": apigroups.group_of(job).api_version, "kind": constants.KIND,
+                               "name": meta["name"], "namespace": namespace, "uid": meta.get("uid"),
                                "resourceVersion": meta.get("resourceVersion")},
             "type": event_type,
             "reason": reason,

@@ -27,6 +27,7 @@ def prior_status(obj: Mapping[str, Any]) -> TFJobStatus:
     raw = dict(obj.get("status") or {})
     if apigroups.group_of(obj).kubeflow:
         raw.update(apigroups.counters_from_annotations((obj.get("metadata") or {}).get("annotations") or {}))
+        raw["replicaStatuses"] = apigroups.replica_counts(raw.get("replicaStatuses"))
     try:
         return TFJobStatus.model_validate({k: v for k, v in raw.items() if k in TFJobStatus.model_fields})
     except ValidationError:

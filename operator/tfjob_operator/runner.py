@@ -23,7 +23,8 @@ import kopf
 import prometheus_client
 from aiohttp import web
 
-from tfjob_operator import constants, leader, webhook
+from tfjob_operator import leader, webhook
+from tfjob_operator.apigroups import TFJOB_DEV, ApiGroup, KubeflowApi, served_groups
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, load_api_client
 from tfjob_operator.settings import OperatorSettings
 
@@ -93,10 +94,11 @@ def kopf_settings(settings: OperatorSettings) -> kopf.OperatorSettings:
     return configured
 
 
-async def wait_for_tfjob_api(kube: Kube, *, interval: float = 1.0, report_every: float = 30.0) -> None:
-    """Return once the API server serves TFJobs: kopf discovers resources once at start (CRD scanning is off),
-    so a CRD installed after the operator would otherwise never be served."""
-    path = f"/apis/{constants.GROUP}/{constants.VERSION}"
+async def wait_for_tfjob_api(kube: Kube, group: ApiGroup = TFJOB_DEV, *, interval: float = 1.0,
+                             report_every: float = 30.0) -> None:
+    """Return once the API server serves this group's TFJobs: kopf discovers resources once at start (CRD scanning
+    is off), so a CRD installed after the operator would otherwise never be served."""
+    path = f"/apis/{group.api_version}"
     waited = 0.0
     while True:
         try:
@@ -104,11 +106,13 @@ async def wait_for_tfjob_api(kube: Kube, *, interval: float = 1.0, report_every:
         except KubeError as exc:
             found = None
             log.debug("discovery %s: %s", path, exc)
-        if any(r.get("name") == constants.PLURAL for r in (found or {}).get("resources") or []):
+        if any(r.get("name") == group.plural for r in (found or {}).get("resources") or []):
             return
         if waited % report_every < interval:
+            crd = ("deploy/helm/tfjob-operator/files/kubeflow/kubeflow.org_tfjobs.yaml, or the chart's "
+                   "kubeflow.installCRD=true" if group.kubeflow else "crds/tfjob.yaml")
             log.warning("waiting for the API server to serve %s/%s (is the TFJob CRD installed? "
-                        "kubectl apply -f crds/tfjob.yaml)", path, constants.PLURAL)
+                        "kubectl apply -f %s)", path, group.plural, crd)
         await asyncio.sleep(interval)
         waited += interval
 
@@ -218,7 +222,10 @@ def run_operator(settings: OperatorSettings | None = None, *, stop_flag: threadi
     """Run the operator until SIGINT/SIGTERM (or `stop_flag`); 0 on a clean stop, 1 when leadership was lost."""
     settings = settings or OperatorSettings()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    import tfjob_operator.handlers  # noqa: F401  (registers the handlers with kopf's default registry)
+    import tfjob_operator.handlers  # registers the handlers with kopf's default registry
+
+    if settings.kubeflow_api != KubeflowApi.OFF:
+        tfjob_operator.handlers.register_kubeflow_api()
 
     if settings.webhook_enabled:
         webhook.register(failure_policy=settings.webhook_failure_policy, kubeflow_api=settings.kubeflow_api)
@@ -232,7 +239,8 @@ def run_operator(settings: OperatorSettings | None = None, *, stop_flag: threadi
     async def main() -> None:
         api = load_api_client()
         try:
-            await wait_for_tfjob_api(Kube(api, RetryPolicy(attempts=1, timeout=settings.request_timeout)))
+            for group in served_groups(settings.kubeflow_api):
+                await wait_for_tfjob_api(Kube(api, RetryPolicy(attempts=1, timeout=settings.request_timeout)), group)
         finally:
             api.close()
         await kopf.operator(memo=memo, settings=configured, stop_flag=stop_flag,  # type: ignore[arg-type]

@@ -160,3 +160,14 @@ def test_vendored_kubeflow_crd_is_the_published_file_with_its_license() -> None:
     crd = yaml.safe_load(data)
     assert (crd["metadata"]["name"], [v["name"] for v in crd["spec"]["versions"]]) == ("tfjobs.kubeflow.org", ["v1"])
     json.dumps(crd)  # plain data: the chart templates it with toYaml
+
+
+def test_a_stored_kubeflow_status_reads_back_as_the_status_written() -> None:
+    running = {"conditions": [{"type": "Running", "status": "True", "reason": "AllPodsRunning"}]}
+    decision = reconcile(kubeflow_job(status=running), failed_worker(0), T0, ReconcileOptions(kubeflow_api=ALL))
+    stored = apigroups.status_for_group(KUBEFLOW, "j", decision.status.model_dump(mode="json"))
+    annotations = apigroups.counter_annotations(decision.status.restartCount, decision.status.failureRestarts)
+    again = prior_status(kubeflow_job(status=stored, annotations=annotations))  # type: ignore[arg-type]
+    assert again.conditions == decision.status.conditions
+    assert again.replicaStatuses["Worker"].active == decision.status.replicaStatuses["Worker"].active
+    assert (again.restartCount, again.failureRestarts) == (1, 1)

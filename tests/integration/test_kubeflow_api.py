@@ -1,0 +1,98 @@
+"""The operator serving Kubeflow's `kubeflow.org/v1` TFJobs (TFJOB_KUBEFLOW_API=all) beside its own, against
+the local control plane with Kubeflow's published CRD (which prunes any status field outside its schema)."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+
+import pytest
+from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica
+from polling import wait_for
+
+from tfjob_operator import apigroups
+from tfjob_operator.crd import KUBEFLOW_CRD_PATH
+from tfjob_operator.local.cluster import install_crds
+
+KF = "kubeflow.org"
+QUICK = py("import time; time.sleep(0.3)")
+EXIT_130_THEN_0 = py("import os, sys, time; time.sleep(0.3); sys.exit(130 if os.environ['TFJOB_ATTEMPT'] == '0' else 0)")
+CRASH = py("import sys; print('Traceback (most recent call last):'); sys.stderr.write('ValueError: bad batch\\n');"
+           " sys.exit(1)")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with local_cluster(tmp_path_factory.mktemp("kubeflow")) as c:
+        c.call(install_crds(c.local.url, [KUBEFLOW_CRD_PATH]))
+        yield c
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: Cluster) -> Iterator[Operator]:
+    op = Operator(cluster.kubeconfig, cluster.workdir / "operator.log", TFJOB_KUBEFLOW_API="all",
+                  TFJOB_METRICS_PORT=str(free_port()), TFJOB_METRICS_HOST="127.0.0.1").start()
+    yield op
+    op.stop()
+    assert op.proc is not None and op.proc.returncode in (0, -signal.SIGTERM), op.log()[-3000:]
+
+
+def wait_kubeflow_state(cluster: Cluster, name: str, state: str, timeout: float = 40) -> dict:
+    """Kubeflow's state is its last condition (the CRD's State column: .status.conditions[-1:].type)."""
+    def reached() -> dict | None:
+        status = cluster.status(name, KF)
+        conditions = status.get("conditions") or []
+        return status if conditions and conditions[-1]["type"] == state and conditions[-1]["status"] == "True" else None
+    return wait_for(reached, timeout, what=f"{name} {state}")
+
+
+def test_kubeflow_job_runs_and_its_status_stays_inside_kubeflows_schema(cluster: Cluster, operator: Operator) -> None:
+    name = cluster.submit({"Worker": replica(QUICK, 2)}, group=KF)
+    status = wait_kubeflow_state(cluster, name, "Succeeded")
+    assert set(status) <= set(apigroups.KUBEFLOW_STATUS_FIELDS)
+    assert {"conditions", "replicaStatuses", "startTime", "completionTime", "lastReconcileTime"} <= set(status)
+    assert status["replicaStatuses"]["Worker"]["succeeded"] == 2
+    assert status["replicaStatuses"]["Worker"]["selector"] == f"tfjob.dev/job-name={name},tfjob.dev/replica-type=worker"
+    assert "Succeeded" in cluster.kubectl("get", f"tfjobs.{KF}", name)
+    refs = {r.api_version for p in cluster.pods(name) for r in p.metadata.owner_references}
+    assert refs == {"kubeflow.org/v1"}
+    assert [e for e in cluster.core.list_namespaced_event("default").items
+            if e.involved_object.name == name and e.involved_object.api_version == "kubeflow.org/v1"]
+
+
+def test_a_gang_restart_of_a_kubeflow_job_counts_in_annotations(cluster: Cluster, operator: Operator) -> None:
+    name = cluster.submit({"Worker": replica(EXIT_130_THEN_0, 2)}, group=KF)
+    wait_kubeflow_state(cluster, name, "Succeeded")
+    annotations = (cluster.job(name, KF) or {})["metadata"]["annotations"]
+    assert annotations[apigroups.ANNOTATION_RESTART_COUNT] == "1"
+    assert annotations[apigroups.ANNOTATION_FAILURE_RESTARTS] == "1"
+    assert {p.metadata.labels["tfjob.dev/attempt"] for p in cluster.pods(name)} == {"1"}
+
+
+def test_a_crash_looping_worker_fails_the_job_once_restarts_exceed_backoff_limit(
+        cluster: Cluster, operator: Operator) -> None:
+    name = cluster.submit({"Worker": replica(CRASH, 1, "OnFailure",
+                                            **{"restartPolicy": "OnFailure"})}, group=KF, backoffLimit=1)
+    status = wait_kubeflow_state(cluster, name, "Failed", timeout=60)
+    failed = status["conditions"][-1]
+    assert failed["reason"] == "BackoffLimitExceeded"
+    assert "restarted in place" in failed["message"] and "backoffLimit 1" in failed["message"]
+
+
+def test_jobs_managed_by_another_controller_are_never_touched(cluster: Cluster, operator: Operator) -> None:
+    theirs = cluster.submit({"Worker": replica(QUICK, 1)}, group=KF, managedBy=apigroups.MANAGED_BY_MULTIKUEUE)
+    ours = cluster.submit({"Worker": replica(QUICK, 1)}, group=KF)
+    wait_kubeflow_state(cluster, ours, "Succeeded")  # the operator saw both, in order
+    assert cluster.status(theirs, KF) == {} and cluster.pods(theirs) == []
+
+
+def test_tfjob_dev_job_naming_kubeflows_controller_is_ours_with_an_event(cluster: Cluster, operator: Operator) -> None:
+    name = cluster.submit({"Worker": replica(QUICK, 1)}, managedBy=apigroups.MANAGED_BY_KUBEFLOW)
+    cluster.wait_state(name, "Succeeded")
+    assert "ManagedByKubeflowValue" in cluster.event_reasons(name)
+
+
+def test_unknown_managed_by_fails_a_kubeflow_job_as_invalid_spec(cluster: Cluster, operator: Operator) -> None:
+    name = cluster.submit({"Worker": replica(QUICK, 1)}, group=KF, managedBy="example.com/mine")
+    failed = wait_kubeflow_state(cluster, name, "Failed")["conditions"][-1]
+    assert failed["reason"] == "InvalidSpec" and "spec.runPolicy.managedBy: 'example.com/mine'" in failed["message"]
