@@ -163,8 +163,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     for path in args.files:
         try:
             docs = load_manifests(path)
-        except (OSError, yaml.YAMLError) as exc:
-            problems.append(f"{path}: {exc}")
+        except InvalidSpec as exc:
+            problems.extend(exc.messages)
             continue
         for doc in docs:
             name = f"{path}: {(doc.get('metadata') or {}).get('name') or '(unnamed)'}" if isinstance(

@@ -429,10 +429,11 @@ def _invalid(ctx: _Ctx, obj: Mapping[str, Any], observed: list[ObservedPod], mes
 def fail_job(obj: Mapping[str, Any], reason: str, message: str, now: datetime) -> Decision:
     """The job marked Failed with this reason (and its Warning Event), whatever else it holds; no other action.
     For a job the operator cannot reconcile at all (see `reconcile_errors`)."""
-    ctx = _Ctx(prior_status(obj).model_copy(deep=True), now, ReconcileOptions())
+    prior = prior_status(obj)
+    ctx = _Ctx(prior.model_copy(deep=True), now, ReconcileOptions())
     if not _finished(ctx):
         _finish(ctx, C.FAILED, reason, message, "Warning", [], CleanPodPolicy.NONE)
-    return _decision(ctx)
+    return _decision(ctx, obj, prior)
 
 
 # ---------------------------------------------------------------- finished jobs

@@ -68,13 +68,15 @@ def age(ts: str | None) -> str:
 
 
 _TOKEN = re.compile(
-    r"""\.(?P<name>[A-Za-z0-9_\-/]+)|\[(?P<index>-?\d+|\*)\]|\['(?P<quoted>[^']*)'\]|"""
+    r"""\.(?P<name>[A-Za-z0-9_\-/]+)|\[(?P<index>-?\d+|\*)\]|\[(?P<start>-?\d*):(?P<stop>-?\d*)\]|"""
+    r"""\['(?P<quoted>[^']*)'\]|"""
     r"""\[\?\(@\.(?P<fkey>[A-Za-z0-9_.\-]+)\s*==\s*(?:"(?P<fval>[^"]*)"|'(?P<fval2>[^']*)')\)\]"""
 )
 
 
 def jsonpath(obj: Any, path: str) -> list[Any]:
-    """Evaluate the JSONPath subset printer columns use: `.a.b`, `[0]`, `[*]`, `['k']`, `[?(@.k=="v")]`."""
+    """Evaluate the JSONPath subset printer columns use: `.a.b`, `[0]`, `[*]`, `[-1:]` (Kubeflow's State column),
+    `['k']`, `[?(@.k=="v")]`."""
     path = path.strip()
     if path.startswith("{") and path.endswith("}"):
         path = path[1:-1]
@@ -98,6 +100,9 @@ def jsonpath(obj: Any, path: str) -> list[Any]:
                         nxt.extend(v)
                     elif -len(v) <= int(m["index"]) < len(v):
                         nxt.append(v[int(m["index"])])
+            elif m["start"] is not None:
+                if isinstance(v, list):
+                    nxt.extend(v[int(m["start"]) if m["start"] else None:int(m["stop"]) if m["stop"] else None])
             else:
                 want = m["fval"] if m["fval"] is not None else m["fval2"]
                 items = v if isinstance(v, list) else []

@@ -10,13 +10,14 @@ import pytest
 from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica
 from polling import wait_for
 
+from kubelocal.cluster import install_crds
 from tfjob_operator import apigroups
 from tfjob_operator.crd import KUBEFLOW_CRD_PATH
-from tfjob_operator.local.cluster import install_crds
 
 KF = "kubeflow.org"
 QUICK = py("import time; time.sleep(0.3)")
-EXIT_130_THEN_0 = py("import os, sys, time; time.sleep(0.3); sys.exit(130 if os.environ['TFJOB_ATTEMPT'] == '0' else 0)")
+EXIT_130_THEN_0 = py("import os, sys, time; time.sleep(0.3); "
+                     "sys.exit(130 if os.environ['TFJOB_ATTEMPT'] == '0' else 0)")
 CRASH = py("import sys; print('Traceback (most recent call last):'); sys.stderr.write('ValueError: bad batch\\n');"
            " sys.exit(1)")
 
