@@ -82,14 +82,15 @@ class Launcher:
         return proc
 
     def start_cluster(self, cluster: dict[str, list[str]], args: list[str],
-                      extra: Callable[[str, int], list[str]] | None = None, tag: str = "") -> dict[str, Proc]:
+                      extra: Callable[[str, int], list[str]] | None = None, tag: str = "",
+                      env: dict[str, str] | None = None) -> dict[str, Proc]:
         """One process per task in `cluster`; keys like 'worker0'."""
         started = {}
         for role, tasks in cluster.items():
             for index in range(len(tasks)):
                 config = {"cluster": cluster, "task": {"type": role, "index": index}}
                 more = extra(role, index) if extra else []
-                started[f"{role}{index}"] = self.start(f"{tag}{role}{index}", [*args, *more], config)
+                started[f"{role}{index}"] = self.start(f"{tag}{role}{index}", [*args, *more], config, env)
         return started
 
     def close(self) -> None:

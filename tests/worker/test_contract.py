@@ -48,7 +48,8 @@ def test_peer_loss_wrapped_in_another_error_is_still_peer_lost():
 
 
 def test_retryable_codes_are_at_least_128_and_user_errors_are_not():
-    assert {exit_codes.PREEMPTED, exit_codes.PEER_LOST, exit_codes.STARTUP_TIMEOUT} == exit_codes.RETRYABLE
+    assert {exit_codes.PREEMPTED, exit_codes.PEER_LOST, exit_codes.STARTUP_TIMEOUT,
+            exit_codes.STALLED} == exit_codes.RETRYABLE
     assert all(exit_codes.is_retryable(c) for c in exit_codes.RETRYABLE)
     assert not any(exit_codes.is_retryable(c) for c in (exit_codes.SUCCESS, exit_codes.USER_ERROR,
                                                         exit_codes.USAGE_ERROR))

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from polling import poll_until as wait_for
-from procs import REPO, Launcher, fields, line, loopback_cluster
+from polling import wait_for as wait_naming
+from procs import REPO, Launcher, fields, free_ports, line, loopback_cluster
 
 from tfjob_worker import exit_codes
 
@@ -198,3 +199,44 @@ def test_user_entry_points_virtual_devices_and_the_evaluator(launcher: Launcher,
     evals = json.loads((out / "eval.json").read_text())
     assert evals and evals[-1]["epoch"] == 3 and evals[-1]["val_accuracy"] > 0.8
     assert "[tfjob] evaluator done" in procs["evaluator0"].stdout
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """The worker's /metrics as {'name{label=value,...}': value}; {} while nothing answers."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    return {f"{s.name}{{{','.join(f'{k}={v}' for k, v in sorted(s.labels.items()))}}}": s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_a_worker_blocked_mid_epoch_stops_the_gang_with_the_stalled_code(launcher: Launcher, tmp_path: Path):
+    out = tmp_path / "out"
+    metrics_ports = free_ports(2)
+    procs = launcher.start_cluster(
+        loopback_cluster(worker=2),
+        ["--model", "user_model:build_stalling", "--dataset", "user_model:data", "--epochs", "3",
+         "--steps-per-epoch", "10", "--stall-timeout", "4", "--output-dir", str(out)],
+        extra=lambda role, index: ["--metrics-port", str(metrics_ports[index])],
+        env={"STALL_WORKER_INDEX": "1", "STALL_AFTER_STEPS": "15", "TFJOB_NAME": "stall-demo"})
+    labels = "job=stall-demo,replica_index=0,replica_type=worker"
+    # the chief's metrics while it trains: who it is, and steps going up
+    scraped = wait_naming(lambda: (m := _scrape(metrics_ports[0])).get(f"tfjob_worker_steps_total{{{labels}}}") and m,
+                       120, what="steps on the chief's /metrics")
+    assert scraped[f"tfjob_worker_world_size{{{labels}}}"] == 2
+    assert scraped[f"tfjob_worker_info{{collective=RING,device_kind=cpu,{labels},"
+                   "strategy=MultiWorkerMirroredStrategy}"] == 1
+    assert scraped[f"tfjob_worker_stall_timeout_seconds{{{labels}}}"] == 4
+    # worker 1 blocks in step 16 (mid epoch 2); worker 0 then waits in the all-reduce: both stall
+    assert wait_all(procs, 120) == {"worker0": exit_codes.STALLED, "worker1": exit_codes.STALLED}, launcher.dump()
+    for proc in procs.values():
+        assert "training stalled: no training progress for 4s" in proc.stderr
+    assert "stall_here" in procs["worker1"].stderr  # the stack dump shows where it hung
+    assert exit_codes.is_retryable(exit_codes.STALLED)
+    assert [row["epoch"] for row in json.loads((out / "history.json").read_text())] == [1]

@@ -20,3 +20,33 @@ def data() -> Splits:
 
 def loss(y_true, y_pred):  # type: ignore[no-untyped-def]
     return keras.losses.sparse_categorical_crossentropy(y_true, y_pred)
+
+
+def build_stalling() -> keras.Model:
+    """`build`, except that worker $STALL_WORKER_INDEX blocks forever in its forward pass after $STALL_AFTER_STEPS
+    training steps: a hung input pipeline or collective, as the stall watchdog sees it."""
+    import json
+    import os
+    import threading
+
+    import tensorflow as tf
+
+    task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
+    blocks = str(task.get("index")) == os.environ.get("STALL_WORKER_INDEX")
+    after = int(os.environ.get("STALL_AFTER_STEPS", "0"))
+    calls = [0]
+
+    def stall_here(x):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        if blocks and calls[0] > after:
+            threading.Event().wait()  # forever; the supervisor's SIGUSR1 stack dump shows this frame
+        return x
+
+    def passthrough(x):  # type: ignore[no-untyped-def]
+        y = tf.py_function(stall_here, [x], Tout=x.dtype)
+        y.set_shape(x.shape)
+        return y
+
+    inputs = keras.Input(shape=(64,))
+    hidden = keras.layers.Dense(32, activation="tanh")(keras.layers.Lambda(passthrough)(inputs))
+    return keras.Model(inputs, keras.layers.Dense(10, activation="softmax")(hidden))

@@ -7,9 +7,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .stall import DEFAULT_FIRST_STEP_GRACE
 from .strategy_choice import COLLECTIVES, STRATEGIES
 
 BUILTIN_MODELS = ("digits-mlp", "digits-cnn")
+#: Environment variables the operator sets from the TFJob (flags win over them).
+STALL_TIMEOUT_ENV = "TFJOB_STALL_TIMEOUT_SECONDS"
+FIRST_STEP_GRACE_ENV = "TFJOB_FIRST_STEP_GRACE_SECONDS"
+METRICS_PORT_ENV = "TFJOB_WORKER_METRICS_PORT"
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,9 @@ class RunConfig:
     slurm_port_base: int | None
     evaluator_poll_seconds: float
     log_every_steps: int | None
+    stall_timeout: float
+    first_step_grace: float
+    metrics_port: int
 
 
 def _positive_int(text: str) -> int:
@@ -51,6 +59,13 @@ def _non_negative_float(text: str) -> float:
     value = float(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port 0-65535, got {value}")
     return value
 
 
@@ -71,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m tfjob_worker",
         description="Train a tf-keras model on the cluster described by TF_CONFIG (or Slurm variables).",
-        epilog="Exit codes: 0 ok; 1 user/config error; 2 usage; 143 SIGTERM; 200 peer lost; 201 start-up timeout.",
+        epilog="Exit codes: 0 ok; 1 user/config error; 2 usage; 143 SIGTERM; 200 peer lost; 201 start-up timeout; "
+               "202 stalled.",
     )
     p.add_argument("--model", type=_entry_point_or_builtin, default="digits-mlp",
                    help="digits-mlp, digits-cnn, or module:function returning an uncompiled tf_keras model")
@@ -112,7 +128,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-every-steps", type=_positive_int, default=None,
                    help="also print a step line every N steps (off by default: a per-step hook costs "
                         "throughput on small models)")
+    p.add_argument("--stall-timeout", type=_non_negative_float, default=None,
+                   help="exit 202 (retryable) when training makes no progress this many seconds "
+                        "(default $TFJOB_STALL_TIMEOUT_SECONDS, else 0 = off)")
+    p.add_argument("--first-step-grace", type=_non_negative_float, default=None,
+                   help="allowance for the first step after start-up: compilation, restore "
+                        f"(default $TFJOB_FIRST_STEP_GRACE_SECONDS, else {DEFAULT_FIRST_STEP_GRACE:g})")
+    p.add_argument("--metrics-port", type=_port, default=None,
+                   help=f"serve Prometheus /metrics on this port (default ${METRICS_PORT_ENV}, else 0 = off)")
     return p
+
+
+def _env_number(env: Mapping[str, str], name: str, default: float, parse: type = float) -> float:
+    """A number from the environment; a bad value is a usage error naming the variable."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = parse(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        build_parser().error(f"environment variable {name}={text!r}: expected a number >= 0")
+    return float(value)
 
 
 def parse_args(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> RunConfig:
@@ -146,4 +184,10 @@ def parse_args(argv: Sequence[str] | None = None, env: Mapping[str, str] | None 
         slurm_port_base=args.slurm_port_base,
         evaluator_poll_seconds=args.evaluator_poll_seconds,
         log_every_steps=args.log_every_steps,
+        stall_timeout=args.stall_timeout if args.stall_timeout is not None
+        else _env_number(env, STALL_TIMEOUT_ENV, 0.0),
+        first_step_grace=args.first_step_grace if args.first_step_grace is not None
+        else _env_number(env, FIRST_STEP_GRACE_ENV, DEFAULT_FIRST_STEP_GRACE),
+        metrics_port=args.metrics_port if args.metrics_port is not None
+        else int(_env_number(env, METRICS_PORT_ENV, 0, int)),
     )

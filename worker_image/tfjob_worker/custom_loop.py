@@ -85,7 +85,10 @@ def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
         loss_sum = 0.0  # summed on the host: the step already returns the cross-replica loss
         for step in range(first_step, job.steps_per_epoch):
             loss_sum += float(train_step(iterator))
-            job.watchdog.done()
+            job.reporter.done()
+            job.reporter.step_end(step + 1)
+            if job.reporter.due():
+                recorder.live(step + 1 - first_step, {"loss": loss_sum / (step + 1 - first_step)})
             step_var.assign(step + 1)
             if every and (step + 1) % every == 0 and step + 1 < job.steps_per_epoch:
                 back_up()
@@ -97,6 +100,7 @@ def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
             val_acc.reset_state()
             for x, y in val_ds:
                 eval_step(x, y)
+                job.reporter.eval_step_end()
             metrics.update(val_loss=float(val_loss.result()), val_accuracy=float(val_acc.result()))
             recorder.eval_took(time.perf_counter() - eval_started)
         recorder.epoch_end(epoch + 1, metrics, steps=job.steps_per_epoch - first_step)

@@ -12,6 +12,7 @@ policy restarts the whole gang, which then resumes from the backup directory.
 | 143  | PREEMPTED       | SIGTERM received (pod deleted or evicted); stopped promptly              |
 | 200  | PEER_LOST       | a peer went away: UnavailableError, DeadlineExceededError, aborted collective |
 | 201  | STARTUP_TIMEOUT | not all peers were present within --startup-timeout                      |
+| 202  | STALLED         | the trainer made no progress for --stall-timeout (the stall watchdog)     |
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ USAGE_ERROR = 2
 PREEMPTED = 143
 PEER_LOST = 200
 STARTUP_TIMEOUT = 201
+STALLED = 202
 
-RETRYABLE = frozenset({PREEMPTED, PEER_LOST, STARTUP_TIMEOUT})
+RETRYABLE = frozenset({PREEMPTED, PEER_LOST, STARTUP_TIMEOUT, STALLED})
 
 # TF error classes (tf.errors.*) that mean "a peer or the network failed", not "the program is wrong".
 # Matched by class name so this module stays importable without TensorFlow.

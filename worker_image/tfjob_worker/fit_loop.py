@@ -18,7 +18,7 @@ def _to_float(value: Any) -> float:
 
 
 def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_hooks: bool) -> Any:
-    """Keras callback: disarms the start-up watchdog, prints lines, writes history and checkpoints."""
+    """Keras callback: reports start-up and steps to the supervisor, prints lines, writes history and checkpoints."""
 
     class Progress(keras.callbacks.Callback):  # type: ignore[name-defined,misc]
         def __init__(self) -> None:
@@ -41,12 +41,22 @@ def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_
             self._epoch = epoch + 1
             recorder.epoch_begin(epoch + 1)
 
+        def _implements_test_batch_hooks(self) -> bool:
+            return batch_hooks
+
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            job.reporter.done()  # the first step ran: every peer is here (ParameterServerStrategy has no hooks)
+            job.reporter.step_end(batch + 1)
+            if job.reporter.due():  # a running loss for /metrics costs one host sync per report, not per step
+                recorder.live(batch + 1, {k: _to_float(logs[k]) for k in ("loss", "accuracy") if k in (logs or {})})
             every = job.cfg.log_every_steps or 0
             if every and (batch + 1) % every == 0 and batch + 1 < job.steps_per_epoch:
                 metrics = {k: float(logs[k]) for k in ("loss", "accuracy") if k in (logs or {})}
                 progress.emit(progress.format_step(batch + 1, job.steps_per_epoch, self._epoch,
                                                    job.cfg.epochs, metrics), job.prints)
+
+        def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
+            job.reporter.eval_step_end()
 
         def on_test_begin(self, logs: Any = None) -> None:
             self._test_started = time.perf_counter()
@@ -55,7 +65,7 @@ def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_
             recorder.eval_took(time.perf_counter() - self._test_started)
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            job.watchdog.done()
+            job.reporter.done()
             metrics = {k: _to_float(v) for k, v in (logs or {}).items()}
             recorder.epoch_end(epoch + 1, metrics)
             save_checkpoint(job, epoch + 1, self._checkpoint.write)
@@ -81,7 +91,7 @@ def run_fit(job: Job, tf: Any, keras: Any) -> None:
     callbacks = [
         keras.callbacks.BackupAndRestore(job.backup_dir, save_freq=job.cfg.checkpoint_every_steps or "epoch",
                                          delete_checkpoint=True),
-        make_progress_callback(keras, job, recorder, batch_hooks=bool(job.cfg.log_every_steps) and not is_ps),
+        make_progress_callback(keras, job, recorder, batch_hooks=not is_ps),  # ParameterServerStrategy refuses them
         keras.callbacks.TensorBoard(job.tensorboard_dir, update_freq="epoch", profile_batch=0),
     ]
     started = time.perf_counter()

@@ -1,7 +1,9 @@
-"""Process lifecycle: a supervisor enforcing start-up timeout and SIGTERM, the trainer's environment, exiting."""
+"""Process lifecycle: the supervisor (start-up timeout, stall watchdog, SIGTERM, metrics), the trainer's env, exit."""
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import os
 import select
 import signal
@@ -9,10 +11,13 @@ import subprocess
 import sys
 import time
 from collections.abc import MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from . import exit_codes
+from . import exit_codes, metrics
 from .progress import error
+from .reports import REPORT_FD_ENV, LineReader, Report
+from .stall import StallPolicy, stall_reason
 
 
 def prepare_environment(env: MutableMapping[str, str], verbose: bool) -> None:
@@ -33,8 +38,9 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
-STARTUP_FD_ENV = "TFJOB_STARTUP_FD"
 CHILD_ENV = "TFJOB_WORKER_CHILD"
+#: Seconds between SIGUSR1 (the trainer dumps its threads' stacks) and SIGKILL when stopping a stalled trainer.
+STACK_DUMP_WAIT = 1.0
 
 
 def child_exit_code(returncode: int) -> int:
@@ -42,15 +48,34 @@ def child_exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def supervise(argv: Sequence[str], startup_timeout: float) -> int:
-    """Run the trainer as a child process and enforce the start-up timeout and SIGTERM from outside it.
+@dataclass
+class Watch:
+    """The supervisor's view of its trainer: the newest report and when things happened (monotonic)."""
+
+    report: Report | None = None
+    started_at: float | None = None
+    progress_at: float | None = None
+
+    def take(self, report: Report, now: float) -> None:
+        if report.started and self.started_at is None:
+            self.started_at = now
+        if self.report is None or report.activity != self.report.activity:
+            self.progress_at = now
+        self.report = report
+
+
+def supervise(argv: Sequence[str], startup_timeout: float, stall: StallPolicy | None = None,
+              metrics_port: int = 0) -> int:
+    """Run the trainer as a child process; enforce the start-up timeout, the stall watchdog and SIGTERM from
+    outside it, and serve its metrics.
 
     This cannot live in a thread of the trainer: while peers are missing, the MultiWorkerMirroredStrategy
     constructor blocks in C++ holding the GIL, so no Python thread of that process runs again.
     The supervisor imports no TensorFlow; stdout and stderr pass straight through.
     """
+    stall = stall or StallPolicy()
     read_fd, write_fd = os.pipe()
-    env = {**os.environ, CHILD_ENV: "1", STARTUP_FD_ENV: str(write_fd)}
+    env = {**os.environ, CHILD_ENV: "1", REPORT_FD_ENV: str(write_fd)}
     child = subprocess.Popen([sys.executable, "-m", "tfjob_worker", *argv], env=env, pass_fds=(write_fd,))
     os.close(write_fd)
 
@@ -61,21 +86,55 @@ def supervise(argv: Sequence[str], startup_timeout: float) -> int:
         exit_now(exit_codes.PREEMPTED)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    collector = metrics.ReportCollector(metrics.Identity.from_env(os.environ), stall.timeout)
+    if metrics_port:
+        metrics.serve(metrics_port, collector)
     deadline = time.monotonic() + startup_timeout if startup_timeout > 0 else None
-    started = False
-    while not started and child.poll() is None:
-        wait = 0.5 if deadline is None else max(min(deadline - time.monotonic(), 0.5), 0)
+    watch, reader, eof = Watch(), LineReader(), False
+    while not eof and child.poll() is None:
+        wait = 0.5
+        if deadline is not None and watch.started_at is None:
+            wait = max(min(deadline - time.monotonic(), 0.5), 0)
         readable, _, _ = select.select([read_fd], [], [], wait)
+        now = time.monotonic()
         if readable:
-            started = True  # a byte: start-up done; EOF: the trainer exited (poll() says so next)
-        elif deadline is not None and time.monotonic() >= deadline:
+            data = os.read(read_fd, 65536)
+            eof = not data  # the trainer exited: its code is next
+            report = reader.feed(data)
+            if report is not None:
+                watch.take(report, now)
+                collector.update(report)
+        if watch.started_at is None and deadline is not None and now >= deadline:
             child.kill()
             child.wait()
             error(f"not all peers were present within --startup-timeout {startup_timeout:g}s; "
                   f"exit {exit_codes.STARTUP_TIMEOUT}, retryable")
             return exit_codes.STARTUP_TIMEOUT
+        reason = stall_reason(stall, watch.report, now, watch.started_at, watch.progress_at)
+        if reason is not None:
+            stop_stalled(child)
+            error(f"training stalled: {reason}; exit {exit_codes.STALLED}, retryable: the gang restarts "
+                  "and resumes from the last backup (the trainer's stacks are above)")
+            return exit_codes.STALLED
     os.close(read_fd)
     return child_exit_code(child.wait())
+
+
+def stop_stalled(child: subprocess.Popen[bytes]) -> None:
+    """Ask the trainer for its stacks (where it hangs is the one thing worth knowing), then kill it."""
+    with contextlib.suppress(OSError):
+        child.send_signal(signal.SIGUSR1)
+    try:
+        child.wait(STACK_DUMP_WAIT)
+    except subprocess.TimeoutExpired:
+        pass
+    child.kill()
+    child.wait()
+
+
+def dump_stacks_on_sigusr1() -> None:
+    """Trainer: SIGUSR1 writes every thread's Python stack to stderr, even while C++ holds the GIL."""
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
 
 
 def die_with_supervisor() -> None:
@@ -86,29 +145,3 @@ def die_with_supervisor() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass  # not Linux: the supervisor still kills the trainer on SIGTERM
-
-
-class StartupWatchdog:
-    """The trainer's side of the start-up timeout: tells the supervisor once start-up is done."""
-
-    def __init__(self, fd: int | None = None) -> None:
-        if fd is None and os.environ.get(STARTUP_FD_ENV, "").isdigit():
-            fd = int(os.environ[STARTUP_FD_ENV])
-        self._fd = fd
-        self._done = False
-
-    def done(self) -> None:
-        """Every peer is here (the first step ran, or the chief was seen)."""
-        if self._done:
-            return
-        self._done = True
-        if self._fd is not None:
-            try:
-                os.write(self._fd, b"1")
-                os.close(self._fd)
-            except OSError:
-                pass
-
-    @property
-    def is_done(self) -> bool:
-        return self._done

@@ -11,7 +11,9 @@ from typing import Any
 from . import cluster, exit_codes, lifecycle, progress
 from .cluster import ClusterConfigError, ClusterView
 from .config import BUILTIN_MODELS, RunConfig, parse_args
+from .reports import Reporter
 from .scaling import global_batch_size, scaled_learning_rate, steps_per_epoch
+from .stall import StallPolicy
 from .strategy_choice import StrategyChoice, StrategyChoiceError, choose_strategy
 
 
@@ -82,18 +84,23 @@ def run(cfg: RunConfig, view: ClusterView) -> int:
         choice = choose_strategy(cfg.strategy, cfg.collective, view, gpus, local_devices)
     for warning in choice.warnings:
         progress.error(f"warning: {warning}")
-    watchdog = lifecycle.StartupWatchdog()
+    reporter = Reporter()
     if choice.kind == "ps" and view.role in ("ps", "worker"):
-        return run_server(tf, view, watchdog, cfg.verbose)
+        return run_server(tf, view, reporter, cfg.verbose)
     tf.keras.utils.set_random_seed(cfg.seed + (view.rank or 0 if independent else 0))
     model_fn, splits = load_data_and_model(cfg, view)
     if view.role == "evaluator":
-        watchdog.done()  # the evaluator waits for checkpoints, not for peers
+        reporter.done()  # the evaluator waits for checkpoints, not for peers
     strategy = build_strategy(tf, choice, local_devices)
-    if choice.kind != "ps":  # MWMS's constructor returns only once every peer has joined
-        watchdog.done()
     replicas = 1 if choice.kind in ("ps", "independent", "default") else int(strategy.num_replicas_in_sync)
     global_batch = global_batch_size(cfg.batch_size_per_replica, replicas)
+    steps = steps_per_epoch(splits.num_train, global_batch, cfg.steps_per_epoch)
+    reporter.describe(trains=view.role != "evaluator", rank=view.rank, world_size=view.world_size,
+                      strategy=choice.class_name, collective=choice.collective,
+                      device_kind="gpu" if gpus else "cpu", device_count=local_devices,
+                      epochs=cfg.epochs, steps_per_epoch=steps)
+    if choice.kind != "ps":  # MWMS's constructor returns only once every peer has joined
+        reporter.done()
     output_dir, backup_dir = cfg.output_dir, cfg.backup_dir
     writes_outputs = view.is_chief or independent
     if independent and (view.rank or 0) > 0:  # rank 0 keeps the top-level layout; others nest theirs
@@ -102,9 +109,9 @@ def run(cfg: RunConfig, view: ClusterView) -> int:
     job = Job(
         cfg=cfg, view=view, choice=choice, strategy=strategy, model_fn=model_fn, splits=splits,
         global_batch=global_batch,
-        steps_per_epoch=steps_per_epoch(splits.num_train, global_batch, cfg.steps_per_epoch),
+        steps_per_epoch=steps,
         base_lr=cfg.learning_rate, target_lr=scaled_learning_rate(cfg.learning_rate, replicas),
-        watchdog=watchdog, writes_outputs=writes_outputs, output_dir=output_dir, backup_dir=backup_dir,
+        reporter=reporter, writes_outputs=writes_outputs, output_dir=output_dir, backup_dir=backup_dir,
         prints=(view.is_chief or view.role == "evaluator") or cfg.verbose,
     )
     try:
@@ -124,8 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     cfg = parse_args(args)  # exits 2 on a usage error
     if os.environ.get(lifecycle.CHILD_ENV) != "1":
-        lifecycle.exit_now(lifecycle.supervise(args, cfg.startup_timeout))
+        stall = StallPolicy(timeout=cfg.stall_timeout, first_step_grace=cfg.first_step_grace)
+        lifecycle.exit_now(lifecycle.supervise(args, cfg.startup_timeout, stall, cfg.metrics_port))
     lifecycle.die_with_supervisor()
+    lifecycle.dump_stacks_on_sigusr1()
     lifecycle.prepare_environment(os.environ, cfg.verbose)
     try:
         view = cluster.from_env(port_base=cfg.slurm_port_base)

@@ -8,7 +8,7 @@ from typing import Any
 
 from . import exit_codes, progress
 from .cluster import ClusterView
-from .lifecycle import StartupWatchdog
+from .reports import Reporter
 
 CHIEF_GONE_SECONDS = 10.0  # the chief's port refusing connections this long means training ended
 
@@ -22,7 +22,7 @@ def _reachable(address: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def run_server(tf: Any, view: ClusterView, watchdog: StartupWatchdog, verbose: bool, poll: float = 1.0) -> int:
+def run_server(tf: Any, view: ClusterView, reporter: Reporter, verbose: bool, poll: float = 1.0) -> int:
     """Serve until the chief has come and gone; exit 0 then (so ps/worker pods do not run forever)."""
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     server = tf.distribute.Server(resolver.cluster_spec(), job_name=view.role, task_index=view.index,
@@ -36,7 +36,7 @@ def run_server(tf: Any, view: ClusterView, watchdog: StartupWatchdog, verbose: b
         if _reachable(chief):
             if not seen_chief:
                 seen_chief = True
-                watchdog.done()
+                reporter.done()
             gone_since = None
         elif seen_chief:
             gone_since = gone_since or time.monotonic()

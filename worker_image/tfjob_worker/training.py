@@ -14,7 +14,7 @@ from . import checkpoint, progress
 from .cluster import ClusterView
 from .config import RunConfig
 from .data import Splits
-from .lifecycle import StartupWatchdog
+from .reports import Reporter
 from .strategy_choice import StrategyChoice
 
 
@@ -32,7 +32,7 @@ class Job:
     steps_per_epoch: int
     base_lr: float
     target_lr: float
-    watchdog: StartupWatchdog
+    reporter: Reporter  # start-up done, steps, epochs, checkpoints → the supervisor
     writes_outputs: bool  # chief (or every rank in independent mode): writes output_dir
     output_dir: str
     backup_dir: str
@@ -173,6 +173,12 @@ class EpochRecorder:
             self.history = progress.merge_history(earlier, epoch)
         self._started = time.perf_counter()
         self._eval_seconds = 0.0
+        self.job.reporter.epoch_begin(epoch)
+
+    def live(self, steps_done: int, metrics: dict[str, float]) -> None:
+        """Mid-epoch figures for the supervisor's /metrics: throughput so far this epoch, running loss."""
+        seconds = max(time.perf_counter() - self._started - self._eval_seconds, 1e-9)
+        self.job.reporter.live_rate(steps_done * self.job.global_batch / seconds, metrics)
 
     def eval_took(self, seconds: float) -> None:
         self._eval_seconds += seconds
@@ -182,6 +188,7 @@ class EpochRecorder:
         metrics = dict(metrics)
         metrics["examples_per_sec"] = (steps or self.job.steps_per_epoch) * self.job.global_batch / train_seconds
         progress.emit(progress.format_epoch(epoch, self.job.cfg.epochs, metrics), self.job.prints)
+        self.job.reporter.epoch_end(metrics, metrics["examples_per_sec"])
         if self.job.writes_outputs:
             self.history = [row for row in self.history if row["epoch"] < epoch]
             self.history.append(progress.history_row(epoch, metrics))
@@ -194,3 +201,4 @@ def save_checkpoint(job: Job, epoch: int, write: Any) -> None:
         checkpoint.save_atomic(job.checkpoint_dir, f"epoch-{epoch:04d}", write)
     else:
         checkpoint.write_to_scratch(write)
+    job.reporter.checkpoint_saved()
