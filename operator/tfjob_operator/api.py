@@ -105,6 +105,12 @@ class RunPolicy(_Model):
         "preemption, node loss) do not count.",
     )
     schedulingPolicy: SchedulingPolicy | None = Field(None, description="Gang-scheduling settings.")
+    stallTimeoutSeconds: Annotated[int | None, Field(ge=1)] = Field(
+        None,
+        description="Restart the gang when a worker makes no training progress (no step, evaluation step or "
+        "checkpoint) for this many seconds: the worker runtime exits 202 and the job records TrainingStalled. "
+        "The first step after start-up gets at least 600 s (TFJOB_FIRST_STEP_GRACE_SECONDS). Default: off.",
+    )
     suspend: bool = Field(
         False, description="true deletes the job's pods and keeps the job; false again recreates them."
     )
@@ -231,6 +237,18 @@ class ReplicaStatus(_Model):
     failed: int = Field(0, description="Pods that failed (in the current attempt).")
 
 
+class JobProgress(_Model):
+    """The chief's training progress, read from its metrics endpoint by the operator."""
+
+    epoch: int | None = Field(None, description="Epoch in progress (1-based).")
+    epochs: int | None = Field(None, description="Epochs the run will train.")
+    step: int | None = Field(None, description="Training steps of the job so far (counting epochs before a resume).")
+    examplesPerSecond: float | None = Field(None, description="Global training examples per second.")
+    lastCheckpointTime: str | None = Field(None, description="When the chief last wrote a checkpoint (RFC 3339).")
+    updatedAt: str | None = Field(None, description="When the operator read these figures (RFC 3339).")
+    summary: str | None = Field(None, description='Short form for `kubectl get`, e.g. "epoch 2/6 step 45".')
+
+
 class TFJobStatus(_Model):
     """Observed state of a TFJob, written by the operator."""
 
@@ -248,6 +266,7 @@ class TFJobStatus(_Model):
     observedGeneration: int | None = Field(None, description="metadata.generation the status reflects.")
     state: str | None = Field(None, description="The current state, for `kubectl get` (last true condition).")
     workers: str | None = Field(None, description='Ready pods over all pods of the gang, e.g. "3/4".')
+    progress: JobProgress | None = Field(None, description="The chief's training progress while Running.")
 
 
 class ObjectMeta(BaseModel):

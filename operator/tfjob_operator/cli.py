@@ -269,6 +269,47 @@ def _cluster_command(command: Any) -> Any:
     return run
 
 
+def cmd_tensorboard(args: argparse.Namespace) -> int:
+    import os
+    import shlex
+
+    from tfjob_operator import tensorboard
+    from tfjob_operator.jobs import get_job
+
+    clients = _clients(args)
+    obj = get_job(clients, args.name)
+    try:
+        location = tensorboard.chief_logdir(parse_tfjob({k: v for k, v in obj.items() if k != "status"}))
+    except (tensorboard.NoLogs, InvalidSpec) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    workdir = Path(args.workdir) if args.workdir else None
+    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG")
+    if workdir is None and kubeconfig and (Path(kubeconfig).parent / "volumes").is_dir():
+        workdir = Path(kubeconfig).parent  # tfjob local keeps its kubeconfig in its workdir
+    path = tensorboard.local_path(location, workdir) if workdir is not None else None
+    if path is None:
+        image = location.pod["spec"]["containers"][0].get("image", "")
+        try:
+            commands = tensorboard.cluster_commands(location, image, f"tensorboard-{args.name}")
+        except tensorboard.NoLogs as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"# {location.path} is in volume {location.volume and location.volume.get('name')} of the chief; "
+              "serve it from a pod that mounts the volume:")
+        print("\n".join(commands))
+        return 0
+    if not path.is_dir():
+        print(f"error: no TensorBoard logs yet at {path} (the chief writes them from its first epoch)",
+              file=sys.stderr)
+        return 1
+    if args.print:
+        print(shlex.join(["tensorboard", "--logdir", str(path), "--port", str(args.port)]))
+        return 0
+    tensorboard.serve(path, args.port)
+    return 0  # not reached: serve() replaces the process
+
+
 def _refuse(exc: Exception) -> int:
     messages = exc.messages if isinstance(exc, InvalidSpec) else [str(exc)]
     print("error: the TFJob is invalid; nothing was created:", file=sys.stderr)
@@ -344,6 +385,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600)
     cluster_args(p)
     p.set_defaults(func=_cluster_command(cmd_wait))
+
+    p = sub.add_parser("tensorboard", help="serve the chief's TensorBoard logs of a job run by tfjob local "
+                                           "(on a cluster: print the commands that serve them)")
+    p.add_argument("name")
+    p.add_argument("--workdir", help="tfjob local's workdir (default: the kubeconfig's directory, when tfjob local "
+                                     "wrote it)")
+    p.add_argument("--port", type=int, default=6006, help="TensorBoard's port (default 6006)")
+    p.add_argument("--print", action="store_true", help="print the tensorboard command instead of running it")
+    cluster_args(p)
+    p.set_defaults(func=_cluster_command(cmd_tensorboard))
     return parser
 
 

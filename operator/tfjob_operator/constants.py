@@ -41,10 +41,21 @@ DEFAULT_PORT_NAME: Final = "tfjob-port"
 #: Port used when the tensorflow container declares no port named tfjob-port.
 DEFAULT_PORT: Final = 2222
 
+#: Name of the training container's port serving the worker runtime's Prometheus /metrics (PodMonitor, progress).
+METRICS_PORT_NAME: Final = "tfjob-metrics"
+#: Port used when the tensorflow container declares no port named tfjob-metrics.
+DEFAULT_METRICS_PORT: Final = 9464
+#: Suffix of a pod's metrics port key in ANNOTATION_LOOPBACK_PORTS (loopback mode: one port per pod and use).
+LOOPBACK_METRICS_SUFFIX: Final = "/metrics"
+
 #: Environment variables the operator injects into the training container.
 ENV_TF_CONFIG: Final = "TF_CONFIG"
 ENV_JOB_NAME: Final = "TFJOB_NAME"
 ENV_ATTEMPT: Final = "TFJOB_ATTEMPT"
+#: The port the worker runtime serves /metrics on (tfjob_worker.config reads it).
+ENV_WORKER_METRICS_PORT: Final = "TFJOB_WORKER_METRICS_PORT"
+#: runPolicy.stallTimeoutSeconds, for the worker runtime's stall watchdog (tfjob_worker.config reads it).
+ENV_STALL_TIMEOUT: Final = "TFJOB_STALL_TIMEOUT_SECONDS"
 
 #: Longest DNS-1123 label: a pod hostname `<job>-<type>-<index>` must fit in it.
 MAX_DNS_LABEL: Final = 63

@@ -298,10 +298,12 @@ class JobController:
                         recheck_after=GROUP_RECHECK_SECONDS if groups and not ready else None)
 
     async def _loopback_ports(self, obj: dict[str, Any], job: TFJob) -> dict[str, int]:
-        """Pod name → 127.0.0.1 port, recorded on the job before any pod uses it (stable across restarts)."""
+        """Pod name → 127.0.0.1 port (and `<pod>/metrics` → its metrics port), recorded on the job before any
+        pod uses it (stable across restarts)."""
         annotations = obj["metadata"].setdefault("annotations", {})
         ports = _parse_ports(annotations.get(constants.ANNOTATION_LOOPBACK_PORTS))
-        wanted = set(_all_pod_names(job))
+        names = _all_pod_names(job)
+        wanted = {*names, *(n + constants.LOOPBACK_METRICS_SUFFIX for n in names)}
         missing = sorted(wanted - set(ports))
         if not missing:
             return ports

@@ -123,6 +123,8 @@ def generate() -> dict[str, Any]:
                         {"name": "Workers", "type": "string", "jsonPath": ".status.workers",
                          "description": "Ready pods / all pods of the gang"},
                         {"name": "Restarts", "type": "integer", "jsonPath": ".status.restartCount"},
+                        {"name": "Progress", "type": "string", "jsonPath": ".status.progress.summary",
+                         "description": "The chief's epoch and step"},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                 }

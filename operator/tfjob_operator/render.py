@@ -139,6 +139,25 @@ def kubeflow_labels(job: TFJob, rtype: ReplicaType, index: int) -> dict[str, str
     return labels
 
 
+def metrics_port(job: TFJob, name: str, template: Mapping[str, Any], container_index: int,
+                 options: RenderOptions) -> int:
+    """The training container's metrics port: its own loopback port in local mode, else the declared
+    `tfjob-metrics` port, else DEFAULT_METRICS_PORT."""
+    if options.loopback_ports is not None:
+        return options.loopback_ports.get(name + constants.LOOPBACK_METRICS_SUFFIX, 0)
+    container = ((template.get("spec") or {}).get("containers") or [])[container_index]
+    for port in container.get("ports") or []:
+        if port.get("name") == constants.METRICS_PORT_NAME and isinstance(port.get("containerPort"), int):
+            return int(port["containerPort"])
+    return constants.DEFAULT_METRICS_PORT
+
+
+def _declare_metrics_port(container: dict[str, Any], port: int) -> None:
+    ports = [p for p in container.get("ports") or [] if p.get("name") != constants.METRICS_PORT_NAME]
+    ports.append({"name": constants.METRICS_PORT_NAME, "containerPort": port, "protocol": "TCP"})
+    container["ports"] = ports
+
+
 def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOptions) -> dict[str, Any]:
     spec = job.spec.tfReplicaSpecs[rtype]
     template = copy.deepcopy(spec.template)
@@ -172,7 +191,14 @@ def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOption
         env = {constants.ENV_JOB_NAME: job.name, constants.ENV_ATTEMPT: str(options.attempt)}
         if job.total_replicas() > 1:
             env = {constants.ENV_TF_CONFIG: json.dumps(tf_config(job, rtype, index, options)), **env}
-        _set_env(pod_spec["containers"][container_index], env)
+        container = pod_spec["containers"][container_index]
+        port = metrics_port(job, name, template, container_index, options)
+        if port:  # the worker runtime serves /metrics there (a PodMonitor scrapes it, the operator reads progress)
+            env[constants.ENV_WORKER_METRICS_PORT] = str(port)
+            _declare_metrics_port(container, port)
+        if job.spec.runPolicy.stallTimeoutSeconds:
+            env[constants.ENV_STALL_TIMEOUT] = str(job.spec.runPolicy.stallTimeoutSeconds)
+        _set_env(container, env)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 
 

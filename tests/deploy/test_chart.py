@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
 from typing import Any
 
 import helm_python as helm
@@ -13,10 +15,12 @@ from deployhelpers import ROOT, renderer
 from pss_restricted import restricted_violations
 
 from tfjob_operator import crd
+from tfjob_operator.render import render as render_job
+from tfjob_operator.validation import parse_tfjob
 
 KUBE_VERSION = "1.37.0"
 # Kinds of optional integrations whose schemas kubernetes-validate does not carry.
-THIRD_PARTY_KINDS = {"Issuer", "Certificate", "ServiceMonitor"}
+THIRD_PARTY_KINDS = {"Issuer", "Certificate", "ServiceMonitor", "PodMonitor"}
 
 CASES: dict[str, dict[str, Any]] = {
     "defaults": {},
@@ -34,6 +38,8 @@ CASES: dict[str, dict[str, Any]] = {
         "priorityClass": {"create": True},
     },
     "no-webhook-no-election": {"webhook": {"enabled": False}, "leaderElection": {"enabled": False}},
+    "observability": {"metrics": {"serviceMonitor": {"enabled": True}, "podMonitor": {"enabled": True}},
+                      "grafanaDashboard": {"enabled": True}},
 }
 
 
@@ -252,9 +258,67 @@ def test_service_monitor_selects_the_metrics_service() -> None:
     assert monitor["spec"]["endpoints"][0]["port"] == metrics["spec"]["ports"][0]["name"]
 
 
+def test_pod_monitor_scrapes_the_metrics_port_the_operator_declares_on_tfjob_pods() -> None:
+    (monitor,) = by_kind(renderer.render_chart({"metrics": {"podMonitor": {"enabled": True}}}), "PodMonitor")
+    job = parse_tfjob({"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": "j", "namespace": "ns"},
+                       "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {"containers": [
+                           {"name": "tensorflow", "image": "tf"}]}}}}}})
+    for pod in render_job(job).pods:
+        labels = pod["metadata"]["labels"]
+        for rule in monitor["spec"]["selector"]["matchExpressions"]:
+            assert rule["operator"] == "Exists" and rule["key"] in labels
+        (container,) = pod["spec"]["containers"]
+        assert monitor["spec"]["podMetricsEndpoints"][0]["port"] in {p["name"] for p in container["ports"]}
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}
+    (namespaced,) = by_kind(renderer.render_chart({"metrics": {"podMonitor": {"enabled": True}},
+                                                   "watchNamespaces": ["team-a"]}), "PodMonitor")
+    assert namespaced["spec"]["namespaceSelector"] == {"matchNames": ["team-a"]}
+
+
+def _exported_metric_names() -> set[str]:
+    """Every series name the worker runtime and the operator can export (as Prometheus stores them)."""
+    from prometheus_client import CollectorRegistry
+
+    from tfjob_operator.metrics import Metrics
+    from tfjob_worker.metrics import Identity, ReportCollector
+    from tfjob_worker.reports import Report
+
+    suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"], "gauge": [""]}
+    worker = CollectorRegistry(auto_describe=False)
+    collector = ReportCollector(Identity("j", "worker", "0"), 0)
+    collector.update(Report(examples_per_sec=1.0, metrics={"loss": 1.0}, last_checkpoint=1.0, last_progress=1.0,
+                            rank=0))
+    worker.register(collector)
+    names = set()
+    for registry in (worker, Metrics().registry):
+        for family in registry.collect():
+            names |= {family.name + suffix for suffix in suffixes.get(family.type, [""])}
+    return names
+
+
+def test_grafana_dashboard_is_a_labelled_configmap_querying_only_metrics_we_export() -> None:
+    values = {"grafanaDashboard": {"enabled": True, "namespace": "monitoring"}}
+    (config_map,) = by_kind(renderer.render_chart(values), "ConfigMap")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config_map["metadata"]["namespace"] == "monitoring"
+    kubernetes_validate.validate(config_map, KUBE_VERSION, strict=True)
+    (text,) = config_map["data"].values()
+    dashboard = json.loads(text)
+    assert dashboard["uid"] and dashboard["title"]
+    queries = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    assert len(queries) >= 10
+    used = {name for q in queries for name in re.findall(r"\btfjob_[a-z_]+", q)}
+    assert used and used <= _exported_metric_names(), used - _exported_metric_names()
+    assert {p["datasource"]["uid"] for p in dashboard["panels"] if p["type"] != "row"} == {"${datasource}"}
+    # the TFJob's name is the `tfjob` label; `job` is Prometheus's scrape job
+    assert not any(re.search(r"[{,(]\s*job\b", q) for q in queries)
+
+
 @pytest.mark.parametrize(
     ("values", "needle"),
     [
+        ({"metrics": {"podMonitor": {"interval": "often"}}}, "/metrics/podMonitor/interval"),
+        ({"grafanaDashboard": {"label": {}}}, "label"),
         ({"gang": {"backend": "slurm"}}, "/gang/backend"),
         ({"webhook": {"failurePolicy": "Maybe"}}, "/webhook/failurePolicy"),
         ({"webhook": {"timeoutSeconds": 60}}, "/webhook/timeoutSeconds"),

@@ -62,7 +62,8 @@ def test_crd_schema_is_structural_and_documented() -> None:
     spec = schema["properties"]["spec"]["properties"]
     assert "Chief (or Master)" in spec["tfReplicaSpecs"]["description"]
     assert spec["runPolicy"]["properties"]["cleanPodPolicy"]["default"] == "Running"
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["State", "Workers", "Restarts", "Age"]
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["State", "Workers", "Restarts", "Progress",
+                                                                        "Age"]
     assert version["subresources"] == {"status": {}}
 
 

@@ -141,8 +141,10 @@ def test_worker_pod_is_rendered_whole() -> None:
                 "env": [{"name": "X", "value": "1"},
                         {"name": "TF_CONFIG", "value": tfc(W2, "worker", 1)},
                         {"name": "TFJOB_NAME", "value": "j"},
-                        {"name": "TFJOB_ATTEMPT", "value": "3"}],
-                "ports": [{"name": "tfjob-port", "containerPort": 2222}],
+                        {"name": "TFJOB_ATTEMPT", "value": "3"},
+                        {"name": "TFJOB_WORKER_METRICS_PORT", "value": "9464"}],
+                "ports": [{"name": "tfjob-port", "containerPort": 2222},
+                          {"name": "tfjob-metrics", "containerPort": 9464, "protocol": "TCP"}],
             }],
             "nodeSelector": {"pool": "gpu"},
             "hostname": "j-worker-1",
@@ -150,6 +152,40 @@ def test_worker_pod_is_rendered_whole() -> None:
             "restartPolicy": "Never",
         },
     }
+
+
+def _training_container(manifest: dict[str, Any], options: RenderOptions | None = None, pod: int = 0) -> Any:
+    return render(parse_tfjob(manifest), options).pods[pod]["spec"]["containers"][0]
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+@pytest.mark.parametrize(
+    ("manifest", "options", "port"),
+    [
+        pytest.param(job({"Worker": replica(2)}), None, 9464, id="default"),
+        pytest.param(job({"Worker": replica(1, spec={"containers": [container(
+            ports=[{"name": "tfjob-metrics", "containerPort": 8000}])]})}), None, 8000, id="declared"),
+        pytest.param(job({"Worker": replica(2)}),
+                     RenderOptions(loopback_ports={"j-worker-0": 41000, "j-worker-1": 41001,
+                                                   "j-worker-0/metrics": 41002, "j-worker-1/metrics": 41003}),
+                     41002, id="loopback-own-port"),
+    ],
+)
+def test_training_container_serves_metrics_on_the_named_port(manifest: dict[str, Any],
+                                                              options: RenderOptions | None, port: int) -> None:
+    container = _training_container(manifest, options)
+    assert [p["containerPort"] for p in container["ports"] if p["name"] == "tfjob-metrics"] == [port]
+    assert _env(container)["TFJOB_WORKER_METRICS_PORT"] == str(port)
+
+
+def test_stall_timeout_reaches_the_worker_runtime_only_when_set() -> None:
+    manifest = job({"Worker": replica(2)})
+    assert "TFJOB_STALL_TIMEOUT_SECONDS" not in _env(_training_container(manifest))
+    manifest["spec"]["runPolicy"] = {"stallTimeoutSeconds": 300}
+    assert _env(_training_container(manifest, pod=1))["TFJOB_STALL_TIMEOUT_SECONDS"] == "300"
 
 
 def test_headless_service_is_rendered_whole() -> None:
@@ -192,7 +228,7 @@ def test_tf_config_goes_to_the_tensorflow_container_only() -> None:
     pod = render(parse_tfjob(job({"Worker": replica(2, spec=spec)}))).pods[0]
     sidecar, tf = pod["spec"]["containers"]
     assert "env" not in sidecar
-    assert [e["name"] for e in tf["env"]] == ["TF_CONFIG", "TFJOB_NAME", "TFJOB_ATTEMPT"]
+    assert [e["name"] for e in tf["env"]] == ["TF_CONFIG", "TFJOB_NAME", "TFJOB_ATTEMPT", "TFJOB_WORKER_METRICS_PORT"]
 
 
 def test_user_tf_config_is_replaced_not_duplicated() -> None:

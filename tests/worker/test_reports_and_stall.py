@@ -81,7 +81,7 @@ def test_metrics_carry_job_replica_labels_and_nothing_per_step():
     families = _families(report)
     for samples in families.values():
         for sample in samples:
-            assert {"job": "mnist", "replica_type": "worker", "replica_index": "0"}.items() <= sample.labels.items()
+            assert {"tfjob": "mnist", "replica_type": "worker", "replica_index": "0"}.items() <= sample.labels.items()
     assert {s.labels["metric"]: s.value for s in families["tfjob_worker_metric"]} == {"loss": 0.3, "accuracy": 0.9}
     histogram = {s.labels.get("le"): s.value for s in families["tfjob_worker_step_seconds"]
                  if s.name.endswith("_bucket")}

@@ -221,22 +221,23 @@ def test_a_worker_blocked_mid_epoch_stops_the_gang_with_the_stalled_code(launche
     metrics_ports = free_ports(2)
     procs = launcher.start_cluster(
         loopback_cluster(worker=2),
-        ["--model", "user_model:build_stalling", "--dataset", "user_model:data", "--epochs", "3",
+        ["--model", "user_model:build_stalling", "--dataset", "user_model:data_without_validation", "--epochs", "3",
          "--steps-per-epoch", "10", "--stall-timeout", "4", "--output-dir", str(out)],
         extra=lambda role, index: ["--metrics-port", str(metrics_ports[index])],
         env={"STALL_WORKER_INDEX": "1", "STALL_AFTER_STEPS": "15", "TFJOB_NAME": "stall-demo"})
-    labels = "job=stall-demo,replica_index=0,replica_type=worker"
+    labels = "replica_index=0,replica_type=worker,tfjob=stall-demo"
     # the chief's metrics while it trains: who it is, and steps going up
     scraped = wait_naming(lambda: (m := _scrape(metrics_ports[0])).get(f"tfjob_worker_steps_total{{{labels}}}") and m,
                        120, what="steps on the chief's /metrics")
     assert scraped[f"tfjob_worker_world_size{{{labels}}}"] == 2
-    assert scraped[f"tfjob_worker_info{{collective=RING,device_kind=cpu,{labels},"
-                   "strategy=MultiWorkerMirroredStrategy}"] == 1
+    assert scraped["tfjob_worker_info{collective=RING,device_kind=cpu,replica_index=0,replica_type=worker,"
+                   "strategy=MultiWorkerMirroredStrategy,tfjob=stall-demo}"] == 1
     assert scraped[f"tfjob_worker_stall_timeout_seconds{{{labels}}}"] == 4
     # worker 1 blocks in step 16 (mid epoch 2); worker 0 then waits in the all-reduce: both stall
     assert wait_all(procs, 120) == {"worker0": exit_codes.STALLED, "worker1": exit_codes.STALLED}, launcher.dump()
     for proc in procs.values():
         assert "training stalled: no training progress for 4s" in proc.stderr
+    assert "last at epoch 2 step 15)" in procs["worker0"].stderr  # mid-epoch: 5 of epoch 2's 10 steps done
     assert "stall_here" in procs["worker1"].stderr  # the stack dump shows where it hung
     assert exit_codes.is_retryable(exit_codes.STALLED)
     assert [row["epoch"] for row in json.loads((out / "history.json").read_text())] == [1]

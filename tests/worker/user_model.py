@@ -50,3 +50,9 @@ def build_stalling() -> keras.Model:
     inputs = keras.Input(shape=(64,))
     hidden = keras.layers.Dense(32, activation="tanh")(keras.layers.Lambda(passthrough)(inputs))
     return keras.Model(inputs, keras.layers.Dense(10, activation="softmax")(hidden))
+
+
+def data_without_validation() -> Splits:
+    """`data` without the validation split: every forward pass is a training step (build_stalling counts them)."""
+    splits = data()
+    return Splits(train=splits.train, val=None, test=splits.test)

@@ -1,8 +1,9 @@
 """The worker's Prometheus `/metrics`, served by the supervisor from the trainer's latest report.
 
 Served from the supervisor (no TensorFlow in it), so a scrape is answered even while the trainer is blocked
-in C++. Every series carries `job`, `replica_type` and `replica_index`; nothing is per step or per epoch in
-cardinality (the `metric` label takes the compiled metrics' names: loss, accuracy, val_loss, ...).
+in C++. Every series carries `tfjob` (the TFJob's name; not `job`, which Prometheus reserves for the scrape
+job), `replica_type` and `replica_index`; nothing is per step or per epoch in cardinality (the `metric`
+label takes the compiled metrics' names: loss, accuracy, val_loss, ...).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class ReportCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             r = self._report
-        keys = ["job", "replica_type", "replica_index"]
+        keys = ["tfjob", "replica_type", "replica_index"]
         ids = [self.identity.job, self.identity.replica_type, self.identity.replica_index]
 
         def gauge(name: str, doc: str, value: float | None) -> Iterator[Metric]:

@@ -2,9 +2,10 @@
 
 The trainer cannot serve its own metrics or judge its own stalls: the MultiWorkerMirroredStrategy constructor
 (and a hung collective) can block in C++ holding the GIL, so no thread of the trainer would answer. It
-reports instead, at most every `MIN_INTERVAL` seconds (plus at once on start, epoch end and checkpoint),
-and the supervisor, which imports no TensorFlow, serves `/metrics` and runs the stall watchdog from them.
-A report carries the whole cumulative state, so a dropped one (full pipe) loses nothing.
+reports instead: a background thread sends the state every `MIN_INTERVAL` seconds when it changed (so the
+last steps before a hang are reported too), and start-up, epoch ends and checkpoints go at once. The
+supervisor, which imports no TensorFlow, serves `/metrics` and runs the stall watchdog from them. A report
+carries the whole cumulative state, so a dropped one (full pipe) loses nothing.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import bisect
 import dataclasses
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 REPORT_FD_ENV = "TFJOB_REPORT_FD"
-MIN_INTERVAL = 0.5
+MIN_INTERVAL = 0.5  # seconds between reports of steps (the stall watchdog's and /metrics' resolution)
 #: Upper bounds (seconds) of the step-time histogram; +Inf is implied.
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 #: Writes up to PIPE_BUF bytes to a pipe are atomic; a report must fit so a reader never sees half of one.
@@ -75,10 +77,14 @@ class Reporter:
                 fd = None
         self._fd = fd
         self._clock = clock
-        self._sent_at = 0.0
+        self._lock = threading.Lock()  # the sender thread reads what the training thread writes
+        self._dirty = False
+        self._live_at = 0.0
         self._last_step_end: float | None = None
         self._steps_per_epoch = 0
         self.report = Report()
+        if fd is not None:
+            threading.Thread(target=self._send_changes, name="tfjob-reports", daemon=True).start()
 
     # ---- what the trainer says -------------------------------------------------------------------
     def describe(self, *, trains: bool, rank: int | None, world_size: int, strategy: str, collective: str | None,
@@ -92,9 +98,10 @@ class Reporter:
     def done(self) -> None:
         """Start-up is over (every peer is here, or the role waits for none): the supervisor stops its timer."""
         if not self.report.started:
-            self.report.started = True
-            self._alive()
-            self.send(force=True)
+            with self._lock:
+                self.report.started = True
+                self._alive()
+            self.send()
 
     @property
     def is_done(self) -> bool:
@@ -102,74 +109,89 @@ class Reporter:
 
     def epoch_begin(self, epoch: int) -> None:
         """`epoch` is 1-based; the first step of an epoch is not timed (it includes the epoch's set-up)."""
-        self.report.epoch = epoch
-        self.report.global_step = (epoch - 1) * self._steps_per_epoch
-        self._last_step_end = None
-        self._alive()
+        with self._lock:
+            self.report.epoch = epoch
+            self.report.global_step = (epoch - 1) * self._steps_per_epoch
+            self._last_step_end = None
+            self._alive()
 
     def step_end(self, step_in_epoch: int) -> None:
         """A training step finished (`step_in_epoch` is 1-based)."""
         now = time.perf_counter()
         r = self.report
-        if self._last_step_end is not None:
-            seconds = now - self._last_step_end
-            r.step_buckets[bisect.bisect_left(STEP_BUCKETS, seconds)] += 1
-            r.step_seconds_sum += seconds
-        self._last_step_end = now
-        r.steps += 1
-        r.global_step = max(r.epoch - 1, 0) * self._steps_per_epoch + step_in_epoch
-        self._alive()
-        self.send()
+        with self._lock:
+            if self._last_step_end is not None:
+                seconds = now - self._last_step_end
+                r.step_buckets[bisect.bisect_left(STEP_BUCKETS, seconds)] += 1
+                r.step_seconds_sum += seconds
+            self._last_step_end = now
+            r.steps += 1
+            r.global_step = max(r.epoch - 1, 0) * self._steps_per_epoch + step_in_epoch
+            self._alive()
 
     def eval_step_end(self) -> None:
         """A validation step finished: a sign of life, not a training step."""
-        self._alive()
-        self.send()
+        with self._lock:
+            self._alive()
 
     def epoch_end(self, metrics: dict[str, float], examples_per_sec: float | None) -> None:
         r = self.report
-        r.metrics = {k: float(v) for k, v in metrics.items() if k != "examples_per_sec"}
-        r.examples_per_sec = examples_per_sec
-        if self._steps_per_epoch:
-            r.global_step = r.epoch * self._steps_per_epoch
-        self._last_step_end = None
-        self._alive()
-        self.send(force=True)
+        with self._lock:
+            r.metrics = {k: float(v) for k, v in metrics.items() if k != "examples_per_sec"}
+            r.examples_per_sec = examples_per_sec
+            if self._steps_per_epoch:
+                r.global_step = r.epoch * self._steps_per_epoch
+            self._last_step_end = None
+            self._alive()
+        self.send()
 
     def checkpoint_saved(self) -> None:
-        self.report.last_checkpoint = self._clock()
-        self._alive()
-        self.send(force=True)
+        with self._lock:
+            self.report.last_checkpoint = self._clock()
+            self._alive()
+        self.send()
 
     def live_rate(self, examples_per_sec: float, metrics: dict[str, float] | None = None) -> None:
         """Mid-epoch figures (throughput over the steps so far, running loss), sent with the next report."""
-        self.report.examples_per_sec = examples_per_sec
-        if metrics:
-            self.report.metrics = {**self.report.metrics, **metrics}
+        with self._lock:
+            self._live_at = time.monotonic()
+            self.report.examples_per_sec = examples_per_sec
+            if metrics:
+                self.report.metrics = {**self.report.metrics, **metrics}
+            self._dirty = True
 
     def due(self) -> bool:
-        """True when the next send() would go out (lets callers skip computing figures in between)."""
-        return time.monotonic() - self._sent_at >= MIN_INTERVAL
+        """True when mid-epoch figures are worth computing again (at most every MIN_INTERVAL: reading the
+        loss syncs with the device)."""
+        return time.monotonic() - self._live_at >= MIN_INTERVAL
 
     # ---- sending -------------------------------------------------------------------------------
     def _alive(self) -> None:
         self.report.activity += 1
         self.report.last_progress = self._clock()
+        self._dirty = True
 
-    def send(self, force: bool = False) -> None:
-        """Write the report if MIN_INTERVAL has passed (or force); drop it if the pipe is full."""
-        if self._fd is None or (not force and not self.due()):
+    def _send_changes(self) -> None:
+        while self._fd is not None:
+            time.sleep(MIN_INTERVAL)
+            if self._dirty:
+                self.send()
+
+    def send(self) -> None:
+        """Write the report now; drop it if the pipe is full (the next one carries everything)."""
+        if self._fd is None:
             return
-        self._sent_at = time.monotonic()
-        line = self.report.to_line()
-        if len(line) > PIPE_BUF:  # too many compiled metrics: keep the report whole, drop their values
-            line = dataclasses.replace(self.report, metrics={}).to_line()
-        try:
-            os.write(self._fd, line)
-        except BlockingIOError:
-            pass  # the supervisor is behind; the next report carries everything
-        except OSError:
-            self._fd = None  # the supervisor is gone (we die with it anyway)
+        with self._lock:  # held over the (non-blocking) write too, so reports arrive in order
+            self._dirty = False
+            line = self.report.to_line()
+            if len(line) > PIPE_BUF:  # too many compiled metrics: keep the report whole, drop their values
+                line = dataclasses.replace(self.report, metrics={}).to_line()
+            try:
+                os.write(self._fd, line)
+            except BlockingIOError:
+                pass  # the supervisor is behind; the next report carries everything
+            except OSError:
+                self._fd = None  # the supervisor is gone (we die with it anyway)
 
 
 class LineReader:
