@@ -168,7 +168,7 @@ def test_deleting_the_job_removes_its_pods_and_service_without_finalizers(cluste
     assert services is not None
 
 
-def test_loopback_tf_config_gives_every_pod_its_own_recorded_port(cluster: Cluster) -> None:
+def test_loopback_mode_gives_every_pod_its_own_recorded_tf_and_metrics_ports(cluster: Cluster) -> None:
     names = [cluster.submit({"Worker": replica(FOREVER, 2)}) for _ in range(2)]
     ports: list[int] = []
     for name in names:
@@ -179,9 +179,13 @@ def test_loopback_tf_config_gives_every_pod_its_own_recorded_port(cluster: Clust
             tf_config = json.loads(env["TF_CONFIG"])
             mine = tf_config["cluster"]["worker"][tf_config["task"]["index"]]
             assert mine == f"127.0.0.1:{recorded[pod.metadata.name]}"
+            metrics_port = recorded[f"{pod.metadata.name}/metrics"]
+            assert env["TFJOB_WORKER_METRICS_PORT"] == str(metrics_port)
+            assert {(p.name, p.container_port) for p in pod.spec.containers[0].ports} >= {("tfjob-metrics",
+                                                                                           metrics_port)}
         ports.extend(recorded.values())
         cluster.custom.delete_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", name)
-    assert len(ports) == len(set(ports)) == 4
+    assert len(ports) == len(set(ports)) == 8  # a TF port and a metrics port per pod, none shared
 
 
 def test_metrics_endpoint_counts_jobs_and_pods(cluster: Cluster, operator: Operator) -> None:
