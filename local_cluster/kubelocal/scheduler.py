@@ -6,8 +6,9 @@ tainted not-ready/unreachable), NodeAffinity (nodeSelector + required affinity),
 fraction of cpu, memory and, on GPU nodes, nvidia.com/gpu after placement, counting a missing cpu/memory
 request as 100m/200Mi as kube-scheduler does), ties broken by node name, so a placement is deterministic.
 Pods with scheduling gates, a nodeName, or another schedulerName are never touched. Unschedulable pods
-get `PodScheduled=False, reason Unschedulable` with kube-scheduler's message and are retried whenever a
-pod or node changes.
+get `PodScheduled=False, reason Unschedulable` with kube-scheduler's message and wait in the unschedulable
+queue until an event could make them fit (see scheduling_queue and scheduler_cache: only queued pods
+are looked at, and per-node usage is kept current by watch events, so a pass costs O(queued pods)).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+import time
+from collections import Counter
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -32,13 +35,14 @@ from kubelocal.kubeclient import (
 from kubelocal.resources import (
     GPU,
     Resources,
-    add,
     is_terminal,
     matches_node_selector,
     node_allocatable,
     pod_requests,
     untolerated_taint,
 )
+from kubelocal.scheduler_cache import NodeUsage, SchedulerCache, scoring_requests
+from kubelocal.scheduling_queue import SchedulingQueue, queue_order
 
 log = logging.getLogger(__name__)
 
@@ -62,36 +66,6 @@ class Unschedulable:
 
 
 Decision = Bind | Unschedulable
-
-
-#: kube-scheduler scores a container that requests no cpu/memory as if it asked for these, so such pods spread.
-DEFAULT_SCORING_REQUESTS: dict[str, Decimal] = {"cpu": Decimal("0.1"), "memory": Decimal(200 * 2**20)}
-
-
-@dataclass
-class NodeUsage:
-    """What bound, non-terminal pods take from a node (`scoring`: with kube-scheduler's non-zero defaults)."""
-
-    requests: Resources = field(default_factory=dict)
-    scoring: Resources = field(default_factory=dict)
-    pods: int = 0
-
-    def place(self, pod: Mapping[str, Any]) -> None:
-        self.requests = add(self.requests, pod_requests(pod))
-        self.scoring = add(self.scoring, scoring_requests(pod))
-        self.pods += 1
-
-
-def scoring_requests(pod: Mapping[str, Any]) -> Resources:
-    """Requests for scoring only: each app container's missing cpu/memory request counts as the default."""
-    total: Resources = {}
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        requests = pod_requests({"spec": {"containers": [container]}})
-        for name, default in DEFAULT_SCORING_REQUESTS.items():
-            if not requests.get(name):
-                requests[name] = default
-        total = add(total, requests)
-    return total
 
 
 def wants_scheduling(pod: Mapping[str, Any], scheduler_name: str = SCHEDULER_NAME) -> bool:
@@ -200,12 +174,6 @@ def schedule_pod(pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
     return Bind(best[1])
 
 
-def _queue_order(pod: Mapping[str, Any]) -> tuple[int, str, str, str]:
-    meta = pod.get("metadata") or {}
-    priority = int((pod.get("spec") or {}).get("priority") or 0)
-    return (-priority, meta.get("creationTimestamp") or "", meta.get("namespace") or "", meta.get("name") or "")
-
-
 def schedule_pending(pods: Iterable[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
                      scheduler_name: str = SCHEDULER_NAME) -> list[tuple[Mapping[str, Any], Decision]]:
     """Decisions for every pod waiting for this scheduler, highest priority then oldest first.
@@ -216,7 +184,7 @@ def schedule_pending(pods: Iterable[Mapping[str, Any]], nodes: Sequence[Mapping[
     usage = usage_by_node(pods)
     ordered_nodes = sorted(nodes, key=lambda n: n["metadata"]["name"])
     decisions: list[tuple[Mapping[str, Any], Decision]] = []
-    for pod in sorted((p for p in pods if wants_scheduling(p, scheduler_name)), key=_queue_order):
+    for pod in sorted((p for p in pods if wants_scheduling(p, scheduler_name)), key=queue_order):
         decision = schedule_pod(pod, ordered_nodes, usage)
         if isinstance(decision, Bind):
             usage.setdefault(decision.node, NodeUsage()).place(pod)
@@ -232,25 +200,35 @@ def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 class Scheduler:
-    """The shell: watches pods and nodes over HTTP, binds via `pods/binding`, reports via `pods/status`."""
+    """The shell: watches pods and nodes over HTTP, binds via `pods/binding`, reports via `pods/status`.
+
+    Watch events feed the cache and the queue (constant work each); a pass pops queued pods in slices of
+    `slice_size` and awaits its API calls between slices, so the API server sharing this event loop keeps
+    answering requests while a burst is scheduled.
+    """
 
     def __init__(self, url: str, *, name: str = SCHEDULER_NAME, resync_seconds: float = 10.0,
-                 concurrency: int = 16) -> None:
+                 concurrency: int = 16, max_unschedulable_seconds: float = 300.0, slice_size: int = 64) -> None:
         self.url = url
         self.name = name
         self.resync_seconds = resync_seconds
+        self.slice_size = slice_size
         self.client = KubeClient(url, USER_AGENT)
         self._wake = asyncio.Event()
-        self._pods = Informer(self.client, "/api/v1/pods", self._on_event)
-        self._nodes = Informer(self.client, "/api/v1/nodes", self._on_event)
-        self._assumed: dict[str, str] = {}  # pod uid -> node, bound by us but not yet seen bound
+        self._pods = Informer(self.client, "/api/v1/pods", self._on_pod)
+        self._nodes = Informer(self.client, "/api/v1/nodes", self._on_node)
+        self.cache = SchedulerCache()
+        self.queue = SchedulingQueue(max_unschedulable_seconds)
         self._limit = asyncio.Semaphore(concurrency)
         self._tasks: list[asyncio.Task[None]] = []
         self.binds = 0  # for benchmarks and tests
+        #: Scheduling attempts by result ("scheduled", "unschedulable"), as kube-scheduler's
+        #: scheduler_schedule_attempts_total; the queue's `moves` say which events retried parked pods.
+        self.attempts: Counter[str] = Counter()
 
     async def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._pods.run(), name="scheduler-pods"),
-                       asyncio.create_task(self._nodes.run(), name="scheduler-nodes")]
+        self._tasks = [asyncio.create_task(self._nodes.run(), name="scheduler-nodes"),
+                       asyncio.create_task(self._pods.run(), name="scheduler-pods")]
         await asyncio.gather(self._pods.synced.wait(), self._nodes.synced.wait())
         self._tasks.append(asyncio.create_task(self._loop(), name="scheduler-loop"))
 
@@ -263,50 +241,68 @@ class Scheduler:
         self._tasks = []
         await self.client.close()
 
-    def _on_event(self, _kind: str, _obj: dict[str, Any]) -> None:
-        self._wake.set()
+    def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+        uid = pod["metadata"].get("uid", "")
+        if kind == "DELETED":
+            self.queue.discard(uid)
+            if self.cache.remove_pod(uid):
+                self.queue.move_all_to_active("AssignedPodDelete")
+        else:
+            if self.cache.set_pod(pod):  # a pod on a node finished: its room is free
+                self.queue.move_all_to_active("AssignedPodUpdate")
+            if wants_scheduling(pod, self.name) and not self.cache.is_assumed(uid):
+                self.queue.upsert(pod)
+            else:
+                self.queue.discard(uid)
+        if self.queue.active:
+            self._wake.set()
+
+    def _on_node(self, kind: str, node: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            self.cache.remove_node(node["metadata"]["name"])
+        elif self.cache.set_node(node):
+            self.queue.move_all_to_active("NodeAdd" if kind == "ADDED" else "NodeUpdate")
+        if self.queue.active:
+            self._wake.set()
 
     async def _loop(self) -> None:
         while True:
             await wait_event(self._wake, self.resync_seconds)
             self._wake.clear()
+            self.queue.flush_stale(time.monotonic())
             try:
                 await self.schedule_once()
             except Exception:  # one bad pass must not stop scheduling for the cluster's lifetime
                 log.exception("scheduling pass failed")
 
-    def _view(self) -> list[dict[str, Any]]:
-        """Cached pods, with our in-flight bindings applied (kube-scheduler's "assumed" pods)."""
-        pods = []
-        live: set[str] = set()
-        for pod in self._pods.cache.values():
-            uid = pod["metadata"].get("uid", "")
-            live.add(uid)
-            node = self._assumed.get(uid)
-            if node and not pod["spec"].get("nodeName"):
-                pod = {**pod, "spec": {**pod["spec"], "nodeName": node}}
-            elif node:
-                del self._assumed[uid]
-            pods.append(pod)
-        for uid in set(self._assumed) - live:
-            del self._assumed[uid]
-        return pods
-
     async def schedule_once(self) -> None:
-        """One pass over every waiting pod."""
-        decisions = schedule_pending(self._view(), list(self._nodes.cache.values()), self.name)
-        jobs = []
-        for pod, decision in decisions:
-            if isinstance(decision, Bind):
-                self._assumed[pod["metadata"]["uid"]] = decision.node
-                jobs.append(self._bind(pod, decision.node))
+        """Decide for every active pod, highest priority then oldest first, a slice at a time."""
+        while self.queue.active:
+            jobs = []
+            for _ in range(self.slice_size):
+                pod = self.queue.pop()
+                if pod is None:
+                    break
+                jobs.extend(self._decide(pod))
+            # Awaiting here is the slice boundary: request serving (and watch delivery) runs meanwhile.
+            if jobs:
+                await asyncio.gather(*jobs)
             else:
-                cond = scheduled_condition(pod) or {}
-                if (cond.get("status"), cond.get("reason"), cond.get("message")) != (
-                        "False", "Unschedulable", decision.message):
-                    jobs.append(self._mark_unschedulable(pod, decision.message))
-        if jobs:
-            await asyncio.gather(*jobs)
+                await asyncio.sleep(0)
+
+    def _decide(self, pod: Mapping[str, Any]) -> list[Awaitable[None]]:
+        decision = schedule_pod(pod, self.cache.sorted_nodes(), self.cache.usage)
+        if isinstance(decision, Bind):
+            self.attempts["scheduled"] += 1
+            self.cache.assume(pod, decision.node)
+            return [self._bind(pod, decision.node)]
+        self.attempts["unschedulable"] += 1
+        self.queue.park(pod, time.monotonic())
+        cond = scheduled_condition(pod) or {}
+        if (cond.get("status"), cond.get("reason"), cond.get("message")) == ("False", "Unschedulable",
+                                                                            decision.message):
+            return []
+        return [self._mark_unschedulable(pod, decision.message)]
 
     async def _bind(self, pod: Mapping[str, Any], node: str) -> None:
         ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
@@ -321,8 +317,12 @@ class Scheduler:
             except (TimeoutError, ApiError, OSError) as exc:
                 # Gone, already bound or a transient error: forget the assumption and look again.
                 log.debug("binding %s/%s to %s failed: %s", ns, name, node, exc)
-                self._assumed.pop(uid, None)
-                self._wake.set()
+                if self.cache.forget(uid):
+                    self.queue.move_all_to_active("AssumedPodForget")
+                latest = self._pods.cache.get((ns, name))
+                if latest is not None and latest["metadata"].get("uid") == uid and wants_scheduling(latest, self.name):
+                    self.queue.upsert(latest)
+                    self._wake.set()
                 return
             self.binds += 1  # the binding itself sets PodScheduled=True, as kube-apiserver does
             await self._event(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")

@@ -69,30 +69,56 @@ def test_pod_too_big_for_any_node_waits_unschedulable_until_a_node_fits(
     assert pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName")
     wait_until(lambda: any(e.reason == "FailedScheduling" for e in api.list_namespaced_event(
         "default", field_selector=f"involvedObject.name={name}").items), what="a FailedScheduling event")
+    moved_by_node_add = gpu_cluster.scheduler.queue.moves["NodeAdd"]
     big = make_node("big", gpu=4)
     api.create_node(big)
     try:
         pod = wait_until(phase_is(api, name, "Succeeded"), what=f"{name} to run on the new node")
         assert pod["spec"]["nodeName"] == "big"
+        assert gpu_cluster.scheduler.queue.moves["NodeAdd"] > moved_by_node_add
     finally:
         api.delete_node("big")
 
 
-def test_an_unschedulable_pod_is_retried_when_another_pod_ends(api: Core, tmp_path: Path) -> None:
-    holders = [unique("holder") for _ in range(2)]
+def hold_pod(name: str, gpus: int, ctl: Path) -> dict[str, Any]:
+    """A pod that runs until the file `release` appears in `ctl`."""
     hold = "import os, time\nwhile not os.path.exists('/ctl/release'): time.sleep(0.05)"
-    ctl = {"volumes": [{"name": "ctl", "hostPath": {"path": str(tmp_path)}}]}
+    body = gpu_pod(name, gpus, hold, volumes=[{"name": "ctl", "hostPath": {"path": str(ctl)}}])
+    body["spec"]["containers"][0]["volumeMounts"] = [{"name": "ctl", "mountPath": "/ctl"}]
+    return body
+
+
+def test_an_unschedulable_pod_is_retried_when_another_pod_ends_and_not_on_unrelated_events(
+        gpu_cluster: LocalClusterThread, api: Core, tmp_path: Path) -> None:
+    scheduler = gpu_cluster.scheduler
+    holders = [unique("holder") for _ in range(2)]
     for holder in holders:
-        body = gpu_pod(holder, 2, hold, **ctl)
-        body["spec"]["containers"][0]["volumeMounts"] = [{"name": "ctl", "mountPath": "/ctl"}]
-        api.create_namespaced_pod("default", body)
+        api.create_namespaced_pod("default", hold_pod(holder, 2, tmp_path))
     for holder in holders:
         wait_until(phase_is(api, holder, "Running"), what=f"{holder} to hold its GPUs")
     waiter = unique("waiter")
     api.create_namespaced_pod("default", gpu_pod(waiter, 1))
     wait_until(lambda: unschedulable(api, waiter), what="the waiter to be Unschedulable")
+    tried = scheduler.attempts["unschedulable"]
+
+    # Events that cannot make the waiter fit: pods the scheduler does not place, a label on the waiter,
+    # an annotation on a node, and a pod that is bound elsewhere and keeps running.
+    api.create_namespaced_pod("default", python_pod(unique("gated"), "print(1)",
+                                                    schedulingGates=[{"name": "tfjob.dev/gang"}]))
+    api.create_namespaced_pod("default", python_pod(unique("volcano"), "print(1)", schedulerName="volcano"))
+    api.patch_namespaced_pod(waiter, "default", {"metadata": {"labels": {"seen": "yes"}}})
+    api.patch_node("node-0", {"metadata": {"annotations": {"example.com/heartbeat": unique("beat")}}})
+    barrier = unique("barrier")  # created last: once it is bound, the scheduler has seen every event above
+    api.create_namespaced_pod("default", hold_pod(barrier, 0, tmp_path))
+    wait_until(lambda: scheduled(api, barrier), what="the barrier pod to be bound")
+    assert scheduler.attempts["unschedulable"] == tried, "the waiter was retried on an event that frees nothing"
+    assert unschedulable(api, waiter)
+
+    retried_on_finish = scheduler.queue.moves["AssignedPodUpdate"]
     (tmp_path / "release").touch()
-    wait_until(phase_is(api, waiter, "Succeeded"), what="the waiter to run once GPUs are free")
+    pod = wait_until(phase_is(api, waiter, "Succeeded"), what="the waiter to run once GPUs are free")
+    assert pod["spec"]["nodeName"] in ("node-0", "node-1")
+    assert scheduler.queue.moves["AssignedPodUpdate"] > retried_on_finish
 
 
 def test_gated_pods_are_never_touched_by_the_scheduler(gpu_cluster: LocalClusterThread, api: Core) -> None:
