@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from aiohttp import web
+
 
 @dataclass(frozen=True)
 class RequestRecord:
@@ -23,6 +25,10 @@ class RequestRecord:
     user_agent: str
     status_code: int
     path: str = ""
+
+
+# Each request carries its recorder: a streaming response records its status when the stream starts.
+RECORD: web.RequestKey[Callable[[int], None]] = web.RequestKey("record")
 
 
 @dataclass

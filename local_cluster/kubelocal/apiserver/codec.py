@@ -1,0 +1,60 @@
+"""Request and response bodies: decoding what a client sent, encoding what the server answers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from .errors import ApiError
+from .store import dumps
+
+JSON = "application/json"
+
+
+def truthy(value: str | None) -> bool:
+    return value in ("1", "true", "True")
+
+
+def is_dry_run(query: Mapping[str, str]) -> bool:
+    return query.get("dryRun") == "All"
+
+
+def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    raw = body if isinstance(body, bytes) else dumps(body)
+    return web.Response(body=raw, status=status, content_type=JSON, headers=headers)
+
+
+def warning_headers(warnings: list[str]) -> dict[str, str] | None:
+    """The `Warning: 299 - "..."` header kubectl and client-go print."""
+    if not warnings:
+        return None
+    return {"Warning": ", ".join(f"299 - {json.dumps(w)}" for w in warnings)}
+
+
+def decode(raw: bytes, ctype: str) -> Any:
+    if "protobuf" in ctype:
+        raise ApiError(
+            415,
+            "the body of the request was in an unknown format - accepted media types include: "
+            "application/json, application/yaml",
+        )
+    if "yaml" in ctype:
+        return yaml.safe_load(raw)
+    return json.loads(raw)
+
+
+async def read_body(request: web.Request) -> Any:
+    """The decoded body; an empty one is a 400."""
+    raw = await request.read()
+    if not raw:
+        raise ApiError(400, "the body of the request was empty")
+    return decode(raw, (request.content_type or "").lower())
+
+
+async def read_body_or_none(request: web.Request) -> Any:
+    raw = await request.read()
+    return decode(raw, (request.content_type or "").lower()) if raw.strip() else None

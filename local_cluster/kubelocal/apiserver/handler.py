@@ -1,0 +1,214 @@
+"""Request handling: parse the URL into RequestInfo, record and fault-inject, authorize, route each
+verb to its REST storage or subresource, and turn failures into `Status` bodies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from . import nonresource, subresources
+from .authorization import Attributes, Authorizer, Decision, authorize, forbidden, user_from_headers
+from .codec import json_response, read_body, read_body_or_none, warning_headers
+from .errors import ApiError, status_body, success_status
+from .faults import RECORD, FaultInjector, LogSource, RequestRecord
+from .registry import ResourceType
+from .requestinfo import RequestInfo, parse_request
+from .rest import create, delete, read, update
+from .rest.context import RestContext
+from .store import dumps
+from .strategy import NS_KEY, POD_KEY
+from .tables import to_table, wants_table
+from .watch import serve_watch
+
+log = logging.getLogger(__name__)
+
+
+class RequestHandler:
+    """The aiohttp handler for every path."""
+
+    def __init__(
+        self,
+        ctx: RestContext,
+        *,
+        faults: FaultInjector,
+        requests: list[RequestRecord],
+        authorizers: list[Authorizer],
+        host_port: Callable[[], str],
+        bookmark_interval: float,
+    ) -> None:
+        self.ctx = ctx
+        self.faults = faults
+        self.requests = requests
+        self.authorizers = authorizers
+        self.host_port = host_port
+        self.bookmark_interval = bookmark_interval
+        self.log_source: LogSource | None = None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        info = parse_request(request.method, request.path, request.query)
+        recorded = False
+
+        def record(status: int) -> None:
+            nonlocal recorded
+            if recorded:
+                return
+            recorded = True
+            self.requests.append(
+                RequestRecord(
+                    method=request.method,
+                    verb=info.verb,
+                    group=info.group,
+                    version=info.version,
+                    resource=info.resource,
+                    subresource=info.subresource,
+                    namespace=info.namespace,
+                    name=info.name,
+                    user_agent=request.headers.get("User-Agent", ""),
+                    status_code=status,
+                    path=request.path_qs,
+                )
+            )
+
+        request[RECORD] = record
+        try:
+            delay = self.faults.take_delay(request.method, request.path_qs)
+            if delay:
+                await asyncio.sleep(delay)
+            fail = self.faults.take_failure(request.method, request.path_qs)
+            if fail is not None:
+                raise ApiError(
+                    fail,
+                    f"injected fault: HTTP {fail} for {request.method} {request.path}",
+                    details={"retryAfterSeconds": 1} if fail == 429 else None,
+                )
+            response = await self._route(request, info)
+        except ApiError as e:
+            headers = {"Retry-After": "1"} if e.code == 429 else None
+            response = json_response(e.status(), e.code, headers)
+        except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as e:
+            response = json_response(
+                status_body(400, f"the body of the request could not be decoded: {e}", "BadRequest"), 400
+            )
+        except (ConnectionResetError, asyncio.CancelledError):
+            record(499)
+            raise
+        except Exception as e:  # a bug in the emulator must be visible, as a 500 with the cause
+            log.exception("emulator failure on %s %s", request.method, request.path_qs)
+            response = json_response(status_body(500, f"emulator error: {e!r}", "InternalError"), 500)
+        record(response.status)
+        return response
+
+    def _authorize(self, request: web.Request, info: RequestInfo) -> None:
+        attrs = Attributes.of(info, user_from_headers(request.headers), request.path)
+        decision, reason = authorize(self.authorizers, attrs)
+        if decision is not Decision.ALLOW:
+            raise forbidden(attrs, reason)
+
+    async def _route(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
+        ctx = self.ctx
+        self._authorize(request, info)
+        path = request.path.rstrip("/") or "/"
+        if not info.is_resource:
+            return nonresource.serve(ctx, path, self.host_port())
+        assert info.group is not None and info.version is not None and info.resource is not None
+        rt = ctx.registry.get(info.group, info.version, info.resource)
+        if rt is None:
+            raise ApiError(
+                404,
+                "the server could not find the requested resource",
+                details={"group": info.group, "kind": info.resource},
+            )
+        ns = None if rt.key == NS_KEY else (info.namespace if rt.namespaced else None)
+        list_ns = info.namespace if rt.namespaced else None
+        if rt.namespaced and info.namespace is None and info.verb not in ("list", "watch", "deletecollection"):
+            raise ApiError(404, "the server could not find the requested resource")
+        method, query = request.method, request.query
+        name, sub = info.url_name, info.subresource
+        user = user_from_headers(request.headers)
+        if sub is not None and sub not in rt.subresources:
+            raise ApiError(404, "the server could not find the requested resource")
+        if rt.key == ("", "bindings") and method == "POST":
+            body = await read_body(request)
+            pods = ctx.registry.get("", "v1", "pods")
+            assert pods is not None
+            target = ((body or {}).get("metadata") or {}).get("name") or ""
+            return json_response(subresources.pod_binding(ctx, pods, ns, target, body), 201)
+        if name is None:
+            if method in ("GET", "HEAD"):
+                if info.verb == "watch":
+                    return await serve_watch(ctx, request, rt, list_ns, self.bookmark_interval)
+                return self._list_response(request, rt, read.list_page(ctx, rt, list_ns, query))
+            if method == "POST":
+                obj, warnings = create.create(ctx, rt, ns, await read_body(request), query, user=user)
+                return json_response(obj, 201, warning_headers(warnings))
+            if method == "DELETE":
+                opts = delete.delete_options(query, await read_body_or_none(request))
+                deleted = delete.delete_collection(ctx, rt, list_ns, read.predicate(rt, query), opts, user=user)
+                return json_response(
+                    {
+                        "kind": f"{rt.kind}List",
+                        "apiVersion": rt.api_version,
+                        "metadata": {"resourceVersion": str(ctx.store.rv)},
+                        "items": deleted,
+                    }
+                )
+            raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
+        if sub == "log":
+            return await subresources.pod_log(ctx, request, rt, ns, name, self.log_source)
+        if sub == "binding":
+            return json_response(subresources.pod_binding(ctx, rt, ns, name, await read_body(request)), 201)
+        if sub == "eviction":
+            return json_response(subresources.pod_eviction(ctx, rt, ns, name, await read_body(request)), 201)
+        if method in ("GET", "HEAD"):
+            stored = read.get(ctx, rt, ns, name)
+            if wants_table(request.headers.get("Accept", "")):
+                table = to_table(
+                    rt,
+                    [stored.obj],
+                    resource_version=str(ctx.store.rv),
+                    include_object=query.get("includeObject", "Metadata"),
+                )
+                return json_response(table)
+            return json_response(read.as_version(rt, stored))
+        if method == "PUT":
+            body = await read_body(request)
+            obj, warnings, created = update.update(ctx, rt, ns, name, body, sub, query, user=user)
+            return json_response(obj, 201 if created else 200, warning_headers(warnings))
+        if method == "PATCH":
+            raw, ctype = await request.read(), (request.content_type or "").lower()
+            obj, warnings = update.patch(ctx, rt, ns, name, raw, ctype, sub, query, user=user)
+            return json_response(obj, 200, warning_headers(warnings))
+        if method == "DELETE":
+            opts = delete.delete_options(query, await read_body_or_none(request))
+            obj, removed = delete.delete(ctx, rt, ns, name, opts, user=user)
+            if removed and not (rt.key == POD_KEY or rt.is_custom):
+                details = {"name": name, "group": rt.group, "kind": rt.plural, "uid": obj["metadata"]["uid"]}
+                return json_response(success_status(details))
+            return json_response(obj)
+        raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
+
+    def _list_response(self, request: web.Request, rt: ResourceType, page: read.Page) -> web.Response:
+        if wants_table(request.headers.get("Accept", "")):
+            table = to_table(
+                rt,
+                [s.obj for s in page.items],
+                resource_version=page.resource_version,
+                include_object=request.query.get("includeObject", "Metadata"),
+                continue_token=page.continue_token,
+            )
+            return json_response(table)
+        meta: dict[str, Any] = {"resourceVersion": page.resource_version}
+        if page.continue_token:
+            meta["continue"] = page.continue_token
+            meta["remainingItemCount"] = page.remaining
+        head = dumps({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta})
+        raws = [
+            s.raw if s.obj.get("apiVersion") == rt.api_version else dumps(read.as_version(rt, s)) for s in page.items
+        ]
+        return web.Response(body=head[:-1] + b',"items":[' + b",".join(raws) + b"]}", content_type="application/json")

@@ -1,0 +1,149 @@
+"""delete and deletecollection: graceful deletion, finalizers, preconditions and propagation policies."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubelocal import times
+
+from .. import objects
+from ..admission import AdmissionRequest, Operation
+from ..authorization import ADMIN, UserInfo
+from ..codec import is_dry_run
+from ..errors import ApiError, not_found
+from ..registry import ResourceType
+from ..strategy import CRD_KEY, NS_KEY, POD_KEY
+from .context import RestContext
+
+
+def delete_options(query: Mapping[str, str], body: Any) -> dict[str, Any]:
+    """DeleteOptions from the body and the query (query parameters win)."""
+    opts = dict(body) if isinstance(body, dict) else {}
+    if "gracePeriodSeconds" in query:
+        opts["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+    if "propagationPolicy" in query:
+        opts["propagationPolicy"] = query["propagationPolicy"]
+    if is_dry_run(query):
+        opts["dryRun"] = ["All"]
+    if "orphanDependents" in opts and "propagationPolicy" not in opts:
+        opts["propagationPolicy"] = "Orphan" if opts["orphanDependents"] else "Background"
+    policy = opts.get("propagationPolicy")
+    if policy not in (None, "Background", "Foreground", "Orphan"):
+        raise ApiError(
+            422,
+            f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: '
+            f'"{policy}": supported values: "Foreground", "Background", "Orphan", "nil"',
+        )
+    return opts
+
+
+def check_preconditions(old: Mapping[str, Any], opts: Mapping[str, Any]) -> None:
+    pre = opts.get("preconditions") or {}
+    meta = old["metadata"]
+    if pre.get("uid") and pre["uid"] != meta["uid"]:
+        raise ApiError(
+            409,
+            f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}",
+            reason="Conflict",
+        )
+    if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+        raise ApiError(
+            409,
+            f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+            f"ResourceVersion in object meta: {meta['resourceVersion']}",
+            reason="Conflict",
+        )
+
+
+def delete(
+    ctx: RestContext,
+    rt: ResourceType,
+    ns: str | None,
+    name: str,
+    opts: Mapping[str, Any],
+    *,
+    user: UserInfo = ADMIN,
+) -> tuple[dict[str, Any], bool]:
+    """Delete per Kubernetes rules; returns (object, removed-from-storage)."""
+    old = ctx.store.get(rt.key, ns, name)
+    if old is None:
+        raise not_found(rt.group, rt.plural, name)
+    check_preconditions(old, opts)
+    dry_run = "All" in (opts.get("dryRun") or [])
+    admission = AdmissionRequest(
+        Operation.DELETE, rt, ns, name, None, old=old, dry_run=dry_run, options=opts, user=user
+    )
+    ctx.admission.admit(admission)
+    ctx.admission.validate(admission)
+    if dry_run:
+        return old, False
+    meta = old["metadata"]
+    policy = opts.get("propagationPolicy") or "Background"
+    finalizers = list(meta.get("finalizers") or [])
+    grace = grace_period(rt, old, opts)
+    if not meta.get("deletionTimestamp"):
+        if policy == "Foreground" and "foregroundDeletion" not in finalizers and ctx.dependents(meta["uid"]):
+            finalizers.append("foregroundDeletion")
+        if policy == "Orphan" and "orphan" not in finalizers and ctx.dependents(meta["uid"]):
+            finalizers.append("orphan")
+    if not finalizers and grace == 0 and rt.key not in (NS_KEY,):
+        final = ctx.store.remove(rt.key, ns, name)
+        assert final is not None
+        return final, True
+    new = copy.deepcopy(old)
+    nmeta = new["metadata"]
+    nmeta["finalizers"] = finalizers
+    if not finalizers:
+        nmeta.pop("finalizers")
+    if rt.key == NS_KEY:
+        new.setdefault("status", {})["phase"] = "Terminating"
+    current_grace = nmeta.get("deletionGracePeriodSeconds")
+    if not nmeta.get("deletionTimestamp") or (current_grace is not None and grace < current_grace):
+        moment = times.now() + dt.timedelta(seconds=grace)
+        nmeta["deletionTimestamp"] = objects.timestamp(moment)
+        nmeta["deletionGracePeriodSeconds"] = grace
+    elif current_grace is None:
+        nmeta["deletionGracePeriodSeconds"] = grace
+    if objects.canonical(new) != objects.canonical(old):
+        ctx.store.write(rt.key, new)
+    if rt.key == NS_KEY:
+        ctx.gc_queue.put_nowait(("namespace", name))
+    if rt.key == CRD_KEY:
+        ctx.gc_queue.put_nowait(("crd", name))
+    return new, False
+
+
+def grace_period(rt: ResourceType, obj: dict[str, Any], opts: Mapping[str, Any]) -> int:
+    """Pods bound to a node get a grace period (the kubelet confirms); everything else goes at once."""
+    if rt.key != POD_KEY:
+        return 0
+    if not (obj.get("spec") or {}).get("nodeName") or objects.pod_is_terminal(obj):
+        return 0
+    requested = opts.get("gracePeriodSeconds")
+    if requested is None:
+        requested = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+    return max(int(requested), 0)
+
+
+def delete_collection(
+    ctx: RestContext,
+    rt: ResourceType,
+    ns: str | None,
+    pred: Callable[[Mapping[str, Any]], bool],
+    opts: Mapping[str, Any],
+    *,
+    user: UserInfo = ADMIN,
+) -> list[dict[str, Any]]:
+    """Delete every selected object; ones that cannot be deleted are skipped, as kube-apiserver does."""
+    deleted = []
+    for stored in list(ctx.store.items(rt.key, ns)):
+        if pred(stored.obj):
+            m = stored.obj["metadata"]
+            with contextlib.suppress(ApiError):
+                obj, _ = delete(ctx, rt, m.get("namespace"), m["name"], opts, user=user)
+                deleted.append(obj)
+    return deleted

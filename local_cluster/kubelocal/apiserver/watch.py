@@ -1,0 +1,124 @@
+"""WATCH: a chunked stream of events from a resourceVersion, with bookmarks, initial events and Tables."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+
+from .codec import JSON, truthy
+from .errors import ApiError, status_body
+from .faults import RECORD
+from .registry import ResourceType
+from .rest.context import RestContext
+from .rest.read import as_version, predicate
+from .store import ResourceVersionTooOld, Stored, dumps
+from .tables import to_table, wants_table
+
+DEFAULT_WATCH_TIMEOUT = 1800.0
+
+
+def bookmark(ctx: RestContext, rt: ResourceType, annotations: dict[str, str]) -> bytes:
+    meta: dict[str, Any] = {"resourceVersion": str(ctx.store.rv)}
+    if annotations:
+        meta["annotations"] = annotations
+    event = {"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}}
+    return dumps(event) + b"\n"
+
+
+async def serve_watch(
+    ctx: RestContext, request: web.Request, rt: ResourceType, ns: str | None, bookmark_interval: float
+) -> web.StreamResponse:
+    query = request.query
+    pred = predicate(rt, query)
+    rv_param = query.get("resourceVersion") or ""
+    initial = truthy(query.get("sendInitialEvents"))
+    bookmarks = truthy(query.get("allowWatchBookmarks"))
+    if initial and not bookmarks:
+        raise ApiError(
+            422,
+            'ListOptions.meta.k8s.io "" is invalid: allowWatchBookmarks: Required value: '
+            "allowWatchBookmarks must be set to true when sendInitialEvents is true",
+        )
+    since: int | None = None
+    if rv_param not in ("", "0") and not initial:
+        try:
+            since = int(rv_param)
+        except ValueError:
+            raise ApiError(400, f"invalid resource version: {rv_param}") from None
+    table = wants_table(request.headers.get("Accept", ""))
+    response = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
+    response.enable_chunked_encoding()
+    try:
+        watcher = ctx.store.watch(rt.key, ns, pred, since)
+    except ResourceVersionTooOld as e:
+        # kube-apiserver's watch cache answers 200 and then an ERROR event carrying 410 Expired.
+        await response.prepare(request)
+        request[RECORD](200)
+        error = status_body(410, f"too old resource version: {e.requested} ({e.oldest})", "Expired")
+        await response.write(dumps({"type": "ERROR", "object": error}) + b"\n")
+        await response.write_eof()
+        return response
+    if initial:
+        watcher.queue.put_nowait(("INITIAL_END", Stored({})))
+    await response.prepare(request)
+    request[RECORD](200)
+    loop = asyncio.get_running_loop()
+    timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+    deadline = loop.time() + timeout
+    first_table = True
+    try:
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            wait = min(remaining, bookmark_interval) if bookmarks else remaining
+            try:
+                item = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
+            except TimeoutError:
+                if bookmarks and deadline - loop.time() > 0:
+                    await response.write(bookmark(ctx, rt, {}))
+                continue
+            batch = [item]
+            while not watcher.queue.empty() and len(batch) < 500:
+                batch.append(watcher.queue.get_nowait())
+            chunks = []
+            closed = False
+            for entry in batch:
+                if entry is None:
+                    closed = True
+                    break
+                typ, stored = entry
+                if typ == "INITIAL_END":
+                    chunks.append(bookmark(ctx, rt, {"k8s.io/initial-events-end": "true"}))
+                elif table:
+                    tbl = to_table(
+                        rt,
+                        [stored.obj],
+                        resource_version=stored.obj["metadata"]["resourceVersion"],
+                        include_object=query.get("includeObject", "Metadata"),
+                        with_columns=first_table,
+                    )
+                    first_table = False
+                    chunks.append(dumps({"type": typ, "object": tbl}) + b"\n")
+                else:
+                    raw = (
+                        stored.raw if stored.obj.get("apiVersion") == rt.api_version else dumps(as_version(rt, stored))
+                    )
+                    chunks.append(b'{"type":"' + typ.encode() + b'","object":' + raw + b"}\n")
+            if chunks:
+                await response.write(b"".join(chunks))
+            if closed:
+                if watcher.dropped and request.transport is not None:
+                    request.transport.abort()
+                    return response
+                break
+        if bookmarks and not ctx.stopping:
+            await response.write(bookmark(ctx, rt, {}))
+        await response.write_eof()
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        ctx.store.unwatch(rt.key, watcher)
+    return response
