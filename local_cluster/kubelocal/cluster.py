@@ -1,6 +1,7 @@
-"""LocalCluster: the API emulator, the declared nodes, the scheduler stand-in and the process kubelet.
+"""LocalCluster: the API emulator, the controllers beside it, the declared nodes, the scheduler stand-in
+and the process kubelet.
 
-All four share one event loop. `LocalCluster` is an async context manager; `LocalClusterThread` runs
+All of them share one event loop. `LocalCluster` is an async context manager; `LocalClusterThread` runs
 one on a background thread for synchronous callers (tests, `tfjob local`, kubectl users).
 """
 
@@ -17,9 +18,11 @@ from typing import Any, TypeVar
 import yaml
 
 from kubelocal.apiserver import ApiServer
+from kubelocal.controllers import ControllerManager, ControllerSettings
 from kubelocal.kubeclient import ApiError, KubeClient
 from kubelocal.kubelet import ProcessKubelet
 from kubelocal.nodes import DEFAULT_NODES, parse_node_spec
+from kubelocal.pki import CertificateAuthority, new_ca
 from kubelocal.scheduler import Scheduler
 
 T = TypeVar("T")
@@ -61,7 +64,8 @@ class LocalCluster:
 
     def __init__(self, *, nodes: str | None = None, workdir: Path, port: int = 0,
                  crds: Sequence[Path] = (), max_grace_seconds: float = 5.0,
-                 restart_backoff: tuple[float, float] = (0.2, 5.0)) -> None:
+                 restart_backoff: tuple[float, float] = (0.2, 5.0),
+                 controllers: ControllerSettings | None = None) -> None:
         self.node_spec = nodes or DEFAULT_NODES
         self.nodes = parse_node_spec(self.node_spec)  # fail on a bad spec before anything starts
         self.workdir = Path(workdir).resolve()
@@ -70,6 +74,9 @@ class LocalCluster:
         self.max_grace_seconds = max_grace_seconds
         self.restart_backoff = restart_backoff
         self.apiserver = ApiServer(port=port)
+        self.ca: CertificateAuthority = new_ca()
+        self.controller_settings = controllers or ControllerSettings()
+        self._controllers: ControllerManager | None = None
         self._kubelet: ProcessKubelet | None = None
         self._scheduler: Scheduler | None = None
 
@@ -84,6 +91,12 @@ class LocalCluster:
         return self._kubelet
 
     @property
+    def controllers(self) -> ControllerManager:
+        if self._controllers is None:
+            raise RuntimeError("the cluster is not running (use `async with LocalCluster(...)`)")
+        return self._controllers
+
+    @property
     def scheduler(self) -> Scheduler:
         if self._scheduler is None:
             raise RuntimeError("the cluster is not running (use `async with LocalCluster(...)`)")
@@ -95,6 +108,8 @@ class LocalCluster:
         try:
             if self.crds:
                 await install_crds(self.url, self.crds)
+            self._controllers = ControllerManager(self.url, self.ca.cert_pem, self.controller_settings)
+            await self._controllers.start()
             self._kubelet = ProcessKubelet(self.url, nodes=self.nodes, workdir=self.workdir,
                                            max_grace_seconds=self.max_grace_seconds, backoff=self.restart_backoff)
             self.apiserver.set_log_source(self._kubelet)
@@ -109,6 +124,8 @@ class LocalCluster:
         """Stop scheduling, end every pod process, then the API server."""
         if self._scheduler is not None:
             await self._scheduler.stop()
+        if self._controllers is not None:
+            await self._controllers.stop()
         if self._kubelet is not None:
             await self._kubelet.stop()
             self.apiserver.set_log_source(None)
@@ -148,6 +165,10 @@ class LocalClusterThread:
     @property
     def apiserver(self) -> ApiServer:
         return self.cluster.apiserver
+
+    @property
+    def controllers(self) -> ControllerManager:
+        return self.cluster.controllers
 
     def __enter__(self) -> LocalClusterThread:
         self._thread = threading.Thread(target=self._run, name="tfjob-local-cluster", daemon=True)

@@ -25,6 +25,7 @@ from typing import Any
 import aiohttp
 
 from kubelocal import containers as ct
+from kubelocal import times
 from kubelocal.kubeclient import (
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
@@ -44,7 +45,7 @@ COMPONENT = "kubelet"
 #: Exit code and reason a runtime reports for a container that could not be started.
 START_ERROR_EXIT = 128
 DEFAULT_EVICTION_MESSAGE = "The node was low on resource: memory. "
-TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+LEASE_NAMESPACE = "kube-node-lease"
 _TRANSIENT = (ApiError, OSError, asyncio.TimeoutError)
 
 
@@ -624,13 +625,14 @@ class ProcessKubelet:
 
     def __init__(self, url: str, *, nodes: Sequence[Mapping[str, Any]], workdir: Path,
                  max_grace_seconds: float = 5.0, backoff: tuple[float, float] = (0.2, 5.0),
-                 config_retry_seconds: float = 1.0) -> None:
+                 config_retry_seconds: float = 1.0, heartbeat_seconds: float = 1.0) -> None:
         self.url = url
         self.workdir = Path(workdir).resolve()
         self.declared_nodes = [dict(n) for n in nodes]
         self.max_grace_seconds = max_grace_seconds
         self.backoff = backoff
         self.config_retry_seconds = config_retry_seconds
+        self.heartbeat_seconds = heartbeat_seconds
         self.client = KubeClient(url, USER_AGENT, max_connections=48)
         self.processes: dict[int, asyncio.subprocess.Process] = {}
         self.lost_nodes: set[str] = set()
@@ -651,9 +653,14 @@ class ProcessKubelet:
 
     async def start(self) -> None:
         """Register the declared nodes (Ready), then start serving pods."""
+        with contextlib.suppress(ApiError):  # kube-apiserver makes this system namespace; 409 if it exists
+            await self.client.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": LEASE_NAMESPACE}})
         for node in self.declared_nodes:
             await self._register(node)
-        self._tasks = [asyncio.create_task(self._nodes.run(), name="kubelet-nodes")]
+            await self._renew_lease(node["metadata"]["name"])
+        self._tasks = [asyncio.create_task(self._nodes.run(), name="kubelet-nodes"),
+                       asyncio.create_task(self._heartbeat(), name="kubelet-heartbeat")]
         await self._nodes.synced.wait()
         self._tasks.append(asyncio.create_task(self._pods.run(), name="kubelet-pods"))
         await self._pods.synced.wait()
@@ -694,6 +701,29 @@ class ProcessKubelet:
         status = dict(node.get("status") or {})
         status["conditions"] = ready_conditions(True)
         await self.client.patch(f"/api/v1/nodes/{name}/status", {"status": status}, MERGE_PATCH)
+
+    async def _heartbeat(self) -> None:
+        """Renew each served node's Lease; the node lifecycle controller marks a node whose Lease goes
+        stale unreachable (a lost node's kubelet simply stops renewing)."""
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            for node in self.declared_nodes:
+                name = node["metadata"]["name"]
+                if name not in self.lost_nodes:
+                    with contextlib.suppress(*_TRANSIENT):
+                        await self._renew_lease(name)
+
+    async def _renew_lease(self, node: str) -> None:
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases"
+        stamp = times.format_micro_time()
+        spec = {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": stamp}
+        try:
+            await self.client.patch(f"{path}/{node}", {"spec": spec}, MERGE_PATCH)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            await self.client.post(path, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                          "metadata": {"name": node}, "spec": {**spec, "acquireTime": stamp}})
 
     # -- events ---------------------------------------------------------------------------------------------
 
@@ -828,68 +858,24 @@ class ProcessKubelet:
         raise KeyError(f"pod {namespace}/{pod} has no running container"
                        + (f" named {container}" if container else ""))
 
-    async def lose_node(self, node: str, *, toleration_cap: float = 0.0) -> None:
-        """Node loss: processes die at once, the node turns NotReady/unreachable, and the node controller's
-        taint manager marks and deletes its pods, which then stay Terminating (no kubelet to confirm).
-
-        Pods tolerating `unreachable:NoExecute` for N seconds (300 by default admission) are deleted after
-        min(N, toleration_cap) seconds, in the background; pods tolerating it forever stay.
-        """
+    async def lose_node(self, node: str) -> None:
+        """Node loss: the node's processes die at once and its kubelet goes silent (no Lease renewals, no
+        status writes). The node lifecycle controller then marks it unreachable and its taint manager
+        deletes its pods, which stay Terminating: no kubelet is left to confirm."""
         self.lost_nodes.add(node)
         for rt in list(self._runtimes.values()):
             if rt.node == node:
                 rt.abandon()
                 self._forget(rt)
-        node_obj = self.node_objects.get(node) or await self.client.get(f"/api/v1/nodes/{node}")
-        taints = [t for t in (node_obj.get("spec") or {}).get("taints") or [] if t.get("key") != TAINT_UNREACHABLE]
-        now = now_rfc3339()
-        taints += [{"key": TAINT_UNREACHABLE, "effect": "NoSchedule", "timeAdded": now},
-                   {"key": TAINT_UNREACHABLE, "effect": "NoExecute", "timeAdded": now}]
-        await self.client.patch(f"/api/v1/nodes/{node}", {"spec": {"taints": taints}}, MERGE_PATCH)
-        await self.client.patch(f"/api/v1/nodes/{node}/status", {"status": {"conditions": ready_conditions(None)}},
-                                MERGE_PATCH)
-        pods = [p for p in self._pods.cache.values() if p["spec"].get("nodeName") == node]
-        now = now_rfc3339()
-        not_ready = {"status": {"conditions": [
-            {"type": "Ready", "status": "False", "lastProbeTime": None, "lastTransitionTime": now}]}}
-        for pod in pods:
-            meta = pod["metadata"]
-            with contextlib.suppress(*_TRANSIENT):
-                await self.client.patch(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-                                        not_ready, STRATEGIC_MERGE_PATCH)
-        for pod in pods:
-            delay = _unreachable_toleration_seconds(pod)
-            if delay is None:
-                await self._taint_manager_delete(pod)
-            elif delay != float("inf"):
-                self._spawn_background(self._taint_manager_delete(pod, min(delay, toleration_cap)))
-
-    async def _taint_manager_delete(self, pod: Mapping[str, Any], delay: float = 0.0) -> None:
-        if delay > 0:
-            await asyncio.sleep(delay)
-        meta = pod["metadata"]
-        ns, name = meta.get("namespace", "default"), meta["name"]
-        if meta["uid"] in self._runtimes or pod["spec"].get("nodeName") not in self.lost_nodes:
-            return  # the node came back meanwhile
-        path = f"/api/v1/namespaces/{ns}/pods/{name}"
-        now = now_rfc3339()
-        conditions = [{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
-                       "message": "Taint manager: deleting due to NoExecute taint", "lastProbeTime": None,
-                       "lastTransitionTime": now}]
-        with contextlib.suppress(*_TRANSIENT):
-            await self.client.patch(path + "/status", {"status": {"conditions": conditions}}, STRATEGIC_MERGE_PATCH)
-            await self.client.delete(path, {"apiVersion": "v1", "kind": "DeleteOptions",
-                                            "preconditions": {"uid": meta["uid"]}})
 
     async def restore_node(self, node: str) -> None:
-        """The node comes back: Ready again, unreachable taints removed, and its kubelet resumes (it confirms
-        deletions that piled up and starts pods that are still meant to run)."""
-        node_obj = await self.client.get(f"/api/v1/nodes/{node}")
-        taints = [t for t in (node_obj.get("spec") or {}).get("taints") or [] if t.get("key") != TAINT_UNREACHABLE]
-        await self.client.patch(f"/api/v1/nodes/{node}", {"spec": {"taints": taints or None}}, MERGE_PATCH)
+        """The node comes back: its kubelet renews the Lease and posts Ready again (the node lifecycle
+        controller then lifts the unreachable taints), confirms deletions that piled up and starts pods
+        that are still meant to run."""
+        self.lost_nodes.discard(node)
+        await self._renew_lease(node)
         await self.client.patch(f"/api/v1/nodes/{node}/status", {"status": {"conditions": ready_conditions(True)}},
                                 MERGE_PATCH)
-        self.lost_nodes.discard(node)
         for pod in list(self._pods.cache.values()):
             if pod["spec"].get("nodeName") == node:
                 self._on_pod("MODIFIED", pod)
@@ -961,17 +947,3 @@ def ready_conditions(ready: bool | None) -> list[dict[str, Any]]:
          "message": "kubelet is posting ready status" if ready else "kubelet is not ready",
          "lastHeartbeatTime": now, "lastTransitionTime": now},
     ]
-
-
-def _unreachable_toleration_seconds(pod: Mapping[str, Any]) -> float | None:
-    """How long the pod tolerates an unreachable node before the taint manager deletes it (None: not at all)."""
-    best: float | None = None
-    for tol in (pod.get("spec") or {}).get("tolerations") or []:
-        effect_ok = tol.get("effect") in (None, "", "NoExecute")
-        key_ok = tol.get("key") == TAINT_UNREACHABLE or (not tol.get("key") and tol.get("operator") == "Exists")
-        if effect_ok and key_ok:
-            seconds = tol.get("tolerationSeconds")
-            value = float("inf") if seconds is None else max(0.0, float(seconds))
-            best = value if best is None else max(best, value)
-    return best
-

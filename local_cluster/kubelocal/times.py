@@ -15,6 +15,11 @@ def format_time(moment: datetime | None = None) -> str:
     return (moment or now()).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def format_micro_time(moment: datetime | None = None) -> str:
+    """metav1.MicroTime (Lease renewTime): `2026-11-22T01:02:03.000004Z`."""
+    return (moment or now()).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def parse_time(value: Any) -> datetime | None:
     """A time stamp as an aware datetime; None for a missing or malformed value."""
     if not value or not isinstance(value, str):

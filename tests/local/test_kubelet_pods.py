@@ -310,9 +310,12 @@ def test_node_loss_kills_processes_and_leaves_pods_terminating_until_the_node_re
     pids = wait_until(lambda: _pids(workdir, pod), what="the pod to record its pids")
     cluster.call(cluster.kubelet.lose_node("lossy"))
     try:
-        node = core.read_node("lossy")
-        ready = next(c for c in node.status.conditions if c.type == "Ready")
-        assert ready.status == "Unknown"
+        def unknown() -> Any:
+            node = core.read_node("lossy")
+            ready = next(c for c in node.status.conditions if c.type == "Ready")
+            return node if ready.status == "Unknown" and node.spec.taints else None
+
+        node = wait_until(unknown, what="the node lifecycle controller to notice the silent kubelet")
         assert {(t.key, t.effect) for t in node.spec.taints} >= {
             ("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")}
         wait_until(lambda: not any(alive(p) for p in pids), what="processes to die", timeout=5)
@@ -325,6 +328,8 @@ def test_node_loss_kills_processes_and_leaves_pods_terminating_until_the_node_re
     wait_until(lambda: pod_dict(core, name) is None, what="the returning kubelet to confirm the deletion")
     ready = next(c for c in core.read_node("lossy").status.conditions if c.type == "Ready")
     assert ready.status == "True"
+    wait_until(lambda: not any(t.key == "node.kubernetes.io/unreachable" for t in core.read_node("lossy").spec.taints
+                               or []), what="the unreachable taints to be lifted")
 
 
 def test_eviction_api_deletes_the_pod_gracefully_and_stops_its_processes(core: Core, workdir: Path) -> None:
