@@ -1,8 +1,8 @@
 """pytest fixtures for testing any operator against a local control plane.
 
-Enable with `pytest_plugins = ["kubelocal.pytest_plugin"]` in a conftest, list your CRD files in the
-`kubelocal_crds` fixture (override it), and use `kubelocal_cluster` (a running LocalClusterThread with
-those CRDs Established) and `kubelocal_kubeconfig` (a kubeconfig file for kubectl, kopf or the official
+Installed with this distribution it is a pytest plugin (entry point `pytest11`; elsewhere, pass
+`-p kubelocal.pytest_plugin`). Name your CRD files in the `kubelocal_crds` fixture (override it in a
+conftest), and use `kubelocal_cluster` (a running LocalClusterThread with those CRDs Established) and `kubelocal_kubeconfig` (a kubeconfig file for kubectl, kopf or the official
 client). Each test gets its own cluster: starting one takes well under a second.
 """
 

@@ -1,4 +1,4 @@
-"""How an operator author uses kubelocal: the plugin, plus the CRD files their operator serves."""
+"""How an operator author uses kubelocal: installed, it is a pytest plugin; name the CRDs their operator serves."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-
-pytest_plugins = ["kubelocal.pytest_plugin"]
 
 
 @pytest.fixture
