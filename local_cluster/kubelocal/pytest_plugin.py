@@ -2,8 +2,9 @@
 
 Installed with this distribution it is a pytest plugin (entry point `pytest11`; elsewhere, pass
 `-p kubelocal.pytest_plugin`). Name your CRD files in the `kubelocal_crds` fixture (override it in a
-conftest), and use `kubelocal_cluster` (a running LocalClusterThread with those CRDs Established) and
-`kubelocal_kubeconfig` (a kubeconfig file for kubectl, kopf or the official client). Each test gets its own cluster: starting one takes well under a second.
+conftest), then use `kubelocal_cluster` (a running LocalClusterThread with those CRDs Established) and
+`kubelocal_kubeconfig` (a kubeconfig file for kubectl, kopf or the official client). Each test gets its
+own cluster: starting one takes well under a second.
 """
 
 from __future__ import annotations
