@@ -21,7 +21,8 @@ CMD ["operator"]
 # The training runtime TFJob pods run: `python -m tfjob_worker [flags]` (see docs/worker.md).
 #   docker build --target worker -t tfjob-worker:0.1.0 .
 FROM tensorflow/tensorflow:2.21.0-gpu AS worker
-# TF_USE_LEGACY_KERAS=1: multi-worker fit needs tf-keras (Keras 2); Keras 3 fails it (keras#20585).
+# ENV and the last WORKDIR are tfjob_worker/image.py's (`tfjob local` gives them to every pod; a test ties
+# the two). TF_USE_LEGACY_KERAS=1: multi-worker fit needs tf-keras (Keras 2); Keras 3 fails it (keras#20585).
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     TF_USE_LEGACY_KERAS=1 TFJOB_OUTPUT_DIR=/var/tfjob/output
 WORKDIR /src

@@ -19,6 +19,7 @@ import yaml
 
 from kubelocal.apiserver import ApiServer
 from kubelocal.controllers import ControllerManager, ControllerSettings
+from kubelocal.containers import ImageDefaults
 from kubelocal.kubeclient import ApiError, KubeClient
 from kubelocal.kubelet import ProcessKubelet
 from kubelocal.nodes import DEFAULT_NODES, parse_node_spec
@@ -65,7 +66,7 @@ class LocalCluster:
     def __init__(self, *, nodes: str | None = None, workdir: Path, port: int = 0,
                  crds: Sequence[Path] = (), max_grace_seconds: float = 5.0,
                  restart_backoff: tuple[float, float] = (0.2, 5.0),
-                 controllers: ControllerSettings | None = None) -> None:
+                 controllers: ControllerSettings | None = None, image: ImageDefaults = ImageDefaults()) -> None:
         self.node_spec = nodes or DEFAULT_NODES
         self.nodes = parse_node_spec(self.node_spec)  # fail on a bad spec before anything starts
         self.workdir = Path(workdir).resolve()
@@ -73,6 +74,7 @@ class LocalCluster:
         self.crds = tuple(crds)
         self.max_grace_seconds = max_grace_seconds
         self.restart_backoff = restart_backoff
+        self.image = image
         self.apiserver = ApiServer(port=port)
         self.ca: CertificateAuthority = new_ca()
         self.controller_settings = controllers or ControllerSettings()
@@ -111,7 +113,8 @@ class LocalCluster:
             self._controllers = ControllerManager(self.url, self.ca.cert_pem, self.controller_settings)
             await self._controllers.start()
             self._kubelet = ProcessKubelet(self.url, nodes=self.nodes, workdir=self.workdir,
-                                           max_grace_seconds=self.max_grace_seconds, backoff=self.restart_backoff)
+                                           max_grace_seconds=self.max_grace_seconds, backoff=self.restart_backoff,
+                                           image=self.image)
             self.apiserver.set_log_source(self._kubelet)
             await self._kubelet.start()
             self._scheduler = Scheduler(self.url)

@@ -8,7 +8,9 @@ Volume mapping (the one local-mode difference besides loopback TF_CONFIG): `empt
 unknown) → `<pod dir>/volumes/<name>`; `persistentVolumeClaim` → `<workdir>/volumes/<namespace>/<claim>`,
 shared by every pod that uses the claim; `hostPath` → itself; configMap/secret/downwardAPI/projected →
 files written under `<pod dir>/volumes/<name>`. Each mountPath prefix in command, args, env values and
-workingDir is rewritten to its host directory.
+workingDir is rewritten to its host directory. There is no image: `ImageDefaults` stand in for its ENV
+(defaults under the pod's env) and WORKDIR (the pod's work directory); terminationMessagePath is a file of
+the pod's directory (or of the volume it lies in), which the kubelet reads when the container ends.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,10 @@ LOCAL_IP = "127.0.0.1"
 #: Variables passed through from the kubelet's own environment (a container image would set these).
 INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR",
                  "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "SSL_CERT_FILE")
+#: Where a container writes its termination message unless its terminationMessagePath says otherwise.
+DEFAULT_TERMINATION_PATH = "/dev/termination-log"
+#: The kubelet reads at most this much of a termination message file.
+TERMINATION_MESSAGE_LIMIT = 4096
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _LABEL_REF = re.compile(r"""^metadata\.(labels|annotations)\[['"](.+)['"]\]$""")
@@ -41,11 +47,25 @@ class ContainerConfigError(Exception):
 
 
 @dataclass(frozen=True)
+class ImageDefaults:
+    """What a container's image would give it: ENV (the pod's own env wins) and WORKDIR.
+
+    Locally there is no image filesystem: WORKDIR is the pod's work directory, and paths under it (in
+    env values, command, args) are mapped there as a volume's mountPath is.
+    """
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    workdir: str | None = None
+
+
+@dataclass(frozen=True)
 class ProcessSpec:
     argv: list[str]
     env: dict[str, str]
     cwd: Path
     mounts: tuple[tuple[str, Path], ...] = ()
+    #: Host file the container's terminationMessagePath maps to (the kubelet reads it when the run ends).
+    termination_file: Path | None = None
 
     def command(self, command: list[Any]) -> list[str]:
         """Another command in this container's context (an exec probe): expanded, paths mapped, python local."""
@@ -314,9 +334,28 @@ def base_env(hostname: str) -> dict[str, str]:
     return env
 
 
+def termination_message_file(container: Mapping[str, Any], mounts: list[tuple[str, Path]],
+                             pod_dir: Path) -> tuple[str, Path]:
+    """(terminationMessagePath, host file): inside a volume it is that volume's file, else one in the pod's dir."""
+    path = str(container.get("terminationMessagePath") or DEFAULT_TERMINATION_PATH)
+    mapped = rewrite_paths(path, mounts)
+    if mapped != path:
+        return path, Path(mapped)
+    return path, pod_dir / "termination" / str(container.get("name", ""))
+
+
 def process_spec(pod: Mapping[str, Any], container: Mapping[str, Any], env: Mapping[str, str],
-                 mounts: list[tuple[str, Path]], default_cwd: Path) -> ProcessSpec:
-    """argv, full environment and cwd for one container run."""
+                 mounts: list[tuple[str, Path]], default_cwd: Path,
+                 image: ImageDefaults = ImageDefaults()) -> ProcessSpec:
+    """argv, full environment and cwd for one container run.
+
+    The environment is, lowest first: the kubelet's basics (base_env), the image's ENV, the pod's env.
+    """
+    mounts = list(mounts)
+    if image.workdir and all(path != image.workdir.rstrip("/") for path, _ in mounts):
+        mounts.append((image.workdir.rstrip("/"), default_cwd))
+    message_path, message_file = termination_message_file(container, mounts, default_cwd.parent)
+    mounts.append((message_path, message_file))
     command = [str(c) for c in container.get("command") or []]
     args = [str(a) for a in container.get("args") or []]
     if not command and not args:
@@ -329,6 +368,7 @@ def process_spec(pod: Mapping[str, Any], container: Mapping[str, Any], env: Mapp
     spec = pod.get("spec") or {}
     hostname = spec.get("hostname") or (pod.get("metadata") or {}).get("name", "")
     full_env = base_env(hostname)
+    full_env.update({k: rewrite_paths(v, mounts) for k, v in image.env.items()})
     full_env.update({k: rewrite_paths(v, mounts) for k, v in env.items()})
     cwd = default_cwd
     working_dir = container.get("workingDir")
@@ -337,7 +377,7 @@ def process_spec(pod: Mapping[str, Any], container: Mapping[str, Any], env: Mapp
         mapped = Path(rewrite_paths(working_dir, mounts))
         if mapped != Path(working_dir):
             cwd = mapped
-    return ProcessSpec(argv=argv, env=full_env, cwd=cwd, mounts=tuple(mounts))
+    return ProcessSpec(argv=argv, env=full_env, cwd=cwd, mounts=tuple(mounts), termination_file=message_file)
 
 
 def probe_port(container: Mapping[str, Any], port: Any) -> int:

@@ -97,6 +97,20 @@ def pod_phase(restart_policy: str, statuses: Sequence[Mapping[str, Any]], *, ter
     return "Running" if restart_policy == "OnFailure" else "Failed"
 
 
+def termination_message(message_file: Path | None, log_path: Path, code: int, policy: str | None) -> str:
+    """A finished container's termination message, as the kubelet reads it: what the container wrote to its
+    terminationMessagePath (at most 4 KiB); failing that, under FallbackToLogsOnError and a non-zero exit,
+    the log's tail."""
+    if message_file is not None and message_file.is_file():
+        with message_file.open("rb") as f:
+            written = f.read(ct.TERMINATION_MESSAGE_LIMIT).decode(errors="replace")
+        if written:
+            return written
+    if code and policy == "FallbackToLogsOnError":
+        return fallback_message(log_path)
+    return ""
+
+
 def fallback_message(log_path: Path) -> str:
     """A failed container's termination message under FallbackToLogsOnError: its last 80 lines, at most 2 KiB."""
     if not log_path.exists():
@@ -147,6 +161,7 @@ class Run:
     reason: str | None = None
     message: str | None = None
     forced_reason: str | None = None
+    termination_file: Path | None = None
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     proc: asyncio.subprocess.Process | None = field(default=None, repr=False)
 
@@ -341,7 +356,7 @@ class PodRuntime:
         for c in self.all_containers:
             env = ct.container_env(self.pod, c.spec, refs, allocatable)
             mounts = ct.container_mounts(c.spec, volumes)
-            specs[c.name] = ct.process_spec(self.pod, c.spec, env, mounts, cwd)
+            specs[c.name] = ct.process_spec(self.pod, c.spec, env, mounts, cwd, self.kubelet.image)
             (self.dir / "logs" / c.name).mkdir(parents=True, exist_ok=True)
         return specs
 
@@ -370,7 +385,12 @@ class PodRuntime:
 
     async def _spawn(self, c: Container, spec: ct.ProcessSpec) -> Run:
         restart = len(c.runs)
-        run = Run(restart=restart, log_path=self.dir / "logs" / c.name / f"{restart}.log", started_at=now_rfc3339())
+        run = Run(restart=restart, log_path=self.dir / "logs" / c.name / f"{restart}.log", started_at=now_rfc3339(),
+                  termination_file=spec.termination_file)
+        if spec.termination_file is not None:
+            # Each run starts with no message, so a restart never reports its predecessor's.
+            spec.termination_file.parent.mkdir(parents=True, exist_ok=True)
+            spec.termination_file.unlink(missing_ok=True)
         with run.log_path.open("ab") as log_file:
             try:
                 proc = await asyncio.create_subprocess_exec(
@@ -421,8 +441,8 @@ class PodRuntime:
                 run.reason = run.forced_reason
             else:
                 run.reason = "Completed" if run.code == 0 else "Error"
-            if run.code and (c.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError"):
-                run.message = fallback_message(run.log_path)
+            run.message = termination_message(run.termination_file, run.log_path, run.code,
+                                              c.spec.get("terminationMessagePolicy")) or None
         finally:
             if c.probe_task is not None:
                 c.probe_task.cancel()
@@ -625,8 +645,11 @@ class ProcessKubelet:
 
     def __init__(self, url: str, *, nodes: Sequence[Mapping[str, Any]], workdir: Path,
                  max_grace_seconds: float = 5.0, backoff: tuple[float, float] = (0.2, 5.0),
-                 config_retry_seconds: float = 1.0, heartbeat_seconds: float = 1.0) -> None:
+                 config_retry_seconds: float = 1.0, heartbeat_seconds: float = 1.0,
+                 image: ct.ImageDefaults = ct.ImageDefaults()) -> None:
         self.url = url
+        #: What every container's image is taken to give it (there is no image locally): ENV and WORKDIR.
+        self.image = image
         self.workdir = Path(workdir).resolve()
         self.declared_nodes = [dict(n) for n in nodes]
         self.max_grace_seconds = max_grace_seconds

@@ -9,6 +9,7 @@ import pytest
 
 from kubelocal.containers import (
     ContainerConfigError,
+    ImageDefaults,
     Refs,
     container_env,
     container_mounts,
@@ -174,3 +175,31 @@ def test_exec_probe_commands_run_in_the_container_context(tmp_path: Path) -> Non
     spec = process_spec(a_pod(), {"name": "c", "command": ["sleep", "1"]}, {"DIR": "/ckpt"},
                         [("/ckpt", tmp_path)], tmp_path)
     assert spec.command(["python3", "-c", "$(DIR)/x"]) == [sys.executable, "-c", f"{tmp_path}/x"]
+
+
+IMAGE = ImageDefaults(env={"TF_USE_LEGACY_KERAS": "1", "OUT": "/var/app/output", "MODE": "image"},
+                      workdir="/var/app")
+
+
+def test_the_image_env_is_a_default_the_pods_own_env_overrides(tmp_path: Path) -> None:
+    container = {"name": "tensorflow", "command": ["python", "train.py"]}
+    spec = process_spec(a_pod(), container, {"MODE": "pod"}, [], tmp_path / "work", IMAGE)
+    assert (spec.env["TF_USE_LEGACY_KERAS"], spec.env["MODE"]) == ("1", "pod")
+
+
+def test_paths_under_the_image_workdir_are_the_pods_work_directory(tmp_path: Path) -> None:
+    container = {"name": "tensorflow", "command": ["python", "/var/app/train.py"], "workingDir": "/var/app"}
+    spec = process_spec(a_pod(), container, {}, [("/var/app/output", tmp_path / "pvc")], tmp_path / "work", IMAGE)
+    assert spec.argv[1] == f"{tmp_path}/work/train.py"
+    assert spec.cwd == tmp_path / "work"
+    assert spec.env["OUT"] == f"{tmp_path}/pvc"  # a volume mounted inside the workdir still wins
+
+
+def test_the_termination_message_path_is_a_file_of_the_pod_unless_it_lies_in_a_volume(tmp_path: Path) -> None:
+    default = process_spec(a_pod(), {"name": "c", "command": ["sh", "-c", "echo hi > /dev/termination-log"]},
+                           {}, [], tmp_path / "work")
+    assert default.termination_file == tmp_path / "termination" / "c"
+    assert default.argv[-1] == f"echo hi > {tmp_path}/termination/c"
+    in_volume = process_spec(a_pod(), {"name": "c", "command": ["true"], "terminationMessagePath": "/ckpt/why"},
+                             {}, [("/ckpt", tmp_path / "ckpt")], tmp_path / "work")
+    assert in_volume.termination_file == tmp_path / "ckpt" / "why"

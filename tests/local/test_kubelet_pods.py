@@ -373,6 +373,15 @@ def test_fallback_to_logs_on_error_puts_the_log_tail_in_the_termination_message(
     assert main_status(pod)["state"]["terminated"]["message"] == "loading\nValueError: bad input\n"
 
 
+def test_a_message_the_container_writes_to_its_termination_path_wins_over_the_log(core: Core) -> None:
+    code = ("import sys; print('noise'); open(sys.argv[1], 'w').write('checkpoint dir is read-only'); "
+            "sys.exit(3)")
+    name = create(core, python_pod(unique("msgfile"), code, container={
+        "args": ["/dev/termination-log"], "terminationMessagePolicy": "FallbackToLogsOnError"}))
+    pod = wait_until(phase_is(core, name, "Failed"), what=f"{name} to fail")
+    assert main_status(pod)["state"]["terminated"]["message"] == "checkpoint dir is read-only"
+
+
 def _ready(core: Core, name: str) -> tuple[bool, str]:
     pod = pod_dict(core, name) or {"status": {}}
     statuses = pod["status"].get("containerStatuses") or [{}]

@@ -11,6 +11,7 @@ from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalCluster
 from kubelocal.nodes import NodeSpecError, describe_nodes
 from tfjob_operator.crd import CRD_PATH
+from tfjob_operator.local.image import worker_image_defaults
 
 EXIT_USAGE = 2
 
@@ -18,7 +19,8 @@ EXIT_USAGE = 2
 def run_local_up(port: int, kubeconfig: Path, nodes: str | None, workdir: Path) -> int:
     """Start a LocalCluster with the TFJob CRD, write a kubeconfig for it, serve until SIGINT/SIGTERM."""
     try:
-        cluster = LocalCluster(nodes=nodes, workdir=workdir, port=port, crds=(CRD_PATH,))
+        cluster = LocalCluster(nodes=nodes, workdir=workdir, port=port, crds=(CRD_PATH,),
+                               image=worker_image_defaults())
     except NodeSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
