@@ -30,6 +30,7 @@ from tfjob_operator.api import (
     TFJob,
     TFJobStatus,
 )
+from tfjob_operator.diagnosis import explain
 from tfjob_operator.observed import finished, owned_by, prior_status
 from tfjob_operator.render import RenderOptions, chief_pod_name, pod_name, render
 from tfjob_operator.times import format_time, parse_time
@@ -174,6 +175,9 @@ class ObservedPod:
     restarts: int = 0
     #: The last in-place restart's cause, e.g. "exited with code 1: ValueError: ..."; "" when none.
     last_restart: str = ""
+    #: The training container's termination message (its log tail on failure) and reason, e.g. OOMKilled.
+    exit_message: str = ""
+    exit_reason: str | None = None
 
     @property
     def active(self) -> bool:
@@ -269,24 +273,26 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod:
         node=(pod.get("spec") or {}).get("nodeName"),
         restarts=restarts,
         last_restart=_last_restart(all_statuses),
+        exit_message=str(terminated.get("message") or ""),
+        exit_reason=terminated.get("reason"),
     )
 
 
 def _last_restart(statuses: Sequence[Mapping[str, Any]]) -> str:
-    """What the most recently restarted container last ended with (its termination message, if any)."""
+    """What the most recently restarted container last ended with: its exception line (or last words) and a hint
+    for a well-known TensorFlow failure, from its termination message."""
     restarted = [c for c in statuses if int(c.get("restartCount") or 0) > 0]
     ended = [(c, ((c.get("lastState") or {}).get("terminated") or {})) for c in restarted]
     ended = [(c, t) for c, t in ended if t]
     if not ended:
         return ""
     container, last = max(ended, key=lambda ct: str(ct[1].get("finishedAt") or ""))
-    text = f"container {container.get('name')} exited with code {last.get('exitCode')}"
-    message = str(last.get("message") or "").strip()
-    if message:
-        text += ": " + message.splitlines()[-1][:300]
-    elif last.get("reason"):
-        text += f" ({last.get('reason')})"
-    return text
+    code, reason = last.get("exitCode"), last.get("reason")
+    text = f"container {container.get('name')} exited with code {code}"
+    why = explain(str(last.get("message") or ""), code if isinstance(code, int) else None, reason)
+    if not why.startswith(":") and reason:
+        text += f" ({reason})"
+    return text + why
 
 
 # ---------------------------------------------------------------- conditions
@@ -647,7 +653,7 @@ class _Failure:
 def _describe_exit(pod: ObservedPod) -> str:
     code = pod.exit_code
     meaning = f" ({KNOWN_EXIT_CODES[code]})" if code in KNOWN_EXIT_CODES else ""
-    return f"pod {pod.label} exited with code {code}{meaning}"
+    return f"pod {pod.label} exited with code {code}{meaning}{explain(pod.exit_message, code, pod.exit_reason)}"
 
 
 def classify(pod: ObservedPod, policy: RestartPolicy) -> _Failure:

@@ -199,6 +199,8 @@ def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOption
         if job.spec.runPolicy.stallTimeoutSeconds:
             env[constants.ENV_STALL_TIMEOUT] = str(job.spec.runPolicy.stallTimeoutSeconds)
         _set_env(container, env)
+        # A failed run's log tail becomes its termination message, so the job's Failed condition can say why.
+        container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 
 

@@ -79,9 +79,11 @@ RUNNING = cond("Running", "AllPodsRunning")
 
 def pod(name: str, phase: str = "Running", *, code: int | None = None, attempt: int = 0, finished: float = 10,
         evicted: bool = False, disruption: str | None = None, deleting: float | None = None,
-        node_lost: bool = False, restarts: int = 0, last_message: str = "") -> dict[str, Any]:
-    """Pod `j-<name>` (e.g. "worker-1") of the given attempt; `code` makes its container terminated; `restarts`
-    in-place restarts by the kubelet, the last one exiting 1 with `last_message` as termination message."""
+        node_lost: bool = False, restarts: int = 0, last_message: str = "", log_tail: str | None = None,
+        reason: str | None = None) -> dict[str, Any]:
+    """Pod `j-<name>` (e.g. "worker-1") of the given attempt; `code` makes its container terminated, with
+    `log_tail` as its termination message and `reason` (e.g. OOMKilled); `restarts` in-place restarts by the
+    kubelet, the last one exiting 1 with `last_message` as termination message."""
     rtype, index = name.rsplit("-", 1)
     labels = {constants.LABEL_JOB_NAME: "j", constants.LABEL_REPLICA_TYPE: rtype,
               constants.LABEL_REPLICA_INDEX: index, constants.LABEL_ATTEMPT: str(attempt)}
@@ -91,7 +93,8 @@ def pod(name: str, phase: str = "Running", *, code: int | None = None, attempt: 
         meta["deletionTimestamp"] = at(deleting)
     state: dict[str, Any] = {"running": {}}
     if code is not None:
-        state = {"terminated": {"exitCode": code, "finishedAt": at(finished)}}
+        state = {"terminated": {"exitCode": code, "finishedAt": at(finished), "reason": reason or "Error",
+                                **({"message": log_tail} if log_tail is not None else {})}}
     status: dict[str, Any] = {"phase": phase, "containerStatuses": [{"name": "tensorflow", "state": state}]}
     if restarts:
         status["containerStatuses"][0].update(restartCount=restarts, lastState={"terminated": {
@@ -204,6 +207,23 @@ CASES = [
          tfjob(status=started(RUNNING)), pods=[pod("worker-0"), pod("worker-1", "Failed", code=1)],
          state="Failed", reason="NonRetryableExitCode", message=("j-worker-1", "container tensorflow", "code 1"),
          deletes=("j-worker-0",), events=("NonRetryableExitCode",)),
+    Case("a failed worker's exception line and a hint are in the Failed condition and its Event",
+         tfjob(status=started(RUNNING)), pods=[pod("worker-0"), pod("worker-1", "Failed", code=1, log_tail=(
+             "Epoch 1/2\nTraceback (most recent call last):\n  File \"train.py\", line 9\n"
+             "ValueError: Attempt to convert a value (PerReplica:{\n  0: 1\n}) with an unsupported type\n"))],
+         state="Failed", reason="NonRetryableExitCode",
+         message=("code 1: ValueError: Attempt to convert a value (PerReplica:{", "hint: Keras 3"),
+         deletes=("j-worker-0",), events=("NonRetryableExitCode",)),
+    Case("a failure without an exception line reports the log's last words",
+         tfjob(status=started(RUNNING)), pods=[pod("worker-0"), pod("worker-1", "Failed", code=3,
+                                                                    log_tail="step 40\nloss is NaN, stopping\n\n")],
+         state="Failed", reason="NonRetryableExitCode", message=("code 3: loss is NaN, stopping",),
+         deletes=("j-worker-0",), events=("NonRetryableExitCode",)),
+    Case("an OOM-killed worker under Never is told about memory",
+         tfjob({"Worker": replica(2, "Never")}, status=started(RUNNING)),
+         pods=[pod("worker-0"), pod("worker-1", "Failed", code=137, reason="OOMKilled")], state="Failed",
+         reason="RestartPolicyNever", message=("hint: killed for memory",), deletes=("j-worker-0",),
+         events=("RestartPolicyNever",)),
     Case("restartPolicy Never: even exit 137 fails the job", tfjob({"Worker": replica(2, "Never")},
          status=started(RUNNING)), pods=[pod("worker-0"), pod("worker-1", "Failed", code=137)], state="Failed",
          reason="RestartPolicyNever", message=("code 137",), deletes=("j-worker-0",),

@@ -145,6 +145,7 @@ def test_worker_pod_is_rendered_whole() -> None:
                         {"name": "TFJOB_WORKER_METRICS_PORT", "value": "9464"}],
                 "ports": [{"name": "tfjob-port", "containerPort": 2222},
                           {"name": "tfjob-metrics", "containerPort": 9464, "protocol": "TCP"}],
+                "terminationMessagePolicy": "FallbackToLogsOnError",
             }],
             "nodeSelector": {"pool": "gpu"},
             "hostname": "j-worker-1",
@@ -221,6 +222,22 @@ def test_job_role_label_marks_the_deciding_pod(replicas: dict[str, Any], chief_p
 def test_pod_restart_policy_follows_replica_policy(policy: str, pod_policy: str) -> None:
     pods = render(parse_tfjob(job({"Worker": replica(2, policy)}))).pods
     assert {p["spec"]["restartPolicy"] for p in pods} == {pod_policy}
+
+
+@pytest.mark.parametrize(
+    ("user_policy", "rendered"),
+    [
+        pytest.param(None, "FallbackToLogsOnError", id="unset-log-tail-on-failure"),
+        pytest.param("File", "File", id="user-choice-kept"),
+        pytest.param("FallbackToLogsOnError", "FallbackToLogsOnError", id="same-as-default"),
+    ],
+)
+def test_training_container_reports_its_log_tail_on_failure_unless_told_otherwise(user_policy: str | None,
+                                                                                 rendered: str) -> None:
+    extra = {"terminationMessagePolicy": user_policy} if user_policy else {}
+    spec = {"containers": [container("sidecar"), container("tensorflow", **extra)]}
+    sidecar, tf = render(parse_tfjob(job({"Worker": replica(2, spec=spec)}))).pods[0]["spec"]["containers"]
+    assert (tf["terminationMessagePolicy"], "terminationMessagePolicy" in sidecar) == (rendered, False)
 
 
 def test_tf_config_goes_to_the_tensorflow_container_only() -> None:
