@@ -47,15 +47,15 @@ def test_retryable_exit_code_restarts_the_whole_gang_as_the_next_attempt(cluster
     assert attempts <= {"1"}
 
 
-def test_exit_code_1_fails_the_job_naming_pod_container_and_code(cluster: Cluster) -> None:
-    name = cluster.submit({"Worker": replica(py("import sys; sys.exit(1)"), 1)})
+def test_exit_code_1_fails_the_job_naming_pod_container_code_and_exception(cluster: Cluster) -> None:
+    name = cluster.submit({"Worker": replica(py("print('epoch 1'); raise ValueError('bad layer size')"), 1)})
     cluster.wait_state(name, "Failed")
     failed = cluster.condition(name, "Failed")
     assert failed is not None and failed["reason"] == "NonRetryableExitCode"
     assert f"{name}-worker-0" in failed["message"] and "container tensorflow" in failed["message"]
-    assert "exited with code 1" in failed["message"]
+    assert "exited with code 1: ValueError: bad layer size" in failed["message"]
     assert cluster.status(name)["restartCount"] == 0
-    assert "NonRetryableExitCode" in cluster.event_reasons(name)
+    assert [m for r, m in cluster.events(name) if r == "NonRetryableExitCode"] == [failed["message"]]
 
 
 def test_restart_policy_never_fails_even_on_a_retryable_code(cluster: Cluster) -> None:
