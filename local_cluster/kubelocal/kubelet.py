@@ -36,6 +36,7 @@ from kubelocal.kubeclient import (
     post_event,
     wait_event,
 )
+from kubelocal.lifeline import die_with_parent
 from kubelocal.resources import node_allocatable
 
 log = logging.getLogger(__name__)
@@ -395,7 +396,7 @@ class PodRuntime:
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *spec.argv, cwd=spec.cwd, env=spec.env, stdin=subprocess.DEVNULL, stdout=log_file,
-                    stderr=subprocess.STDOUT, start_new_session=True)
+                    stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent())
             except OSError as exc:
                 run.code, run.reason, run.finished_at = START_ERROR_EXIT, "StartError", now_rfc3339()
                 run.message = f"failed to start container process: exec: {spec.argv[0]!r}: {exc.strerror}"

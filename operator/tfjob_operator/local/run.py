@@ -62,11 +62,43 @@ def operator_env(kubeconfig: Path) -> dict[str, str]:
 
 
 def start_operator(kubeconfig: Path, workdir: Path) -> subprocess.Popen[bytes]:
+    """The operator as its own process, which dies with this one even when this one is SIGKILLed."""
+    from kubelocal.lifeline import die_with_parent
+
     log = (workdir / "operator.log").open("ab")
     return subprocess.Popen(
         [sys.executable, "-m", "tfjob_operator.cli", "operator"],
         env=operator_env(kubeconfig), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        preexec_fn=die_with_parent(),
     )
+
+
+#: Signals that stop `tfjob local` the way Ctrl-C does (a CI timeout, `kill`, a closed terminal).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(Exception):
+    """A stop signal arrived: unwind, stopping the operator and every pod on the way."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, _frame: object) -> None:
+    # Further stop signals are ignored while the first one unwinds, so the clean-up is not cut short;
+    # a SIGKILL still leaves nothing behind (the children die with this process).
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    what = "interrupted" if signum == signal.SIGINT else signal.Signals(signum).name
+    print(f"{what}: stopping the operator and every pod", file=sys.stderr, flush=True)
+    raise Stopped(signum)
+
+
+def stop_on_signals() -> None:
+    """SIGINT, SIGTERM and SIGHUP raise Stopped in the main thread."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _raise_stopped)
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
@@ -102,7 +134,19 @@ def _worker_to_kill(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
-    """Run the jobs on a local control plane; exit 0 only if every job Succeeded."""
+    """Run the jobs on a local control plane; exit 0 only if every job Succeeded, 128+N after signal N."""
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    stop_on_signals()
+    try:
+        return _run_local(jobs, options)
+    except Stopped as stop:
+        return 128 + stop.signum
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     from kubelocal.apiserver import write_kubeconfig
     from kubelocal.cluster import LocalClusterThread
     from tfjob_operator.crd import CRD_PATH
@@ -126,13 +170,9 @@ def run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
                 submit(clients, job)
                 view.note(f"tfjob.{constants.GROUP}/{job.name} created")
             results = _follow(clients, cluster, jobs, options, view, started)
-        except KeyboardInterrupt:
-            view.stop()
-            print("interrupted: stopping the operator and every pod", file=sys.stderr)
-            return 130
         finally:
+            view.stop()
             stop_process(operator)
-    view.stop()
     for result in results:
         _summarise(result, workdir)
     return 0 if all(r.state == "Succeeded" for r in results) else 1

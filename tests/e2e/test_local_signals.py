@@ -1,0 +1,85 @@
+"""`tfjob local` leaves nothing behind: stopped by SIGTERM or SIGHUP as by Ctrl-C, and even when SIGKILLed
+the operator and every pod it started exit by themselves (they die with it)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from e2e_helpers import REPO
+from polling import wait_for
+
+SLEEPER = "import time; time.sleep(600)  # tfjob-local-signals"
+JOB = {
+    "apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": "sleepers"},
+    "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "ExitCode", "template": {"spec": {
+        "containers": [{"name": "tensorflow", "image": "python:3.11", "command": ["python", "-c", SLEEPER],
+                        "resources": {"requests": {"cpu": "100m"}}}]}}}}},
+}
+
+
+def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """The processes still running (a zombie has exited; only its parent has not read its status yet)."""
+    out = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def start_with_pods_running(tmp_path: Path) -> tuple[subprocess.Popen[str], list[psutil.Process]]:
+    """`tfjob local` running the two-pod job; returns it and every process it started (operator, pods)."""
+    manifest = tmp_path / "sleepers.yaml"
+    manifest.write_text(json.dumps(JOB))
+    local = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "local", str(manifest), "--plain",
+                              "--workdir", str(tmp_path / "work")], cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    me = psutil.Process(local.pid)
+
+    def started() -> list[psutil.Process]:
+        kids = me.children(recursive=True)
+        pods = [p for p in kids if "tfjob-local-signals" in " ".join(_cmdline(p))]
+        operators = [p for p in kids if "operator" in _cmdline(p)]
+        return kids if len(pods) == 2 and operators else []
+
+    try:
+        return local, wait_for(started, timeout=120, interval=0.2, what="the operator and both pods running")
+    except BaseException:
+        local.kill()
+        raise
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
+def test_a_stop_signal_stops_the_operator_and_every_pod_then_exits(tmp_path: Path, sig: signal.Signals) -> None:
+    local, children = start_with_pods_running(tmp_path)
+    local.send_signal(sig)
+    _, err = local.communicate(timeout=90)
+    assert local.returncode == 128 + sig
+    assert "stopping the operator and every pod" in err
+    assert "Traceback" not in err
+    assert alive(children) == []
+
+
+@pytest.mark.timeout(180)
+def test_when_tfjob_local_is_sigkilled_its_operator_and_pods_exit_by_themselves(tmp_path: Path) -> None:
+    local, children = start_with_pods_running(tmp_path)
+    local.kill()
+    local.wait(timeout=30)
+    wait_for(lambda: not alive(children), timeout=15, interval=0.2,
+             what=f"every process of the run to exit: {[p.pid for p in alive(children)]}")
