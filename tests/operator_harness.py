@@ -24,6 +24,7 @@ from polling import wait_for
 
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
+from kubelocal.containers import ImageDefaults
 from tfjob_operator.crd import CRD_PATH
 
 T = TypeVar("T")
@@ -152,8 +153,10 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def local_cluster(tmp: Path, nodes: str | None = None) -> Iterator[Cluster]:
-    with LocalClusterThread(workdir=tmp, nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,)) as local:
+def local_cluster(tmp: Path, nodes: str | None = None, image: ImageDefaults = ImageDefaults()) -> Iterator[Cluster]:
+    """A local control plane with the TFJob CRD; `image` stands in for the pods' image (ENV, WORKDIR)."""
+    with LocalClusterThread(workdir=tmp, nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,),
+                            image=image) as local:
         kubeconfig = tmp / "kubeconfig"
         write_kubeconfig(kubeconfig, local.url)
         yield Cluster(local, kubeconfig, tmp)

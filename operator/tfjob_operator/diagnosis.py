@@ -59,12 +59,22 @@ def _clip(line: str) -> str:
     return line if len(line) <= LINE_LIMIT else line[:LINE_LIMIT - 1] + "…"
 
 
+def _open_brackets(text: str) -> int:
+    return sum(text.count(c) for c in "([{") - sum(text.count(c) for c in ")]}")
+
+
 def failure_line(message: str) -> str:
-    """The line that says why: the last Python exception line of the message, else its last non-empty line."""
+    """The line that says why: the last Python exception line of the message (continued over the next lines
+    while a bracket it opened is still open, as a printed value spans lines), else its last non-empty line."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if _EXCEPTION_LINE.match(line):
-            return _clip(line)
+    for i in range(len(lines) - 1, -1, -1):
+        if _EXCEPTION_LINE.match(lines[i]):
+            text = lines[i]
+            for more in lines[i + 1:]:
+                if _open_brackets(text) <= 0 or len(text) > LINE_LIMIT:
+                    break
+                text += " " + more
+            return _clip(text)
     return _clip(lines[-1]) if lines else ""
 
 

@@ -58,6 +58,16 @@ def test_exit_code_1_fails_the_job_naming_pod_container_code_and_exception(clust
     assert [m for r, m in cluster.events(name) if r == "NonRetryableExitCode"] == [failed["message"]]
 
 
+def test_a_crash_loop_under_on_failure_ends_once_restarts_exceed_backoff_limit_naming_the_exception(
+        cluster: Cluster) -> None:
+    bug = py("print('epoch 1'); raise KeyError('label')")
+    name = cluster.submit({"Worker": replica(bug, 1, policy="OnFailure")}, backoffLimit=1)
+    cluster.wait_state(name, "Failed")
+    failed = cluster.condition(name, "Failed")
+    assert failed is not None and failed["reason"] == "BackoffLimitExceeded"
+    assert "exited with code 1: KeyError: 'label'" in failed["message"]
+
+
 def test_restart_policy_never_fails_even_on_a_retryable_code(cluster: Cluster) -> None:
     name = cluster.submit({"Worker": replica(py("import sys; sys.exit(137)"), 1, policy="Never")})
     cluster.wait_state(name, "Failed")

@@ -212,7 +212,8 @@ CASES = [
              "Epoch 1/2\nTraceback (most recent call last):\n  File \"train.py\", line 9\n"
              "ValueError: Attempt to convert a value (PerReplica:{\n  0: 1\n}) with an unsupported type\n"))],
          state="Failed", reason="NonRetryableExitCode",
-         message=("code 1: ValueError: Attempt to convert a value (PerReplica:{", "hint: Keras 3"),
+         message=("code 1: ValueError: Attempt to convert a value (PerReplica:{ 0: 1 }) with an unsupported type",
+                  "hint: Keras 3"),
          deletes=("j-worker-0",), events=("NonRetryableExitCode",)),
     Case("a failure without an exception line reports the log's last words",
          tfjob(status=started(RUNNING)), pods=[pod("worker-0"), pod("worker-1", "Failed", code=3,
