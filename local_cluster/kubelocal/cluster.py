@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import yaml
 
 from kubelocal.apiserver import ApiServer
-from kubelocal.controllers import ControllerManager, ControllerSettings
 from kubelocal.containers import ImageDefaults
+from kubelocal.controllers import ControllerManager, ControllerSettings
 from kubelocal.kubeclient import ApiError, KubeClient
 from kubelocal.kubelet import ProcessKubelet
 from kubelocal.nodes import DEFAULT_NODES, parse_node_spec
