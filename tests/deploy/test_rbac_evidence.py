@@ -29,6 +29,7 @@ from shared_data import CRDS
 
 from kubelocal.cluster import install_crds
 from tfjob_operator import kube, leader, rbac
+from tfjob_operator.crd import KUBEFLOW_CRD_PATH
 
 RELEASE_NS = renderer.NAMESPACE
 DATA_CRDS = CRDS
@@ -150,7 +151,7 @@ class Evidence:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with local_cluster(tmp_path_factory.mktemp("rbac")) as c:
-        c.call(install_crds(c.local.url, PODGROUP_CRDS))
+        c.call(install_crds(c.local.url, [*PODGROUP_CRDS, KUBEFLOW_CRD_PATH]))
         c.core.create_namespace({"metadata": {"name": RELEASE_NS}})
         yield c
 
@@ -312,6 +313,33 @@ def test_each_gang_backend_adds_exactly_the_rights_its_objects_need(
     group_verbs = {p.verb for p in used if p.resource == "podgroups"}
     # PodGroups: created before the pods, read back by name, garbage-collected with the job.
     assert group_verbs == ({"create", "get"} if backend in PODGROUP_BACKENDS else set())
+    assert_exact(objects, evidence.needed | used)
+
+
+@pytest.mark.timeout(300)
+def test_serving_kubeflow_tfjobs_adds_exactly_the_kubeflow_org_rights_they_need(
+        evidence: Evidence, cluster: Cluster) -> None:
+    """kubeflow.api all: the same lifecycle on kubeflow.org/v1 jobs needs the same verbs on kubeflow.org, no more
+    (the chart with kubeflow.api off grants none of them: test_chart_grants_exactly_what_the_operator_used)."""
+    values = {**BASE, "kubeflow": {"api": "all"}}
+    objects = chart_objects(values)
+    start = len(cluster.local.apiserver.requests)
+    op, _ = start_operator(cluster, objects, "tfjob-operator-0", "operator-kubeflow.log")
+    owned = Evidence(cluster)
+    try:
+        quick = cluster.submit({"Worker": replica(QUICK, 2)}, group="kubeflow.org", ttlSecondsAfterFinished=1)
+        restart = cluster.submit({"Worker": replica(EXIT_130_THEN_0, 2)}, group="kubeflow.org")
+        wait_for(lambda: len(cluster.pods(restart)) == 2, 30, what="the kubeflow.org job's pods")
+        owned.sample_owned(restart)
+        wait_for(lambda: cluster.job(quick, "kubeflow.org") is None, 40, what="the job deleted by its TTL")
+        wait_for(lambda: (cluster.status(restart, "kubeflow.org").get("conditions") or [{}])[-1].get("type")
+                 == "Succeeded", 40, what="the restarted kubeflow.org job succeeded")
+    finally:
+        op.stop()
+    assert op.proc is not None and op.proc.returncode == 0, op.log()[-3000:]
+    used = evidence.take(start) | owned.implied()
+    assert {("kubeflow.org", r) for r in ("tfjobs", "tfjobs/status", "tfjobs/finalizers")} <= {
+        (p.group, p.resource) for p in used}
     assert_exact(objects, evidence.needed | used)
 
 
