@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup test lint demo bench crd clean
+.PHONY: setup test lint demo bench crd clean kubeflow-sdk-venv
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found %s); set PYTHON=python3.11" % sys.version.split()[0])'
@@ -16,6 +16,17 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# Kubeflow's training SDK in its own virtualenv: it pins kubernetes<36, the project's client is newer.
+# tests/kubeflow_sdk/ runs its scenario there as a subprocess (and makes it through this target).
+KUBEFLOW_SDK_VENV ?= .venv-kubeflow-sdk
+KUBEFLOW_SDK := kubeflow-training==1.9.4
+$(KUBEFLOW_SDK_VENV)/.installed-stamp:
+	test -x $(KUBEFLOW_SDK_VENV)/bin/python || $(PYTHON) -m venv $(KUBEFLOW_SDK_VENV)
+	$(KUBEFLOW_SDK_VENV)/bin/python -m pip install --quiet '$(KUBEFLOW_SDK)'
+	echo '$(KUBEFLOW_SDK)' > $@
+
+kubeflow-sdk-venv: $(KUBEFLOW_SDK_VENV)/.installed-stamp
 
 lint: setup
 	$(BIN)/ruff check .
@@ -37,4 +48,4 @@ bench: setup
 	$(BIN)/python bench/runtime_overhead.py
 
 clean:
-	rm -rf $(VENV) .tfjob-local .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(KUBEFLOW_SDK_VENV) .tfjob-local .pytest_cache .mypy_cache .ruff_cache

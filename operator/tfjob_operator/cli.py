@@ -140,7 +140,8 @@ def cmd_local(args: argparse.Namespace) -> int:
         from tfjob_operator.local.up import run_local_up
 
         kubeconfig = Path(args.kubeconfig or Path(args.workdir) / "kubeconfig")
-        return int(run_local_up(port=args.port, kubeconfig=kubeconfig, nodes=args.nodes, workdir=Path(args.workdir)))
+        return int(run_local_up(port=args.port, kubeconfig=kubeconfig, nodes=args.nodes, workdir=Path(args.workdir),
+                                kubeflow=args.kubeflow))
     try:
         jobs = read_tfjobs(args.target)
     except InvalidSpec as exc:
@@ -350,6 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
     p.add_argument("--kubeconfig", help="`up`: where to write the kubeconfig (default WORKDIR/kubeconfig)")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the live view")
+    p.add_argument("--kubeflow", action="store_true",
+                   help="`up`: also install Kubeflow's TFJob CRD (tfjobs.kubeflow.org), for an operator run with "
+                        "TFJOB_KUBEFLOW_API=all and Kubeflow's manifests or SDK")
     p.set_defaults(func=cmd_local)
 
     p = sub.add_parser("operator", help="run the operator (settings from TFJOB_* environment variables)")

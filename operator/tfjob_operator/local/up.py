@@ -10,17 +10,18 @@ from pathlib import Path
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalCluster
 from kubelocal.nodes import NodeSpecError, describe_nodes
-from tfjob_operator.crd import CRD_PATH
+from tfjob_operator.crd import CRD_PATH, KUBEFLOW_CRD_PATH
 from tfjob_operator.local.image import worker_image_defaults
 
 EXIT_USAGE = 2
 
 
-def run_local_up(port: int, kubeconfig: Path, nodes: str | None, workdir: Path) -> int:
-    """Start a LocalCluster with the TFJob CRD, write a kubeconfig for it, serve until SIGINT/SIGTERM."""
+def run_local_up(port: int, kubeconfig: Path, nodes: str | None, workdir: Path, *, kubeflow: bool = False) -> int:
+    """Start a LocalCluster with the TFJob CRD (and Kubeflow's, with `kubeflow`), write a kubeconfig for it, serve
+    until SIGINT/SIGTERM."""
+    crds = (CRD_PATH, KUBEFLOW_CRD_PATH) if kubeflow else (CRD_PATH,)
     try:
-        cluster = LocalCluster(nodes=nodes, workdir=workdir, port=port, crds=(CRD_PATH,),
-                               image=worker_image_defaults())
+        cluster = LocalCluster(nodes=nodes, workdir=workdir, port=port, crds=crds, image=worker_image_defaults())
     except NodeSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -58,7 +59,7 @@ def _banner(cluster: LocalCluster, kubeconfig: Path) -> str:
     return (
         f"Local Kubernetes control plane at {cluster.url} (API emulator, scheduler stand-in, process kubelet)\n"
         f"Nodes:\n{nodes}\n"
-        f"TFJob CRD installed from {CRD_PATH}\n"
+        + "".join(f"TFJob CRD installed from {path}\n" for path in cluster.crds) +
         f"Pods run as processes on this machine; their files live under {cluster.workdir}\n"
         f"Kubeconfig written to {kubeconfig}; use it with:\n"
         f"  export KUBECONFIG={kubeconfig}\n"
