@@ -23,6 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 CHART_DIR = ROOT / "deploy" / "helm" / "tfjob-operator"
 CHART_CRD = CHART_DIR / "crds" / "tfjob.yaml"
 SOURCE_CRD = ROOT / "crds" / "tfjob.yaml"
+#: Kubeflow's TFJob CRD and its license, vendored in third_party/, copied into the chart (Helm reads only its files).
+CHART_KUBEFLOW = CHART_DIR / "files" / "kubeflow"
+THIRD_PARTY_CRDS = ROOT / "third_party" / "crds"
+KUBEFLOW_COPIES = {CHART_KUBEFLOW / "kubeflow.org_tfjobs.yaml": THIRD_PARTY_CRDS / "kubeflow.org_tfjobs.yaml",
+                   CHART_KUBEFLOW / "LICENSE": THIRD_PARTY_CRDS / "LICENSE-Apache-2.0"}
 MANIFESTS = ROOT / "deploy" / "manifests" / "tfjob-operator.yaml"
 DOCS = ROOT / "docs" / "deploy.md"
 RELEASE = "tfjob-operator"
@@ -136,7 +141,8 @@ def docs_text(current: str) -> str:
 
 def outputs() -> dict[Path, str]:
     """Every generated file and the text it must hold."""
-    out = {MANIFESTS: manifests_text(), CHART_CRD: SOURCE_CRD.read_text()}
+    out = {MANIFESTS: manifests_text(), CHART_CRD: SOURCE_CRD.read_text(),
+           **{copy: source.read_text() for copy, source in KUBEFLOW_COPIES.items()}}
     if DOCS.exists():
         out[DOCS] = docs_text(DOCS.read_text())
     return out

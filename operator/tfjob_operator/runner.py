@@ -109,7 +109,7 @@ async def wait_for_tfjob_api(kube: Kube, group: ApiGroup = TFJOB_DEV, *, interva
         if any(r.get("name") == group.plural for r in (found or {}).get("resources") or []):
             return
         if waited % report_every < interval:
-            crd = ("deploy/helm/tfjob-operator/files/kubeflow/kubeflow.org_tfjobs.yaml, or the chart's "
+            crd = ("third_party/crds/kubeflow.org_tfjobs.yaml, or the chart's "
                    "kubeflow.installCRD=true" if group.kubeflow else "crds/tfjob.yaml")
             log.warning("waiting for the API server to serve %s/%s (is the TFJob CRD installed? "
                         "kubectl apply -f %s)", path, group.plural, crd)

@@ -19,7 +19,8 @@ from tfjob_operator.reconcile import AnnotateJob, CreateObject, ReconcileOptions
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 ROOT = Path(__file__).resolve().parents[2]
-VENDORED = ROOT / "deploy" / "helm" / "tfjob-operator" / "files" / "kubeflow"
+VENDORED = ROOT / "third_party" / "crds"
+CHART_COPY = ROOT / "deploy" / "helm" / "tfjob-operator" / "files" / "kubeflow"
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 OFF, MANAGED, ALL = KubeflowApi.OFF, KubeflowApi.MANAGED, KubeflowApi.ALL
@@ -152,11 +153,11 @@ def test_unknown_managed_by_is_refused_naming_the_field_and_the_known_values() -
         parse_tfjob({**kubeflow_job(known or None), "apiVersion": "tfjob.dev/v1"})
 
 
-def test_vendored_kubeflow_crd_is_the_published_file_with_its_license() -> None:
+def test_vendored_kubeflow_crd_is_the_published_file_and_the_chart_ships_it_with_its_license() -> None:
     data = (VENDORED / "kubeflow.org_tfjobs.yaml").read_bytes()
-    source = (VENDORED / "SOURCE.md").read_text()
-    assert hashlib.sha256(data).hexdigest() in source
-    assert "Apache License" in (VENDORED / "LICENSE").read_text()
+    assert hashlib.sha256(data).hexdigest() in (VENDORED / "SOURCES.md").read_text()
+    assert (CHART_COPY / "kubeflow.org_tfjobs.yaml").read_bytes() == data
+    assert "Apache License" in (CHART_COPY / "LICENSE").read_text()
     crd = yaml.safe_load(data)
     assert (crd["metadata"]["name"], [v["name"] for v in crd["spec"]["versions"]]) == ("tfjobs.kubeflow.org", ["v1"])
     json.dumps(crd)  # plain data: the chart templates it with toYaml
