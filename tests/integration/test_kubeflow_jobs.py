@@ -52,7 +52,7 @@ def test_kubeflow_job_runs_and_its_status_stays_inside_kubeflows_schema(cluster:
     status = wait_kubeflow_state(cluster, name, "Succeeded")
     assert set(status) <= set(apigroups.KUBEFLOW_STATUS_FIELDS)
     assert {"conditions", "replicaStatuses", "startTime", "completionTime", "lastReconcileTime"} <= set(status)
-    assert status["replicaStatuses"]["Worker"]["succeeded"] == 2
+    assert status["replicaStatuses"]["Worker"]["succeeded"] >= 1  # worker 0 decides; worker 1 may be stopped
     assert status["replicaStatuses"]["Worker"]["selector"] == f"tfjob.dev/job-name={name},tfjob.dev/replica-type=worker"
     assert "Succeeded" in cluster.kubectl("get", f"tfjobs.{KF}", name)
     refs = {r.api_version for p in cluster.pods(name) for r in p.metadata.owner_references}
