@@ -64,16 +64,18 @@ def _open_brackets(text: str) -> int:
 
 
 def failure_line(message: str) -> str:
-    """The line that says why: the last Python exception line of the message (continued over the next lines
-    while a bracket it opened is still open, as a printed value spans lines), else its last non-empty line."""
+    """The line that says why: the last Python exception line of the message, else its last non-empty line.
+    An exception whose text prints a value over several lines (an open bracket) is shortened to its first
+    line, "…", and the line that closes the bracket."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     for i in range(len(lines) - 1, -1, -1):
         if _EXCEPTION_LINE.match(lines[i]):
-            text = lines[i]
-            for more in lines[i + 1:]:
-                if _open_brackets(text) <= 0 or len(text) > LINE_LIMIT:
+            text, depth = lines[i], _open_brackets(lines[i])
+            for more in lines[i + 1:] if depth > 0 else []:
+                depth += _open_brackets(more)
+                if depth <= 0:
+                    text += " … " + more
                     break
-                text += " " + more
             return _clip(text)
     return _clip(lines[-1]) if lines else ""
 

@@ -212,7 +212,7 @@ CASES = [
              "Epoch 1/2\nTraceback (most recent call last):\n  File \"train.py\", line 9\n"
              "ValueError: Attempt to convert a value (PerReplica:{\n  0: 1\n}) with an unsupported type\n"))],
          state="Failed", reason="NonRetryableExitCode",
-         message=("code 1: ValueError: Attempt to convert a value (PerReplica:{ 0: 1 }) with an unsupported type",
+         message=("code 1: ValueError: Attempt to convert a value (PerReplica:{ … }) with an unsupported type",
                   "hint: Keras 3"),
          deletes=("j-worker-0",), events=("NonRetryableExitCode",)),
     Case("a failure without an exception line reports the log's last words",
