@@ -7,7 +7,9 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -15,12 +17,17 @@ from e2e_helpers import REPO
 from polling import wait_for
 
 SLEEPER = "import time; time.sleep(600)  # tfjob-local-signals"
-JOB = {
-    "apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": "sleepers"},
-    "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "ExitCode", "template": {"spec": {
-        "containers": [{"name": "tensorflow", "image": "python:3.11", "command": ["python", "-c", SLEEPER],
-                        "resources": {"requests": {"cpu": "100m"}}}]}}}}},
-}
+#: A pod that takes its whole grace period to stop, so the clean-up after a stop signal lasts a while.
+STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)  # tfjob-local-signals"
+
+
+def job(code: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": "sleepers"},
+        "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "ExitCode", "template": {"spec": {
+            "containers": [{"name": "tensorflow", "image": "python:3.11", "command": ["python", "-c", code],
+                            "resources": {"requests": {"cpu": "100m"}}}]}}}}},
+    }
 
 
 def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
@@ -35,10 +42,10 @@ def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     return out
 
 
-def start_with_pods_running(tmp_path: Path) -> tuple[subprocess.Popen[str], list[psutil.Process]]:
+def start_with_pods_running(tmp_path: Path, code: str = SLEEPER) -> tuple[subprocess.Popen[str], list[psutil.Process]]:
     """`tfjob local` running the two-pod job; returns it and every process it started (operator, pods)."""
     manifest = tmp_path / "sleepers.yaml"
-    manifest.write_text(json.dumps(JOB))
+    manifest.write_text(json.dumps(job(code)))
     local = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "local", str(manifest), "--plain",
                               "--workdir", str(tmp_path / "work")], cwd=REPO, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -83,3 +90,19 @@ def test_when_tfjob_local_is_sigkilled_its_operator_and_pods_exit_by_themselves(
     local.wait(timeout=30)
     wait_for(lambda: not alive(children), timeout=15, interval=0.2,
              what=f"every process of the run to exit: {[p.pid for p in alive(children)]}")
+
+
+@pytest.mark.timeout(180)
+def test_a_second_stop_signal_exits_at_once_and_still_leaves_nothing_behind(tmp_path: Path) -> None:
+    local, children = start_with_pods_running(tmp_path, STUBBORN)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(local.stderr or []), daemon=True)
+    reader.start()
+    local.send_signal(signal.SIGTERM)
+    wait_for(lambda: any("stopping the operator" in line for line in lines), timeout=30,
+             what="tfjob local to start stopping")
+    local.send_signal(signal.SIGTERM)
+    assert local.wait(timeout=30) == 128 + signal.SIGTERM
+    reader.join(timeout=10)
+    assert any("SIGTERM again: exiting now" in line for line in lines)
+    wait_for(lambda: not alive(children), timeout=15, interval=0.2, what="every process of the run to exit")

@@ -85,14 +85,24 @@ class Stopped(Exception):
         self.signum = signum
 
 
+def _signal_name(signum: int) -> str:
+    return "interrupted" if signum == signal.SIGINT else signal.Signals(signum).name
+
+
 def _raise_stopped(signum: int, _frame: object) -> None:
-    # Further stop signals are ignored while the first one unwinds, so the clean-up is not cut short;
-    # a SIGKILL still leaves nothing behind (the children die with this process).
+    # The first stop signal unwinds (the clean-up may take a pod's grace period); a second one exits at once,
+    # and the operator and pods still go: they die with this process.
     for sig in STOP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-    what = "interrupted" if signum == signal.SIGINT else signal.Signals(signum).name
-    print(f"{what}: stopping the operator and every pod", file=sys.stderr, flush=True)
+        signal.signal(sig, _exit_now)
+    print(f"{_signal_name(signum)}: stopping the operator and every pod (again to stop at once)",
+          file=sys.stderr, flush=True)
     raise Stopped(signum)
+
+
+def _exit_now(signum: int, _frame: object) -> None:
+    print(f"{_signal_name(signum)} again: exiting now; the operator and the pods exit with this process",
+          file=sys.stderr, flush=True)
+    os._exit(128 + signum)
 
 
 def stop_on_signals() -> None:
