@@ -27,11 +27,12 @@ from typing import Any
 
 from tfjob_operator import apigroups, constants, reconcile_errors
 from tfjob_operator.admission import AdmissionLoop
-from tfjob_operator.api import TFJob
+from tfjob_operator.api import JobConditionType, TFJob
 from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, collection_path, load_api_client
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import is_finished, prior_status
+from tfjob_operator.progress_poll import ProgressPoller
 from tfjob_operator.reconcile import (
     AnnotateJob,
     CreateObject,
@@ -93,6 +94,8 @@ class JobController:
         self.gang_options = GangOptions()
         #: The builtin backend's admission loop (started with the operator).
         self.admission: AdmissionLoop | None = None
+        #: Reads running jobs' chief progress into status.progress; sets the job census metrics.
+        self.progress: ProgressPoller | None = None
 
     @classmethod
     def create(cls, settings: OperatorSettings, metrics: Metrics) -> JobController:
@@ -118,6 +121,8 @@ class JobController:
         # replica).
         self.admission = AdmissionLoop(self)
         self.admission.start()
+        self.progress = ProgressPoller(self, self.settings.progress_interval)
+        self.progress.start()
 
     async def stop(self) -> None:
         """Cancel the resync loop, the admission loop, every pending reconcile and timer."""
@@ -125,6 +130,8 @@ class JobController:
             self._resync_task.cancel()
         if self.admission is not None:
             await self.admission.stop()
+        if self.progress is not None:
+            await self.progress.stop()
         for key in list(self._states):
             state = self._states[key]
             if state.task is not None:
@@ -337,6 +344,8 @@ class JobController:
         # Events right after the status they announce, before the slow part, so a crash rarely loses one.
         for event in decision.of_type(EmitEvent):
             await self._post_event(obj, event, state)
+            if event.condition == JobConditionType.RUNNING:
+                self.metrics.running(prior_status(obj), obj["metadata"].get("creationTimestamp"), utcnow())
         deletes: list[DeletePod] = []
         creates: list[CreateObject] = []
         annotations: dict[str, str | None] = {}
@@ -358,6 +367,18 @@ class JobController:
         for action in decision.of_type(DeleteJob):
             log.info("deleting TFJob %s/%s: %s", namespace, name, action.reason)
             await self.kube.delete_job(namespace, name, obj["metadata"].get("uid"), group=group)
+
+    async def write_progress(self, key: JobKey, progress: dict[str, Any]) -> bool:
+        """Merge-patch status.progress, under the job's reconcile lock so a reconcile's full status write and
+        its cached copy keep it. False if the job is gone."""
+        state = self._states.setdefault(key, _JobState())
+        async with state.lock:
+            written = await self.kube.patch_status(*key, {"progress": progress})
+            if written is None:
+                return False
+            if state.status is not None and state.status[0] == (written.get("metadata") or {}).get("uid"):
+                state.status[1]["progress"] = progress
+            return True
 
     async def _until_seen(self, key: JobKey, names: set[str], timeout: float = 2.0) -> None:
         """Read-your-writes: wait (bounded) until the pod index shows the pods just created, so the next

@@ -133,14 +133,32 @@ def true_conditions(job: dict[str, Any]) -> list[str]:
     return [c["type"] for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
 
 
+def progress_text(status: dict[str, Any]) -> str | None:
+    """The chief's progress as the operator last read it: `epoch 2/6 step 45, 1766.0 examples/s, ...`."""
+    progress = status.get("progress") or {}
+    if not progress.get("summary"):
+        return None
+    parts = [progress["summary"]]
+    if progress.get("examplesPerSecond") is not None:
+        parts.append(f"{progress['examplesPerSecond']} examples/s")
+    if progress.get("lastCheckpointTime"):
+        parts.append(f"last checkpoint {progress['lastCheckpointTime']}")
+    if progress.get("updatedAt"):
+        parts.append(f"read {progress['updatedAt']}")
+    return ", ".join(parts)
+
+
 def describe(job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
     """`tfjob status` text: state, conditions with reasons, then one line per pod."""
     status = job.get("status") or {}
     lines = [
         f"TFJob {job['metadata']['namespace']}/{job['metadata']['name']}: {status.get('state') or 'Pending'}"
         f"  workers {status.get('workers') or '-'}  restarts {status.get('restartCount', 0)}",
-        "conditions:",
     ]
+    progress = progress_text(status)
+    if progress:
+        lines.append(f"progress: {progress}")
+    lines.append("conditions:")
     for cond in status.get("conditions") or []:
         lines.append(f"  {cond['type']:<11} {cond['status']:<6} {cond.get('reason') or '':<22} "
                      f"{cond.get('message') or ''}".rstrip())

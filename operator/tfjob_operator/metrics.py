@@ -3,17 +3,23 @@
 Counters move when the operator acts (jobs created/succeeded/failed/restarted, pods created/deleted); the
 histogram times one reconcile of one job, API calls included. The `tfjob_gang_*` series come from the builtin
 backend's admission loop (queue length, admission latency, failures, schedule timeouts, GPU-seconds held by
-gangs not fully running).
+gangs not fully running). Jobs by state, the progress reads and writes and the GPU-seconds of stalled jobs
+come from the progress pass (tfjob_operator.progress_poll); the start latencies from Running transitions.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from tfjob_operator.api import JobConditionType
+from tfjob_operator.api import JobConditionType, TFJobStatus
+from tfjob_operator.times import parse_time
+
+#: Buckets for waits measured in seconds to hours (queueing, start-up).
+_WAIT_BUCKETS = (1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600)
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +65,34 @@ class Metrics:
         self.gang_pass_seconds = Histogram(
             "tfjob_gang_admission_pass_seconds", "One admission pass: listing nodes and pods, placement.", registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+
+        # Users' view of their jobs (the progress pass and Running transitions).
+        self.jobs_by_state = Gauge("tfjob_jobs", "TFJobs by state (the last true condition).", ["state"], registry=r)
+        self.job_start_seconds = Histogram(
+            "tfjob_job_start_latency_seconds", "From a job's creation to its first Running (queueing and start-up).",
+            registry=r, buckets=_WAIT_BUCKETS)
+        self.gang_wait_seconds = Histogram(
+            "tfjob_gang_wait_seconds", "From an attempt's start (created, or the gang restart) to all its pods "
+            "Running.", registry=r, buckets=_WAIT_BUCKETS)
+        self.stalled_gpu_seconds = Counter(
+            "tfjob_stalled_gpu_seconds", "GPU-seconds held by Running jobs whose chief reports no training progress.",
+            registry=r)
+        self.progress_reads = Counter("tfjob_progress_reads", "Reads of a chief's /metrics, by result (ok, error).",
+                                      ["result"], registry=r)
+        self.progress_writes = Counter("tfjob_progress_writes", "status.progress writes (only when a figure moved).",
+                                       registry=r)
+
+    def running(self, before: TFJobStatus, created: str | None, now: datetime) -> None:
+        """A job's gang became Running (`before`: the status just before): observe the gang wait since the
+        attempt began (Created, or the latest Restarting) and, for the first attempt, the start latency."""
+        starts = [parse_time(c.lastTransitionTime) for c in before.conditions
+                  if c.type in (JobConditionType.CREATED, JobConditionType.RESTARTING) and c.status == "True"]
+        attempt_start = max((t for t in starts if t is not None), default=None)
+        if attempt_start is not None:
+            self.gang_wait_seconds.observe(max((now - attempt_start).total_seconds(), 0.0))
+        created_at = parse_time(created)
+        if before.restartCount == 0 and created_at is not None:
+            self.job_start_seconds.observe(max((now - created_at).total_seconds(), 0.0))
 
     def transition(self, condition: JobConditionType | None, reason: str) -> None:
         """Count a lifecycle transition the operator announced with an Event."""

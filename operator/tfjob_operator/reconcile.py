@@ -39,8 +39,11 @@ from tfjob_operator.validation import InvalidSpec, parse_tfjob
 C = JobConditionType
 
 #: Exit codes of the worker runtime (tfjob_worker.exit_codes) named in messages; all ≥128, so retryable.
-KNOWN_EXIT_CODES = {143: "SIGTERM/preempted", 137: "SIGKILL/OOM-killed", 200: "peer lost", 201: "start-up timeout"}
+KNOWN_EXIT_CODES = {143: "SIGTERM/preempted", 137: "SIGKILL/OOM-killed", 200: "peer lost", 201: "start-up timeout",
+                    202: "training stalled"}
 PEER_LOST_CODES = frozenset({200, 201})
+#: The worker runtime's stall watchdog fired (tfjob_worker.exit_codes.STALLED): reason TrainingStalled.
+STALLED_EXIT_CODE = 202
 
 
 # ---------------------------------------------------------------- actions
@@ -667,6 +670,10 @@ def classify(pod: ObservedPod, policy: RestartPolicy) -> _Failure:
     if policy == RestartPolicy.NEVER:
         what = _describe_exit(pod) if pod.exit_code is not None else f"pod {pod.label} failed"
         return _Failure(pod, "permanent", "RestartPolicyNever", f"{what}; restartPolicy Never")
+    if policy != RestartPolicy.NEVER and pod.exit_code == STALLED_EXIT_CODE:
+        return _Failure(pod, "retryable", "TrainingStalled",
+                        f"{_describe_exit(pod)}: no training progress within runPolicy.stallTimeoutSeconds "
+                        "(its log shows where it hung)")
     if policy == RestartPolicy.EXIT_CODE:
         if pod.exit_code is not None and pod.exit_code >= 128:
             return _Failure(pod, "retryable", "RetryableExitCode", _describe_exit(pod))

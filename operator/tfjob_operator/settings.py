@@ -80,6 +80,9 @@ class OperatorSettings(BaseSettings):
     terminating_timeout: float = Field(
         60.0, ge=0, description="Seconds past its grace period after which a pod stuck Terminating is force-deleted."
     )
+    progress_interval: float = Field(
+        30.0, ge=0, description="Seconds between reads of each Running job's chief /metrics into status.progress "
+        "(one request per job per interval; status written only when a figure moved); 0 disables.")
     metrics_port: int = Field(9090, ge=0, le=65535, description="Port of the Prometheus /metrics endpoint; 0 disables.")
     metrics_host: str = Field("0.0.0.0", description="Address the /metrics endpoint binds to.")
     liveness_port: int = Field(

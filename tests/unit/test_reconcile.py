@@ -262,6 +262,16 @@ CASES = [
          tfjob(status=started(RUNNING)),
          pods=[pod("worker-0", "Failed", code=200, finished=10), pod("worker-1", "Failed", code=1, finished=10)],
          state="Failed", reason="NonRetryableExitCode", message=("j-worker-1",), events=("NonRetryableExitCode",)),
+    Case("a worker's stall watchdog (exit 202) restarts the gang as TrainingStalled, naming the worker",
+         tfjob(status=started(RUNNING)),
+         pods=[pod("worker-0", "Failed", code=202, finished=12), pod("worker-1", "Failed", code=202, finished=10)],
+         state="Restarting", reason="TrainingStalled", message=("j-worker-1", "training stalled", "attempt 1"),
+         deletes=("j-worker-0", "j-worker-1"), events=("TrainingStalled",), restarts=1, failure_restarts=1),
+    Case("stalls count towards backoffLimit: the last one allowed fails the job",
+         tfjob(status=started(RUNNING, restarts=1, failures=1), backoffLimit=1),
+         pods=[pod("worker-0", attempt=1), pod("worker-1", "Failed", code=202, attempt=1)], state="Failed",
+         reason="BackoffLimitExceeded", message=("training stalled", "backoffLimit 1"), deletes=("j-worker-0",),
+         events=("BackoffLimitExceeded",), restarts=1, failure_restarts=1),
     Case("backoffLimit reached: a retryable failure fails the job",
          tfjob(status=started(RUNNING, restarts=3, failures=2), backoffLimit=2),
          pods=[pod("worker-0", attempt=3), pod("worker-1", "Failed", code=130, attempt=3)], state="Failed",
@@ -439,6 +449,14 @@ def test_lifecycle_rule(case: Case) -> None:
 
 
 # ---------------------------------------------------------------- properties of the whole function
+
+
+def test_the_stall_exit_code_is_the_worker_runtimes_and_every_retryable_worker_code_is_named() -> None:
+    from tfjob_operator.reconcile import KNOWN_EXIT_CODES, STALLED_EXIT_CODE
+    from tfjob_worker import exit_codes
+
+    assert exit_codes.STALLED == STALLED_EXIT_CODE
+    assert exit_codes.RETRYABLE <= set(KNOWN_EXIT_CODES)
 
 
 def test_table_has_at_least_30_scenarios() -> None:

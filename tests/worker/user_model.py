@@ -1,5 +1,7 @@
 """A user's entry points, as `--model user_model:build --dataset user_model:data --loss user_model:loss`."""
 
+import threading
+
 import tf_keras as keras
 from sklearn.datasets import load_digits
 
@@ -24,21 +26,24 @@ def loss(y_true, y_pred):  # type: ignore[no-untyped-def]
 
 def build_stalling() -> keras.Model:
     """`build`, except that worker $STALL_WORKER_INDEX blocks forever in its forward pass after $STALL_AFTER_STEPS
-    training steps: a hung input pipeline or collective, as the stall watchdog sees it."""
+    training steps: a hung input pipeline or collective, as the stall watchdog sees it. With $STALL_ATTEMPT set,
+    only in that gang attempt (TFJOB_ATTEMPT, set by the operator), so the restarted gang trains through.
+    Every other process gets the plain model (the pass-through layer has no weights, so the gang agrees)."""
     import json
     import os
-    import threading
 
     import tensorflow as tf
 
     task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
-    blocks = str(task.get("index")) == os.environ.get("STALL_WORKER_INDEX")
-    after = int(os.environ.get("STALL_AFTER_STEPS", "0"))
-    calls = [0]
+    attempt = os.environ.get("TFJOB_ATTEMPT")
+    if str(task.get("index")) != os.environ.get("STALL_WORKER_INDEX") or os.environ.get("STALL_ATTEMPT",
+                                                                                        attempt) != attempt:
+        return build()
+    after, calls = int(os.environ.get("STALL_AFTER_STEPS", "0")), [0]
 
     def stall_here(x):  # type: ignore[no-untyped-def]
         calls[0] += 1
-        if blocks and calls[0] > after:
+        if calls[0] > after:
             threading.Event().wait()  # forever; the supervisor's SIGUSR1 stack dump shows this frame
         return x
 

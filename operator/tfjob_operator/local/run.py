@@ -56,6 +56,8 @@ def operator_env(kubeconfig: Path) -> dict[str, str]:
         "TFJOB_ADDRESSING": "loopback",
         "TFJOB_METRICS_PORT": "0",
         "TFJOB_LIVENESS_PORT": "0",
+        # A few local jobs: read the chief's progress often (a cluster's default is 30 s).
+        "TFJOB_PROGRESS_INTERVAL": os.environ.get("TFJOB_PROGRESS_INTERVAL", "5"),
         "TFJOB_LOG_LEVEL": os.environ.get("TFJOB_LOG_LEVEL", "INFO"),
         "PYTHONUNBUFFERED": "1",
     }

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tfjob_operator.jobs import pod_fields, pod_line
+from tfjob_operator.jobs import pod_fields, pod_line, progress_text
 from tfjob_operator.progress import Progress
 
 
@@ -25,6 +25,12 @@ def job_line(job: dict[str, Any]) -> str:
     reason = (conds.get(state) or {}).get("message") or ""
     return (f"TFJob {job['metadata']['name']}: {state}  workers {status.get('workers') or '-'}  "
             f"restarts {status.get('restartCount', 0)}" + (f"  ({reason})" if reason else ""))
+
+
+def status_progress_line(job: dict[str, Any]) -> str | None:
+    """What the operator wrote in status.progress (read from the chief's metrics endpoint), if anything."""
+    text = progress_text(job.get("status") or {})
+    return f"status.progress: {text.split(', read ')[0]}" if text else None
 
 
 def progress_line(progress: Progress) -> str:
@@ -73,6 +79,9 @@ class PlainView:
         for snap in snapshots:
             lines = [job_line(snap.job), *("  pod " + pod_line(p) for p in snap.pods)]
             lines += ["  " + progress_line(snap.progress)]
+            from_status = status_progress_line(snap.job)
+            if from_status:
+                lines.append("  " + from_status)
             for line in lines:
                 key = snap.job["metadata"]["name"] + "|" + line
                 if key not in self.seen:
@@ -124,7 +133,11 @@ class RichView:
             color = {"Succeeded": "green", "Failed": "red", "Restarting": "yellow"}.get(state, "cyan")
             line = Table.grid(padding=(0, 1))
             line.add_row(bar, progress_line(p))
-            panels.append(Panel(Group(table, line), title=job_line(snap.job),
+            parts: list[Any] = [table, line]
+            from_status = status_progress_line(snap.job)
+            if from_status:
+                parts.append(from_status)
+            panels.append(Panel(Group(*parts), title=job_line(snap.job),
                                 border_style=color))
         self.live.update(Group(*panels))
 

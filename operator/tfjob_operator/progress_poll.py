@@ -1,0 +1,142 @@
+"""The operator's periodic look at running training: chief progress into `status.progress`, and job census metrics.
+
+Every `TFJOB_PROGRESS_INTERVAL` seconds one pass: for each Running job, one GET of its chief's `/metrics`
+(concurrency bounded, short timeout); `status.progress` is merge-patched only when a figure moved, so the
+status writes are at most one per running job per interval (100 jobs at the default 30 s: ≤ 3.3/s), and an
+idle or stalled job costs none. The same pass sets `tfjob_jobs{state}` and adds the GPU-seconds held by
+Running jobs whose chief reports no progress for `STALLED_AFTER` intervals. Our own timer rather than a kopf
+timer per job: one pass shares one HTTP session and bounds the total rate, whatever the number of jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, Protocol
+
+import aiohttp
+
+from tfjob_operator import apigroups, resources
+from tfjob_operator.metrics import Metrics
+from tfjob_operator.observed import is_terminal, prior_status
+from tfjob_operator.times import now as utcnow
+from tfjob_operator.training_progress import (
+    chief_pod,
+    metrics_url,
+    read_samples,
+    seconds_since_progress,
+    to_progress,
+    worth_writing,
+)
+
+log = logging.getLogger(__name__)
+
+JobKey = tuple[str, str]
+#: Requests in flight at once, and how long one may take: a hung chief must not hold the pass up.
+CONCURRENCY = 16
+READ_TIMEOUT = 3.0
+#: A Running job whose chief made no progress for this many intervals (and at least a minute) holds idle GPUs.
+STALLED_AFTER = 2
+STATES = ("Created", "Queued", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
+
+
+class ProgressHost(Protocol):
+    """What the poller needs from the controller."""
+
+    jobs: Mapping[JobKey, Any]
+    pods: Mapping[JobKey, Any]
+    metrics: Metrics
+
+    async def write_progress(self, key: JobKey, progress: dict[str, Any]) -> bool:
+        """Merge-patch status.progress (under the job's reconcile lock); False if the job is gone."""
+        ...
+
+
+def _latest(store: Any) -> Mapping[str, Any] | None:
+    items = list(store or [])
+    return items[-1] if items else None
+
+
+class ProgressPoller:
+    """One pass every `interval` seconds; `interval` 0 reads no progress (the census still runs every 30 s)."""
+
+    def __init__(self, host: ProgressHost, interval: float) -> None:
+        self.host = host
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+        self._last_pass: float | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="tfjob progress")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        timeout = aiohttp.ClientTimeout(total=READ_TIMEOUT)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while True:
+                try:
+                    await self.one_pass(session)
+                except Exception:  # a bad pass must not end the loop: the next one may do better
+                    log.exception("progress pass failed")
+                await asyncio.sleep(self.interval or 30.0)
+
+    async def one_pass(self, session: aiohttp.ClientSession) -> None:
+        """Census, then read each running job's chief and write what moved."""
+        started = time.monotonic()
+        elapsed = started - self._last_pass if self._last_pass is not None else 0.0
+        self._last_pass = started
+        metrics = self.host.metrics
+        counts = dict.fromkeys(STATES, 0)
+        running: list[tuple[JobKey, Mapping[str, Any], Mapping[str, Any], list[Mapping[str, Any]]]] = []
+        for key, store in list(self.host.jobs.items()):
+            obj = _latest(store)
+            if obj is None:
+                continue
+            status = prior_status(obj)
+            state = status.state or "Created"
+            counts[state] = counts.get(state, 0) + 1
+            pods = [p for p in list(self.host.pods.get(key) or []) if not is_terminal(p)]
+            chief = chief_pod(pods)
+            if state == "Running" and chief is not None and self.interval:
+                running.append((key, obj, chief, pods))
+        for state, n in counts.items():
+            metrics.jobs_by_state.labels(state).set(n)
+        if not running:
+            return
+        gate = asyncio.Semaphore(CONCURRENCY)
+        readings = await asyncio.gather(*(self._read(session, gate, chief) for _, _, chief, _ in running))
+        now = utcnow()
+        for (key, obj, _, pods), values in zip(running, readings, strict=True):
+            if values is None:
+                continue
+            idle = seconds_since_progress(values, now)
+            if idle is not None and idle >= max(STALLED_AFTER * self.interval, 60.0) and elapsed:
+                gpus = sum((resources.pod_requests(p).get(resources.GPU, Decimal(0)) for p in pods), Decimal(0))
+                metrics.stalled_gpu_seconds.inc(float(gpus) * elapsed)
+            progress = to_progress(values, now)
+            if apigroups.group_of(obj).kubeflow:
+                continue  # Kubeflow's TFJob schema has no progress field
+            if worth_writing(prior_status(obj).progress, progress):
+                assert progress is not None
+                if await self.host.write_progress(key, progress.model_dump(mode="json", exclude_none=True)):
+                    metrics.progress_writes.inc()
+
+    async def _read(self, session: aiohttp.ClientSession, gate: asyncio.Semaphore,
+                    chief: Mapping[str, Any]) -> dict[str, float] | None:
+        url = metrics_url(chief)
+        if url is None:
+            return None
+        async with gate:
+            try:
+                async with session.get(url) as response:
+                    text = await response.text() if response.status == 200 else ""
+            except (aiohttp.ClientError, TimeoutError, OSError):
+                text = ""
+        self.host.metrics.progress_reads.labels("ok" if text else "error").inc()
+        return read_samples(text) if text else None

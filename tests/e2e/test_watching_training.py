@@ -1,0 +1,61 @@
+"""End to end: what a user sees of training from the cluster: progress in the status, and a hung worker
+turned into one TrainingStalled gang restart that resumes and succeeds. Real TensorFlow workers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from e2e_helpers import REPO, apply, example
+from operator_harness import Cluster, Operator, local_cluster, wait_for
+
+
+@pytest.fixture(scope="module")
+def watched_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A local cluster and the operator reading the chiefs' progress every 2 s."""
+    workdir = tmp_path_factory.mktemp("watch")
+    with local_cluster(workdir, nodes="1x{cpu:64,memory:128Gi}") as cluster:
+        op = Operator(cluster.kubeconfig, workdir / "operator.log", TFJOB_PROGRESS_INTERVAL="2").start()
+        try:
+            yield cluster
+        finally:
+            op.stop()
+
+
+def stalling_job(name: str, stall_timeout: int) -> dict:
+    """mnist-cpu with a model whose worker 1 hangs mid-epoch 2 in the first attempt only."""
+    manifest = example("mnist-cpu")
+    manifest["metadata"]["name"] = name
+    manifest["spec"]["runPolicy"]["stallTimeoutSeconds"] = stall_timeout
+    container = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["args"] = ["--model", "user_model:build_stalling", "--dataset", "user_model:data_without_validation",
+                         "--epochs", "3", "--steps-per-epoch", "10", "--output-dir", f"/data/{name}"]
+    container["env"] = [{"name": "PYTHONPATH", "value": str(REPO / "tests" / "worker")},
+                        {"name": "STALL_WORKER_INDEX", "value": "1"}, {"name": "STALL_AFTER_STEPS", "value": "15"},
+                        {"name": "STALL_ATTEMPT", "value": "0"}]
+    return manifest
+
+
+@pytest.mark.timeout(420)
+def test_a_hung_worker_costs_one_training_stalled_restart_and_the_job_still_succeeds(
+        watched_cluster: Cluster) -> None:
+    cluster = watched_cluster
+    apply(cluster, stalling_job("stalls", stall_timeout=8))
+    # progress from the chief's metrics endpoint reaches the status, and kubectl shows it
+    progress = wait_for(lambda: cluster.status("stalls").get("progress"), 180, interval=0.5,
+                        what="status.progress")
+    assert progress["summary"].startswith("epoch ") and progress["epochs"] == 3 and "updatedAt" in progress
+    table = cluster.kubectl("get", "tfj", "stalls")
+    assert table.split("\n")[0].split()[:5] == ["NAME", "STATE", "WORKERS", "RESTARTS", "PROGRESS"]
+    # worker 1 hangs in epoch 2; both workers' watchdogs fire; the operator restarts the gang once
+    events = wait_for(lambda: [m for r, m in cluster.events("stalls") if r == "TrainingStalled"], 180,
+                      interval=0.5, what="a TrainingStalled Event")
+    assert "stalls-worker-" in events[0] and "code 202 (training stalled)" in events[0]
+    status = cluster.wait_state("stalls", "Succeeded", timeout=240)
+    assert (status["restartCount"], status["failureRestarts"]) == (1, 1)
+    assert status["progress"]["summary"] == "epoch 3/3 step 30"
+    out = cluster.workdir / "volumes" / "default" / "tfjob-shared" / "stalls"
+    result = json.loads((out / "result.json").read_text())
+    assert result["resumed_from_epoch"] == 2  # the backup of epoch 1 survived the stall
+    assert (out / "tensorboard" / "train").is_dir()
