@@ -19,7 +19,10 @@ import yaml
 from kopfrun import free_port, install_crd, running_kopf
 
 from kubelocal.apiserver.thread import ApiServerThread
+from kubelocal.cluster import install_crds
 from tfjob_operator import webhook
+from tfjob_operator.apigroups import MANAGED_BY_MULTIKUEUE, KubeflowApi
+from tfjob_operator.crd import KUBEFLOW_CRD_PATH
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,16 +45,16 @@ def job(**changes: Any) -> dict[str, Any]:
     return obj
 
 
-def review(obj: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
+def review(obj: dict[str, Any], operation: str = "CREATE", group: str = "tfjob.dev") -> dict[str, Any]:
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
         "request": {
             "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "tfjob.dev", "version": "v1", "kind": "TFJob"},
-            "resource": {"group": "tfjob.dev", "version": "v1", "resource": "tfjobs"},
-            "requestKind": {"group": "tfjob.dev", "version": "v1", "kind": "TFJob"},
-            "requestResource": {"group": "tfjob.dev", "version": "v1", "resource": "tfjobs"},
+            "kind": {"group": group, "version": "v1", "kind": "TFJob"},
+            "resource": {"group": group, "version": "v1", "resource": "tfjobs"},
+            "requestKind": {"group": group, "version": "v1", "kind": "TFJob"},
+            "requestResource": {"group": group, "version": "v1", "resource": "tfjobs"},
             "name": obj["metadata"].get("name"),
             "namespace": obj["metadata"].get("namespace"),
             "operation": operation,
@@ -79,10 +82,24 @@ class Webhook:
 @pytest.fixture
 async def served() -> AsyncIterator[Webhook]:
     """The operator's admission server in self-signed mode, its CA taken from the configuration kopf wrote."""
+    async for served in serve(KubeflowApi.OFF):
+        yield served
+
+
+@pytest.fixture
+async def served_kubeflow() -> AsyncIterator[Webhook]:
+    """The same, serving Kubeflow's kubeflow.org/v1 TFJobs too (TFJOB_KUBEFLOW_API=all)."""
+    async for served in serve(KubeflowApi.ALL):
+        yield served
+
+
+async def serve(kubeflow_api: KubeflowApi) -> AsyncIterator[Webhook]:
     with ApiServerThread() as api:
         await install_crd(api.url)
+        if kubeflow_api != KubeflowApi.OFF:
+            await install_crds(api.url, [KUBEFLOW_CRD_PATH])
         registry = kopf.OperatorRegistry()
-        webhook.register(registry, failure_policy="Fail")
+        webhook.register(registry, failure_policy="Fail", kubeflow_api=kubeflow_api)
         settings = kopf.OperatorSettings()
         port = free_port()
         webhook.configure_admission(settings, webhook.WebhookOptions(
@@ -170,6 +187,26 @@ KUBEFLOW_MASTER = {
     "spec": {"tfReplicaSpecs": {"Master": {"template": {"spec": {"containers": [
         {"name": "tensorflow", "image": "w"}]}}}}},
 }
+
+
+@pytest.mark.timeout(90)
+async def test_kubeflow_tfjobs_get_their_own_webhooks_and_others_jobs_pass_untouched(served_kubeflow: Webhook) -> None:
+    validating = served_kubeflow.configs["validating"]["webhooks"]
+    groups = {hook["clientConfig"]["service"]["path"]: hook["rules"][0]["apiGroups"] for hook in validating}
+    assert groups == {"/validate-tfjob": ["tfjob.dev"], "/validate-tfjob-kubeflow": ["kubeflow.org"]}
+    kubeflow_job = job(apiVersion="kubeflow.org/v1")
+    answer = await served_kubeflow.post("/validate-tfjob-kubeflow", review(kubeflow_job, group="kubeflow.org"))
+    assert answer["response"]["allowed"] is True
+    bad = job(apiVersion="kubeflow.org/v1", spec__runPolicy__managedBy="example.com/mine")
+    answer = await served_kubeflow.post("/validate-tfjob-kubeflow", review(bad, group="kubeflow.org"))
+    assert answer["response"]["allowed"] is False
+    assert "spec.runPolicy.managedBy: 'example.com/mine'" in answer["response"]["status"]["message"]
+    # MultiKueue's job is not ours to judge or default, even one the operator would refuse.
+    theirs = job(apiVersion="kubeflow.org/v1", spec__runPolicy__managedBy=MANAGED_BY_MULTIKUEUE,
+                 spec__enableDynamicWorker=True)
+    for path in ("/validate-tfjob-kubeflow", "/mutate-tfjob-kubeflow"):
+        answer = await served_kubeflow.post(path, review(theirs, group="kubeflow.org"))
+        assert answer["response"]["allowed"] is True and "patch" not in answer["response"], path
 
 
 def test_defaults_keep_the_users_spelling_of_replica_types() -> None:
