@@ -241,6 +241,8 @@ class JobController:
         if state.annotations is not None and state.annotations[0] == uid:
             merged = {**(obj["metadata"].get("annotations") or {}), **state.annotations[1]}
             obj["metadata"]["annotations"] = {k: v for k, v in merged.items() if v is not None}
+        if not apigroups.managed_here(apigroups.group_of(obj), apigroups.manager_of(obj), self.settings.kubeflow_api):
+            return None  # another controller's job (reconcile would say so too): not even its gang is looked up
         pods = [copy.deepcopy(dict(p)) for p in (self.pods.get(key) or [])]
         options = await self._options(obj, pods, state)
         pending: dict[str, str | None] = obj.pop("_pending_annotations", {})
