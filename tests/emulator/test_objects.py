@@ -254,7 +254,7 @@ def test_events_are_served_in_core_and_events_k8s_io(core, client):
         "default",
         {
             "metadata": {"name": "n1"},
-            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "eventTime": "2026-01-01T00:00:00.123456Z",  # MicroTime: Go needs 6 fraction digits
             "reportingController": "c",
             "reportingInstance": "i",
             "action": "Do",

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from . import protobuf
 from .errors import ApiError
 from .store import dumps
 
@@ -20,12 +21,29 @@ def truthy(value: str | None) -> bool:
 
 
 def is_dry_run(query: Mapping[str, str]) -> bool:
-    return query.get("dryRun") == "All"
+    """Whether the request is a dry run (its values are checked by options.validate_*)."""
+    return "dryRun" in query
 
 
 def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
     raw = body if isinstance(body, bytes) else dumps(body)
     return web.Response(body=raw, status=status, content_type=JSON, headers=headers)
+
+
+def object_response(
+    request: web.Request, body: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    """An object in the client's preferred encoding: protobuf when it asks first for protobuf and the kind
+    is carried in protobuf here (as kube-apiserver, which answers custom resources in JSON), else JSON."""
+    if protobuf.wants_protobuf(request.headers.get("Accept", "")):
+        obj = json.loads(body) if isinstance(body, bytes) else body
+        try:
+            raw = protobuf.encode(obj)
+        except protobuf.NotEncodable:
+            pass
+        else:
+            return web.Response(body=raw, status=status, content_type=protobuf.MEDIA_TYPE, headers=headers)
+    return json_response(body, status, headers)
 
 
 def warning_headers(warnings: list[str]) -> dict[str, str] | None:
@@ -37,11 +55,7 @@ def warning_headers(warnings: list[str]) -> dict[str, str] | None:
 
 def decode(raw: bytes, ctype: str) -> Any:
     if "protobuf" in ctype:
-        raise ApiError(
-            415,
-            "the body of the request was in an unknown format - accepted media types include: "
-            "application/json, application/yaml",
-        )
+        return protobuf.decode(raw)
     if "yaml" in ctype:
         return yaml.safe_load(raw)
     return json.loads(raw)

@@ -72,12 +72,14 @@ def resource_label(group: str, plural: str) -> str:
     return f"{plural}.{group}" if group else plural
 
 
+def details(name: str, group: str, kind: str, **more: Any) -> dict[str, Any]:
+    """StatusDetails as Go serialises them: empty fields are left out (`omitempty`)."""
+    out = {"name": name, "group": group, "kind": kind, **more}
+    return {k: v for k, v in out.items() if v not in ("", None)}
+
+
 def not_found(group: str, plural: str, name: str) -> ApiError:
-    return ApiError(
-        404,
-        f'{resource_label(group, plural)} "{name}" not found',
-        details={"name": name, "group": group, "kind": plural},
-    )
+    return ApiError(404, f'{resource_label(group, plural)} "{name}" not found', details=details(name, group, plural))
 
 
 def already_exists(group: str, plural: str, name: str) -> ApiError:
@@ -85,17 +87,36 @@ def already_exists(group: str, plural: str, name: str) -> ApiError:
         409,
         f'{resource_label(group, plural)} "{name}" already exists',
         reason="AlreadyExists",
-        details={"name": name, "group": group, "kind": plural},
+        details=details(name, group, plural),
     )
 
 
-def conflict(group: str, plural: str, name: str) -> ApiError:
+def conflict(group: str, plural: str, name: str, why: str | None = None) -> ApiError:
+    """409 Conflict: a stale resourceVersion, or `why` (a failed precondition)."""
+    why = why or "the object has been modified; please apply your changes to the latest version and try again"
     return ApiError(
         409,
-        f'Operation cannot be fulfilled on {resource_label(group, plural)} "{name}": the object has been '
-        "modified; please apply your changes to the latest version and try again",
+        f'Operation cannot be fulfilled on {resource_label(group, plural)} "{name}": {why}',
         reason="Conflict",
-        details={"name": name, "group": group, "kind": plural},
+        details=details(name, group, plural),
+    )
+
+
+def expired(message: str) -> ApiError:
+    """410 Expired (NewResourceExpired): no details."""
+    return ApiError(410, message, reason="Expired")
+
+
+def too_large_resource_version(requested: int, current: int) -> ApiError:
+    """504 from the watch cache when a client asks for a resourceVersion the server has not reached."""
+    return ApiError(
+        504,
+        f"Timeout: Too large resource version: {requested}, current: {current}",
+        reason="Timeout",
+        details={
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        },
     )
 
 
@@ -108,10 +129,7 @@ def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]
     return ApiError(
         422,
         f'{qualified} "{name}" is invalid: {joined}',
-        details={
-            "name": name,
-            "group": group,
-            "kind": kind,
-            "causes": [{"reason": typ, "message": msg, "field": field} for field, typ, msg in causes],
-        },
+        details=details(
+            name, group, kind, causes=[{"reason": typ, "message": msg, "field": field} for field, typ, msg in causes]
+        ),
     )

@@ -12,17 +12,18 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import nonresource, subresources
+from . import nonresource, options, protobuf, subresources
+from . import patch as patching
 from .authorization import Attributes, Authorizer, Decision, authorize, forbidden, user_from_headers
-from .codec import json_response, read_body, read_body_or_none, warning_headers
-from .errors import ApiError, status_body, success_status
+from .codec import json_response, object_response, read_body, read_body_or_none, warning_headers
+from .errors import ApiError, details, status_body, success_status
 from .faults import RECORD, FaultInjector, LogSource, RequestRecord
 from .registry import ResourceType
 from .requestinfo import RequestInfo, parse_request
 from .rest import create, delete, read, update
 from .rest.context import RestContext
 from .store import dumps
-from .strategy import NS_KEY, POD_KEY
+from .strategy import NS_KEY, RETURNS_DELETED_OBJECT
 from .tables import to_table, wants_table
 from .watch import serve_watch
 
@@ -143,12 +144,15 @@ class RequestHandler:
             if method in ("GET", "HEAD"):
                 if info.verb == "watch":
                     return await serve_watch(ctx, request, rt, list_ns, self.bookmark_interval)
+                options.validate_list(query)
+                await read.wait_until_fresh(ctx, read.requested_resource_version(query))
                 return self._list_response(request, rt, read.list_page(ctx, rt, list_ns, query))
             if method == "POST":
+                options.validate_write(query, "CreateOptions")
                 obj, warnings = create.create(ctx, rt, ns, await read_body(request), query, user=user)
-                return json_response(obj, 201, warning_headers(warnings))
+                return object_response(request, obj, 201, warning_headers(warnings))
             if method == "DELETE":
-                opts = delete.delete_options(query, await read_body_or_none(request))
+                opts = await self._delete_options(request)
                 deleted = delete.delete_collection(ctx, rt, list_ns, read.predicate(rt, query), opts, user=user)
                 return json_response(
                     {
@@ -175,23 +179,32 @@ class RequestHandler:
                     include_object=query.get("includeObject", "Metadata"),
                 )
                 return json_response(table)
-            return json_response(read.as_version(rt, stored))
+            return object_response(request, read.as_version(rt, stored))
         if method == "PUT":
+            options.validate_write(query, "UpdateOptions")
             body = await read_body(request)
             obj, warnings, created = update.update(ctx, rt, ns, name, body, sub, query, user=user)
-            return json_response(obj, 201 if created else 200, warning_headers(warnings))
+            return object_response(request, obj, 201 if created else 200, warning_headers(warnings))
         if method == "PATCH":
             raw, ctype = await request.read(), (request.content_type or "").lower()
+            options.validate_write(query, "PatchOptions", apply=ctype == patching.APPLY_PATCH, patch=True)
             obj, warnings = update.patch(ctx, rt, ns, name, raw, ctype, sub, query, user=user)
-            return json_response(obj, 200, warning_headers(warnings))
+            return object_response(request, obj, 200, warning_headers(warnings))
         if method == "DELETE":
-            opts = delete.delete_options(query, await read_body_or_none(request))
+            opts = await self._delete_options(request)
             obj, removed = delete.delete(ctx, rt, ns, name, opts, user=user)
-            if removed and not (rt.key == POD_KEY or rt.is_custom):
-                details = {"name": name, "group": rt.group, "kind": rt.plural, "uid": obj["metadata"]["uid"]}
-                return json_response(success_status(details))
-            return json_response(obj)
+            if removed and not (rt.key in RETURNS_DELETED_OBJECT or rt.is_custom):
+                status = success_status(details(name, rt.group, rt.plural, uid=obj["metadata"]["uid"]))
+                return object_response(request, status)
+            return object_response(request, obj)
         raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
+
+    @staticmethod
+    async def _delete_options(request: web.Request) -> dict[str, Any]:
+        body = await read_body_or_none(request)
+        body_dry_run = (body.get("dryRun") or []) if isinstance(body, dict) else []
+        options.validate_delete(request.query, body_dry_run)
+        return delete.delete_options(request.query, body)
 
     def _list_response(self, request: web.Request, rt: ResourceType, page: read.Page) -> web.Response:
         if wants_table(request.headers.get("Accept", "")):
@@ -207,6 +220,10 @@ class RequestHandler:
         if page.continue_token:
             meta["continue"] = page.continue_token
             meta["remainingItemCount"] = page.remaining
+        if protobuf.wants_protobuf(request.headers.get("Accept", "")):
+            items = [s.obj if s.obj.get("apiVersion") == rt.api_version else read.as_version(rt, s) for s in page.items]
+            listed = {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": items}
+            return object_response(request, listed)
         head = dumps({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta})
         raws = [
             s.raw if s.obj.get("apiVersion") == rt.api_version else dumps(read.as_version(rt, s)) for s in page.items

@@ -31,16 +31,24 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
+REJECTED = "the server rejected our request due to an error in our request"
+
+
 def json_patch(target: Any, ops: Any) -> Any:
     """RFC 6902; a failed `test` is 422 (Invalid), a malformed patch or bad path is 422 too, as Kubernetes."""
     if not isinstance(ops, list):
         raise ApiError(400, "json: cannot unmarshal object into Go value of type jsonpatch.Patch")
     try:
         return jsonpatch.JsonPatch(ops).apply(target, in_place=False)
-    except jsonpatch.JsonPatchTestFailed as e:
-        raise ApiError(422, f"the server rejected our request due to an error in our request: {e}") from e
-    except (jsonpatch.JsonPatchConflict, jsonpatch.InvalidJsonPatch, jsonpatch.JsonPointerException) as e:
-        raise ApiError(422, f"the server rejected our request due to an error in our request: {e}") from e
+    except (
+        jsonpatch.JsonPatchTestFailed,
+        jsonpatch.JsonPatchConflict,
+        jsonpatch.InvalidJsonPatch,
+        jsonpatch.JsonPointerException,
+    ) as e:
+        # kube-apiserver answers every failure to apply a JSON patch with this generic 422 (the cause is not
+        # in the body: NewGenericServerResponse drops it), and so do we.
+        raise ApiError(422, REJECTED, details={}) from e
 
 
 def _sub_schema(schema: dict[str, Any] | None, key: str) -> dict[str, Any] | None:

@@ -87,6 +87,7 @@ class Collection:
         self.objects: dict[tuple[str | None, str], Stored] = {}
         self.history: deque[Event] = deque(maxlen=history_size)
         self.compacted_rv = 0  # every event with rv > compacted_rv is still in history
+        self.truncated = False  # whether history has ever dropped an event (else it goes back to the start)
         self.watchers: set[Watcher] = set()
 
 
@@ -119,6 +120,29 @@ class Store:
             if namespace is None or ns == namespace:
                 yield stored
 
+    def items_at(self, key: Key, rv: int, namespace: str | None = None) -> list[Stored]:
+        """The objects as they were at resourceVersion `rv` (an etcd read at a revision), rebuilt by
+        undoing the later events; ResourceVersionTooOld once history no longer reaches back to `rv`."""
+        col = self.collection(key)
+        if col.truncated and rv < col.compacted_rv:
+            raise ResourceVersionTooOld(rv, col.compacted_rv + 1)
+        state = dict(col.objects)
+        for event in reversed(col.history):
+            if event.rv <= rv:
+                break
+            meta = event.new.obj["metadata"]
+            ident = (meta.get("namespace"), meta["name"])
+            if event.type == "ADDED":
+                state.pop(ident, None)
+            else:
+                assert event.old is not None
+                state[ident] = Stored(event.old)
+        return [
+            stored
+            for (ns, _), stored in sorted(state.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
+            if namespace is None or ns == namespace
+        ]
+
     def keys(self) -> list[Key]:
         return list(self._collections)
 
@@ -130,6 +154,7 @@ class Store:
         col = self.collection(key)
         if len(col.history) == col.history.maxlen and col.history:
             col.compacted_rv = col.history[0].rv
+            col.truncated = True
         col.history.append(event)
         for watcher in list(col.watchers):
             watcher.offer(event)

@@ -3,6 +3,7 @@ type checks, validation, pruning and defaulting against the kind's schema, and w
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -11,12 +12,25 @@ from .errors import ApiError, invalid
 from .registry import ResourceType
 from .schema import Findings, check_object, core_schema, validate_metadata
 from .store import Key
+from .timefields import first_time_error
 
 CRD_KEY: Key = ("apiextensions.k8s.io", "customresourcedefinitions")
 NS_KEY: Key = ("", "namespaces")
 POD_KEY: Key = ("", "pods")
 SERVICE_KEY: Key = ("", "services")
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+# Kinds whose REST storage answers a DELETE with the deleted object (`ReturnDeletedObject: true` in
+# kube-apiserver's pkg/registry), not a Status; custom resources do too.
+RETURNS_DELETED_OBJECT: frozenset[Key] = frozenset(
+    {
+        POD_KEY,
+        SERVICE_KEY,
+        ("", "serviceaccounts"),
+        ("", "persistentvolumes"),
+        ("", "persistentvolumeclaims"),
+        ("storage.k8s.io", "storageclasses"),
+    }
+)
 
 
 def check_type(rt: ResourceType, obj: dict[str, Any]) -> None:
@@ -30,6 +44,19 @@ def check_type(rt: ResourceType, obj: dict[str, Any]) -> None:
             f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version})",
         )
     obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
+
+
+def check_decodable(rt: ResourceType, obj: dict[str, Any], *, patched: bool = False) -> None:
+    """What decoding a built-in kind refuses before validation: time fields Go cannot parse.
+    A body is a 400 (`... cannot be handled as a Lease`); a patch's result is a 422 on `patch`."""
+    schema = None if rt.is_custom else core_schema(rt.group, rt.version, rt.kind)
+    error = first_time_error(obj, schema) if schema else None
+    if error is None:
+        return
+    if patched:
+        shown = json.dumps(obj, separators=(",", ":"))
+        raise invalid("", "", "", [("patch", "FieldValueInvalid", f"Invalid value: {json.dumps(shown)}: {error}")])
+    raise ApiError(400, f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error}')
 
 
 def validate(rt: ResourceType, obj: dict[str, Any], query: Mapping[str, str]) -> list[str]:

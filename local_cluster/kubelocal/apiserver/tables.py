@@ -102,7 +102,7 @@ def jsonpath(obj: Any, path: str) -> list[Any]:
                         nxt.append(v[int(m["index"])])
             elif m["start"] is not None:
                 if isinstance(v, list):
-                    nxt.extend(v[int(m["start"]) if m["start"] else None:int(m["stop"]) if m["stop"] else None])
+                    nxt.extend(v[int(m["start"]) if m["start"] else None : int(m["stop"]) if m["stop"] else None])
             else:
                 want = m["fval"] if m["fval"] is not None else m["fval2"]
                 items = v if isinstance(v, list) else []

@@ -41,6 +41,7 @@ def create(
         raise ApiError(400, "the body of the request must be a JSON object")
     obj = copy.deepcopy(body)
     strategy.check_type(rt, obj)
+    strategy.check_decodable(rt, obj)
     meta = obj.setdefault("metadata", {})
     if not isinstance(meta, dict):
         raise ApiError(400, "metadata must be an object")
@@ -82,8 +83,7 @@ def create(
     ctx.admission.validate(admission)
     warnings += admission.warnings
     if admission.dry_run:
-        meta["resourceVersion"] = ""
-        return obj, warnings
+        return obj, warnings  # never stored, so no resourceVersion (the field is left out, as real)
     ctx.store.write(rt.key, obj)
     if rt.key == CRD_KEY:
         ctx.install_crd(obj)

@@ -14,7 +14,7 @@ from .. import objects
 from ..admission import AdmissionRequest, Operation
 from ..authorization import ADMIN, UserInfo
 from ..codec import is_dry_run
-from ..errors import ApiError, not_found
+from ..errors import ApiError, conflict, not_found
 from ..registry import ResourceType
 from ..strategy import CRD_KEY, NS_KEY, POD_KEY
 from .context import RestContext
@@ -41,22 +41,18 @@ def delete_options(query: Mapping[str, str], body: Any) -> dict[str, Any]:
     return opts
 
 
-def check_preconditions(old: Mapping[str, Any], opts: Mapping[str, Any]) -> None:
+def check_preconditions(rt: ResourceType, old: Mapping[str, Any], opts: Mapping[str, Any]) -> None:
     pre = opts.get("preconditions") or {}
     meta = old["metadata"]
     if pre.get("uid") and pre["uid"] != meta["uid"]:
-        raise ApiError(
-            409,
-            f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}",
-            reason="Conflict",
-        )
+        why = f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}"
+        raise conflict(rt.group, rt.plural, meta["name"], why)
     if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
-        raise ApiError(
-            409,
+        why = (
             f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
-            f"ResourceVersion in object meta: {meta['resourceVersion']}",
-            reason="Conflict",
+            f"ResourceVersion in object meta: {meta['resourceVersion']}"
         )
+        raise conflict(rt.group, rt.plural, meta["name"], why)
 
 
 def delete(
@@ -72,7 +68,7 @@ def delete(
     old = ctx.store.get(rt.key, ns, name)
     if old is None:
         raise not_found(rt.group, rt.plural, name)
-    check_preconditions(old, opts)
+    check_preconditions(rt, old, opts)
     dry_run = "All" in (opts.get("dryRun") or [])
     admission = AdmissionRequest(
         Operation.DELETE, rt, ns, name, None, old=old, dry_run=dry_run, options=opts, user=user

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ApiError
+from ..errors import ApiError, expired, too_large_resource_version
 from ..registry import ResourceType
 from ..selectors import make_predicate
-from ..store import Stored
+from ..store import ResourceVersionTooOld, Stored
 from .context import RestContext
 
 
@@ -40,19 +41,68 @@ def get(ctx: RestContext, rt: ResourceType, ns: str | None, name: str) -> Stored
     return ctx.get_stored(rt, ns, name)
 
 
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. "
+    "You can start a new list without the continue parameter."
+)
+LIST_EXPIRED = "The resourceVersion for the provided list is too old."
+BLOCK_TIMEOUT = 3.0  # how long the watch cache waits for a resourceVersion it has not reached
+
+
+def requested_resource_version(query: Mapping[str, str]) -> int:
+    """The resourceVersion a LIST must reach (0: any); call after options.validate_list."""
+    rv = query.get("resourceVersion", "")
+    return int(rv) if rv and not query.get("continue") else 0
+
+
+async def wait_until_fresh(ctx: RestContext, rv: int) -> None:
+    """As the watch cache: wait up to 3 s for a resourceVersion the store has not reached, then 504."""
+    if rv <= ctx.store.rv:
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + BLOCK_TIMEOUT
+    while ctx.store.rv < rv and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+    if ctx.store.rv < rv:
+        raise too_large_resource_version(rv, ctx.store.rv)
+
+
+def _exact(query: Mapping[str, str]) -> bool:
+    """Exact: asked for, or the legacy rule (a limit with a non-zero resourceVersion and no match)."""
+    match, rv = query.get("resourceVersionMatch", ""), query.get("resourceVersion", "")
+    if match == "Exact":
+        return True
+    return not match and rv not in ("", "0") and int(query.get("limit") or 0) > 0
+
+
 def list_page(ctx: RestContext, rt: ResourceType, ns: str | None, query: Mapping[str, str]) -> Page:
+    """One page of a LIST. The first page is read at the current resourceVersion (or the one asked for
+    with resourceVersionMatch=Exact); later pages are read at the first page's, so pages are consistent."""
     pred = predicate(rt, query)
-    items = [s for s in ctx.store.items(rt.key, ns) if pred(s.obj)]
-    rv = str(ctx.store.rv)
-    start = 0
     cont = query.get("continue")
+    after: tuple[str, str] | None = None
+    at: int | None = None
     if cont:
         try:
             token = json.loads(base64.urlsafe_b64decode(cont.encode()))
             after = (token["ns"] or "", token["name"])
-            rv = token["rv"]
+            at = int(token["rv"])
         except (ValueError, KeyError, TypeError) as e:
             raise ApiError(400, f"continue key is not valid: {e}") from None
+    elif _exact(query):
+        at = int(query["resourceVersion"])
+    if at is None:
+        snapshot = list(ctx.store.items(rt.key, ns))
+        rv = ctx.store.rv
+    else:
+        try:
+            snapshot = ctx.store.items_at(rt.key, at, ns)
+        except ResourceVersionTooOld:
+            raise expired(CONTINUE_EXPIRED if cont else LIST_EXPIRED) from None
+        rv = at
+    items = [s for s in snapshot if pred(s.obj)]
+    start = 0
+    if after is not None:
         while (
             start < len(items)
             and ((items[start].obj["metadata"].get("namespace") or ""), items[start].obj["metadata"]["name"]) <= after
@@ -65,6 +115,6 @@ def list_page(ctx: RestContext, rt: ResourceType, ns: str | None, query: Mapping
     if limit > 0 and remaining > 0:
         last = page[-1].obj["metadata"]
         next_token = base64.urlsafe_b64encode(
-            json.dumps({"rv": rv, "ns": last.get("namespace"), "name": last["name"]}).encode()
+            json.dumps({"rv": str(rv), "ns": last.get("namespace"), "name": last["name"]}).encode()
         ).decode()
-    return Page(page, rv, next_token, remaining if next_token else 0)
+    return Page(page, str(rv), next_token, remaining if next_token else 0)

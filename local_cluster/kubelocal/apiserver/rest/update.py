@@ -50,6 +50,10 @@ def update(
         raise ApiError(400, f"the name of the object ({body_meta['name']}) does not match the name on the URL ({name})")
     if old is None:
         raise not_found(rt.group, rt.plural, name)
+    uid = body_meta.get("uid")
+    if uid and uid != old["metadata"]["uid"]:
+        why = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old['metadata']['uid']}"
+        raise conflict(rt.group, rt.plural, name, why)
     rv = body_meta.get("resourceVersion")
     if rv:
         if rv != old["metadata"]["resourceVersion"]:
@@ -63,6 +67,7 @@ def update(
         )
     new = copy.deepcopy(body)
     strategy.check_type(rt, new)
+    strategy.check_decodable(rt, new)
     obj, warnings = write_update(ctx, rt, old, new, sub, query, user=user)
     return obj, warnings, False
 
@@ -117,11 +122,21 @@ def patch(
     rv = (new.get("metadata") or {}).get("resourceVersion")
     if rv and rv != old["metadata"]["resourceVersion"]:
         raise conflict(rt.group, rt.plural, name)
+    uid = (new.get("metadata") or {}).get("uid")
+    if uid != old["metadata"]["uid"]:
+        shown = json.dumps(uid if isinstance(uid, str) else "")
+        raise invalid(
+            rt.kind,
+            rt.group,
+            name,
+            [("metadata.uid", "FieldValueInvalid", f"Invalid value: {shown}: field is immutable")],
+        )
     if (new.get("metadata") or {}).get("name", name) != name:
         raise ApiError(
             400, f"the name of the object ({new['metadata']['name']}) does not match the name on the URL ({name})"
         )
     strategy.check_type(rt, new)
+    strategy.check_decodable(rt, new, patched=True)
     return write_update(ctx, rt, old, new, sub, query, user=user)
 
 
@@ -193,6 +208,7 @@ def write_update(
     ):
         return old, warnings  # a no-op write keeps the resourceVersion, as etcd-backed storage does
     if admission.dry_run:
+        meta["resourceVersion"] = old_meta["resourceVersion"]  # as the stored object's, never a new one
         return new, warnings
     if (
         meta.get("deletionTimestamp")
