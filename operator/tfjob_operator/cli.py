@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,7 +52,9 @@ def load_manifests(path: str) -> list[Any]:
 def _doc_name(doc: Any, index: int) -> str:
     meta = doc.get("metadata") if isinstance(doc, dict) else None
     name = meta.get("name") if isinstance(meta, dict) else None
-    return name if isinstance(name, str) and name else f"(document {index + 1})"
+    # A name that is not one (blank, odd characters) would make a confusing prefix: the document's number is clearer.
+    readable = isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,62}", name)
+    return str(name) if readable else f"(document {index + 1})"
 
 
 def read_tfjobs(path: str, namespace: str | None = None) -> list[TFJob]:
@@ -78,7 +81,7 @@ def read_tfjobs(path: str, namespace: str | None = None) -> list[TFJob]:
             continue
         key = (job.namespace, job.name)
         if key in seen:
-            messages.append(f"{name}: documents {seen[key] + 1} and {index + 1} are the same TFJob "
+            messages.append(f"{name}: metadata.name: documents {seen[key] + 1} and {index + 1} are the same TFJob "
                             f"{job.namespace}/{job.name} (keep one, or rename one)")
             continue
         seen[key] = index

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
+from kubernetes.utils.quantity import parse_quantity
 from kubernetes_validate.utils import schema_contents
 from referencing import Registry, Resource
 
@@ -76,10 +77,47 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return error.message[:200]
 
 
+def _null_items(node: Any, path: str) -> list[str]:
+    # The published schemas allow null everywhere, but Kubernetes decodes a null list item into an empty
+    # object (a port without containerPort, a container without name) and refuses it.
+    if isinstance(node, Mapping):
+        return [m for key, value in node.items() for m in _null_items(value, f"{path}.{key}")]
+    if isinstance(node, list):
+        out: list[str] = []
+        for i, value in enumerate(node):
+            out += [f"{path}[{i}]: empty item (remove it)"] if value is None else _null_items(value, f"{path}[{i}]")
+        return out
+    return []
+
+
+def _quantity_messages(field: str, template: Mapping[str, Any]) -> list[str]:
+    # The schema says only "a number or a string"; the API server parses quantities, and so does the operator.
+    spec = template.get("spec") or {}
+    found: list[tuple[str, Any]] = [(f"{field}.spec.overhead", spec.get("overhead"))]
+    for key in ("containers", "initContainers"):
+        for i, container in enumerate(spec.get(key) or []):
+            resources = container.get("resources") or {}
+            for kind in ("limits", "requests"):
+                found.append((f"{field}.spec.{key}[{i}].resources.{kind}", resources.get(kind)))
+    messages = []
+    for path, values in found:
+        for name, value in (values or {}).items():
+            try:
+                ok = parse_quantity(value).is_finite()
+            except (ValueError, TypeError, ArithmeticError):
+                ok = False
+            if not ok:
+                messages.append(f"{path}.{name}: {value!r:.60} is not a quantity (e.g. 2, 500m, 4Gi)")
+    return messages
+
+
 def template_schema_messages(field: str, template: Mapping[str, Any]) -> list[str]:
     """Why the pod template would be refused by the API server, each message naming its field."""
+    nulls = _null_items(template, field)
+    if nulls:
+        return nulls[:MAX_ERRORS]
     errors = sorted(_validator().iter_errors(template), key=lambda e: [str(p) for p in e.absolute_path])
     messages = [f"{field}{_path(e.absolute_path)}: {_describe(e)}" for e in errors[:MAX_ERRORS]]
     if len(errors) > MAX_ERRORS:
         messages.append(f"{field}: {len(errors) - MAX_ERRORS} more errors not shown")
-    return messages
+    return messages or _quantity_messages(field, template)

@@ -89,7 +89,8 @@ def training_container_index(template: Mapping[str, Any]) -> int | None:
 
 
 def _duplicate_type_messages(obj: Mapping[str, Any]) -> list[str]:
-    specs = ((obj.get("spec") or {}).get("tfReplicaSpecs")) or {}
+    spec = obj.get("spec")
+    specs = spec.get("tfReplicaSpecs") if isinstance(spec, Mapping) else None
     if not isinstance(specs, Mapping):
         return []
     seen: dict[ReplicaType, str] = {}
