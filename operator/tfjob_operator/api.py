@@ -10,9 +10,35 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from tfjob_operator import constants, limits
+
+
+def _json_int(value: Any) -> Any:
+    """Integers as the API server reads JSON: true and "3" are not integers (pydantic's lax mode takes them)."""
+    if isinstance(value, bool | str):
+        raise ValueError(f"must be an integer, got {value!r:.60}")
+    return value
+
+
+def _json_int_or_string(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"must be an integer or a string (a quantity such as 8 or 500m), got {value!r:.60}")
+    return value
+
+
+def _json_bool(value: Any) -> Any:
+    """Booleans as the API server reads JSON: only true and false ("yes", 1 are not)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, got {value!r:.60}")
+    return value
+
+
+#: int and bool fields of the spec: refused where the API server would refuse them, so render never accepts more.
+#: (`_INT` goes after a field's bounds, so they still reach the CRD as minimum/maximum.)
+_INT = BeforeValidator(_json_int)
+KubeBool = Annotated[bool, BeforeValidator(_json_bool)]
 
 
 class _Model(BaseModel):
@@ -65,7 +91,7 @@ class SuccessPolicy(StrEnum):
 class SchedulingPolicy(_Model):
     """How the gang is scheduled: all pods or none."""
 
-    minAvailable: Annotated[int | None, Field(ge=1)] = Field(
+    minAvailable: Annotated[int, Field(ge=1), _INT] | None = Field(
         None,
         description="Pods that must be placed together before any starts. Default: every pod of the job.",
     )
@@ -75,10 +101,10 @@ class SchedulingPolicy(_Model):
     priorityClass: str | None = Field(
         None, description="PriorityClass of the gang; admission order is priority, then arrival."
     )
-    minResources: dict[str, int | str] | None = Field(
+    minResources: dict[str, Annotated[int | str, BeforeValidator(_json_int_or_string)]] | None = Field(
         None, description="Resources the gang needs as a whole (PodGroup minResources), e.g. {nvidia.com/gpu: 8}."
     )
-    scheduleTimeoutSeconds: Annotated[int | None, Field(ge=1)] = Field(
+    scheduleTimeoutSeconds: Annotated[int, Field(ge=1), _INT] | None = Field(
         None,
         description="If the whole gang is not scheduled within this many seconds, its pods are recreated "
         "and the job requeued with back-off. Default 300.",
@@ -93,25 +119,25 @@ class RunPolicy(_Model):
         description="Which pods to delete when the job finishes: All, Running (default: pods still running, "
         "such as PS and evaluator), or None.",
     )
-    ttlSecondsAfterFinished: Annotated[int | None, Field(ge=0)] = Field(
+    ttlSecondsAfterFinished: Annotated[int, Field(ge=0), _INT] | None = Field(
         None, description="Delete the finished job (and its pods) this many seconds after it finishes."
     )
-    activeDeadlineSeconds: Annotated[int | None, Field(ge=1)] = Field(
+    activeDeadlineSeconds: Annotated[int, Field(ge=1), _INT] | None = Field(
         None, description="Fail the job if it runs longer than this, counted from status.startTime."
     )
-    backoffLimit: Annotated[int | None, Field(ge=0)] = Field(
+    backoffLimit: Annotated[int, Field(ge=0), _INT] | None = Field(
         None,
         description="Gang restarts caused by failures before the job is failed. Disruptions (eviction, "
         "preemption, node loss) do not count.",
     )
     schedulingPolicy: SchedulingPolicy | None = Field(None, description="Gang-scheduling settings.")
-    stallTimeoutSeconds: Annotated[int | None, Field(ge=1)] = Field(
+    stallTimeoutSeconds: Annotated[int, Field(ge=1), _INT] | None = Field(
         None,
         description="Restart the gang when a worker makes no training progress (no step, evaluation step or "
         "checkpoint) for this many seconds: the worker runtime exits 202 and the job records TrainingStalled. "
         "The first step after start-up gets at least 600 s (TFJOB_FIRST_STEP_GRACE_SECONDS). Default: off.",
     )
-    suspend: bool = Field(
+    suspend: KubeBool = Field(
         False, description="true deletes the job's pods and keeps the job; false again recreates them."
     )
     managedBy: str | None = Field(
@@ -124,7 +150,7 @@ class RunPolicy(_Model):
 class ReplicaSpec(_Model):
     """One replica type: how many pods, when to restart them, and their pod template."""
 
-    replicas: Annotated[int, Field(ge=0, le=limits.MAX_REPLICAS_PER_TYPE)] = Field(
+    replicas: Annotated[int, Field(ge=0, le=limits.MAX_REPLICAS_PER_TYPE), _INT] = Field(
         1, description=f"Number of pods of this type (at most {limits.MAX_REPLICAS_PER_TYPE}; Chief and Evaluator 1)."
     )
     restartPolicy: RestartPolicy = Field(
@@ -193,7 +219,7 @@ class TFJobSpec(_Model):
         SuccessPolicy.DEFAULT,
         description='"" (the chief, or worker 0 when there is no chief, decides success) or AllWorkers.',
     )
-    enableDynamicWorker: bool = Field(
+    enableDynamicWorker: KubeBool = Field(
         False,
         description="Accepted for Kubeflow compatibility. Dynamic workers are not supported: true is refused.",
     )

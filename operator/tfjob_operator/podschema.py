@@ -99,16 +99,16 @@ def _quantity_messages(field: str, template: Mapping[str, Any]) -> list[str]:
             resources = container.get("resources") or {}
             for kind in ("limits", "requests"):
                 found.append((f"{field}.spec.{key}[{i}].resources.{kind}", resources.get(kind)))
-    messages = []
-    for path, values in found:
-        for name, value in (values or {}).items():
-            try:
-                ok = parse_quantity(value).is_finite()
-            except (ValueError, TypeError, ArithmeticError):
-                ok = False
-            if not ok:
-                messages.append(f"{path}.{name}: {value!r:.60} is not a quantity (e.g. 2, 500m, 4Gi)")
-    return messages
+    return [f"{path}.{name}: {value!r:.60} is not a quantity (e.g. 2, 500m, 4Gi)"
+            for path, values in found for name, value in (values or {}).items() if not is_quantity(value)]
+
+
+def is_quantity(value: Any) -> bool:
+    """Whether Kubernetes (and the operator's resource arithmetic) reads this as a finite quantity."""
+    try:
+        return bool(parse_quantity(value).is_finite())
+    except (ValueError, TypeError, ArithmeticError):
+        return False
 
 
 def template_schema_messages(field: str, template: Mapping[str, Any]) -> list[str]:

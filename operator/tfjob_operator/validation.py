@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from tfjob_operator import apigroups, constants, limits
 from tfjob_operator.api import REPLICA_TYPE_ALIASES, ReplicaType, TFJob
-from tfjob_operator.podschema import template_schema_messages
+from tfjob_operator.podschema import is_quantity, template_schema_messages
 
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -61,6 +61,8 @@ def _friendly(error: Mapping[str, Any]) -> str:
         return f"must be ≥ {ctx.get('ge')}, got {_short(got)}"
     if kind == "missing":
         return "required field is missing"
+    if kind == "value_error":  # our own validators' words (api._json_int ...) are already a sentence
+        return str(error["msg"]).removeprefix("Value error, ")
     return f"{error['msg']} (got {_short(got)})"
 
 
@@ -143,6 +145,10 @@ def semantic_messages(job: TFJob) -> list[str]:
     ):
         messages.append("spec.tfReplicaSpecs: a job needs a Chief or at least one Worker to train and decide success")
     sched = job.spec.runPolicy.schedulingPolicy
+    for resource, quantity in ((sched.minResources or {}) if sched else {}).items():
+        if not is_quantity(quantity):
+            messages.append(f"spec.runPolicy.schedulingPolicy.minResources.{resource}: {_short(quantity)} is not a "
+                            "quantity (e.g. 8, 500m, 4Gi)")
     if sched and sched.minAvailable is not None and sched.minAvailable > total:
         messages.append(
             f"spec.runPolicy.schedulingPolicy.minAvailable: {sched.minAvailable} is more than the job's "

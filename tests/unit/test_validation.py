@@ -79,6 +79,20 @@ INVALID = [
     ("port-beyond-int32", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
         {"name": "tensorflow", "image": "x", "ports": [{"containerPort": 2**40}]}]}}),
      "spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports[0].containerPort: 1099511627776 does not fit"),
+    ("replicas-true", with_("spec.tfReplicaSpecs.Worker.replicas", True),
+     "spec.tfReplicaSpecs.Worker.replicas: must be an integer, got True"),
+    ("replicas-string", with_("spec.tfReplicaSpecs.Worker.replicas", "3"),
+     "spec.tfReplicaSpecs.Worker.replicas: must be an integer, got '3'"),
+    ("suspend-yes", with_("spec.runPolicy", {"suspend": "yes"}), "spec.runPolicy.suspend: must be true or false"),
+    ("min-resources-not-a-quantity", with_("spec.runPolicy", {"schedulingPolicy": {"minResources": {"cpu": "lots"}}}),
+     "spec.runPolicy.schedulingPolicy.minResources.cpu: 'lots' is not a quantity"),
+    ("limit-not-a-quantity", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "resources": {"limits": {"cpu": "lots"}}}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.limits.cpu: 'lots' is not a quantity"),
+    ("null-list-item", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "ports": [None]}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports[0]: empty item (remove it)"),
+    ("spec-a-string", with_("spec", "x"), "spec: Input should be a valid dictionary"),
     ("metadata-not-a-mapping", with_("metadata", "x"), "metadata: Input should be a valid dictionary"),
     ("no-name", with_("metadata.name", ""), "metadata.name: required"),
     ("negative-replicas", with_("spec.tfReplicaSpecs.Worker.replicas", -1),
