@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from polling import wait_for
@@ -160,3 +161,22 @@ def local_cluster(tmp: Path, nodes: str | None = None, image: ImageDefaults = Im
         kubeconfig = tmp / "kubeconfig"
         write_kubeconfig(kubeconfig, local.url)
         yield Cluster(local, kubeconfig, tmp)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A local control plane for a test module (import this fixture into a conftest or test module)."""
+    with local_cluster(tmp_path_factory.mktemp("cluster")) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: Cluster) -> Iterator[Operator]:
+    """One operator for the module's tests (each test uses its own job names); it must exit cleanly."""
+    op = Operator(cluster.kubeconfig, cluster.workdir / "operator.log",
+                  TFJOB_METRICS_PORT=str(free_port()), TFJOB_METRICS_HOST="127.0.0.1",
+                  TFJOB_LIVENESS_PORT=str(free_port()), TFJOB_LIVENESS_HOST="127.0.0.1").start()
+    yield op
+    op.stop()
+    if op.proc is not None:
+        assert op.proc.returncode in (0, -signal.SIGTERM), op.log()[-3000:]

@@ -35,20 +35,20 @@ class ClusterError(Exception):
 
 def _hint(status: int | None, action: str, kind_name: str, namespace: str) -> str:
     if status == 404 and action == "create":
-        return f"is the TFJob CRD installed? (kubectl apply -f crds/tfjob.yaml) and does namespace {namespace} exist?"
+        return f"is the TFJob CRD installed (kubectl apply -f crds/tfjob.yaml), and does namespace {namespace} exist?"
     if status == 404:
-        return f"no {kind_name} in namespace {namespace} (check the name and -n; kubectl get tfjobs -n {namespace})"
+        return f"check the name and the namespace (kubectl get tfjobs -n {namespace})"
     if status == 409:
-        return f"{kind_name} exists already in namespace {namespace} (delete it first, or choose another name)"
+        return f"delete it first (kubectl delete {kind_name} -n {namespace}) or choose another name"
     if status == 401:
-        return "not authenticated (check the kubeconfig's credentials, or log in again)"
+        return "check the kubeconfig's credentials, or log in again"
     if status == 403:
-        return f"your credentials may not {action} tfjobs there (kubectl auth can-i {action} tfjobs -n {namespace})"
+        return f"ask for RBAC that allows it (kubectl auth can-i {action} tfjobs -n {namespace})"
     if status == 422:
-        return "the API server refused the object (fix the field it names)"
+        return "fix the field it names"
     if status == 429 or (status is not None and status >= 500):
         return "the API server is overloaded or failing; try again shortly"
-    return "see the message above"
+    return "see the API server's message"
 
 
 def cluster_error(exc: BaseException, action: str, kind_name: str, namespace: str) -> ClusterError:
@@ -60,12 +60,12 @@ def cluster_error(exc: BaseException, action: str, kind_name: str, namespace: st
         except (ValueError, AttributeError):
             message = str(exc.body or "")[:200]
         detail = f": {message}" if message else ""
-        return ClusterError(f"{action} {kind_name}: HTTP {exc.status} {exc.reason}{detail} "
-                            f"({_hint(exc.status, action, kind_name, namespace)})")
+        return ClusterError(f"{action} {kind_name}: HTTP {exc.status} {exc.reason}{detail}; "
+                            f"{_hint(exc.status, action, kind_name, namespace)}")
     if isinstance(exc, urllib3.exceptions.HTTPError):
         reason = getattr(exc, "reason", None) or exc
-        return ClusterError(f"{action} {kind_name}: cannot reach the API server ({str(reason).splitlines()[0][:160]}) "
-                            "(is the cluster up? check --kubeconfig and --context)")
+        return ClusterError(f"{action} {kind_name}: cannot reach the API server ({str(reason).splitlines()[0][:160]}); "
+                            "is the cluster up? check --kubeconfig and --context")
     return ClusterError(f"{action} {kind_name}: {exc}")
 
 
@@ -87,8 +87,8 @@ def connect(kubeconfig: str | None = None, namespace: str | None = None, context
         try:
             config.load_incluster_config()
         except config.ConfigException:
-            raise ClusterError(f"no usable kubeconfig ({str(exc).splitlines()[0][:160]}) "
-                               "(pass --kubeconfig, set KUBECONFIG, or start one with `tfjob local up`)") from None
+            raise ClusterError(f"no usable kubeconfig ({str(exc).splitlines()[0][:160]}); "
+                               "pass --kubeconfig, set KUBECONFIG, or start a cluster with `tfjob local up`") from None
         default_ns = "default"
     api = client.ApiClient()
     api.configuration.retries = 1  # an unreachable server is reported at once, not after urllib3's retries

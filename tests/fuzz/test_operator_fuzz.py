@@ -8,7 +8,6 @@ import copy
 import itertools
 import json
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,27 +15,15 @@ import requests
 from conftest import EXAMPLES, FUZZ, SEED
 from documents import mutated_job
 from hypothesis import given, seed, settings
-from operator_harness import NS, Cluster, Operator, local_cluster
+from operator_harness import NS, Cluster, Operator, cluster, operator
 from polling import wait_for
 
 pytestmark = pytest.mark.timeout(600)
+__all__ = ["cluster", "operator"]  # the module's local cluster and operator (fixtures)
 
 _names = (f"fz{i}" for i in itertools.count())
 #: Jobs the API server stored, by name (checked again at the end of the module).
 STORED: dict[str, Any] = {}
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with local_cluster(tmp_path_factory.mktemp("fuzz")) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def operator(cluster: Cluster) -> Iterator[Operator]:
-    op = Operator(cluster.kubeconfig, cluster.workdir / "operator.log").start()
-    yield op
-    op.stop()
 
 
 def post(cluster: Cluster, doc: Any) -> requests.Response:
