@@ -170,9 +170,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         except InvalidSpec as exc:
             problems.extend(exc.messages)
             continue
-        for doc in docs:
-            name = f"{path}: {(doc.get('metadata') or {}).get('name') or '(unnamed)'}" if isinstance(
-                doc, dict) else path
+        for index, doc in enumerate(docs):
+            name = f"{path}: {_doc_name(doc, index)}"
             if not isinstance(doc, dict):
                 problems.append(f"{name}: a document must be a YAML mapping")
                 continue
