@@ -195,9 +195,9 @@ def test_tfjob_round_trips_through_kubectl_with_its_printer_columns(kubectl, tmp
         "--subresource=status",
         "--type=merge",
         "-p",
-        '{"status":{"state":"Running","workers":"2/2","restartCount":1}}',
+        '{"status":{"state":"Running","workers":"2/2","restartCount":1,"progress":{"summary":"epoch-3/5"}}}',
     )
     rows = header_and_rows(kubectl("get", "tfj").stdout)
-    assert rows[0] == ["NAME", "STATE", "WORKERS", "RESTARTS", "AGE"]
-    assert rows[1][:4] == [name, "Running", "2/2", "1"]
+    assert rows[0] == ["NAME", "STATE", "WORKERS", "RESTARTS", "PROGRESS", "AGE"]
+    assert rows[1][:5] == [name, "Running", "2/2", "1", "epoch-3/5"]
     assert "unchanged" in kubectl("apply", "-f", str(path)).stdout

@@ -23,7 +23,7 @@ from tfjob_operator.gang.base import (
     backend_names,
 )
 from tfjob_operator.render import render
-from tfjob_operator.validation import parse_tfjob
+from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 
 def manifest(
@@ -76,10 +76,9 @@ def test_backend_is_chosen_per_job(annotations, default, expected):
     assert backend_for(job, default).name == expected
 
 
-def test_unknown_backend_names_the_field_and_the_choices():
-    job = parse_tfjob(manifest(annotations={constants.ANNOTATION_GANG_BACKEND: "slurm"}))
-    with pytest.raises(GangBackendError) as err:
-        backend_for(job, "builtin")
+def test_unknown_backend_is_refused_when_the_job_is_read_naming_the_field_and_the_choices():
+    with pytest.raises(InvalidSpec) as err:
+        parse_tfjob(manifest(annotations={constants.ANNOTATION_GANG_BACKEND: "slurm"}))
     assert str(err.value) == (
         f"metadata.annotations[{constants.ANNOTATION_GANG_BACKEND}]: unknown gang backend 'slurm' "
         "(choose one of builtin, kueue, none, scheduler-plugins, volcano)"
