@@ -7,6 +7,7 @@ object with what each SDK call returned; tests/kubeflow_sdk/test_kubeflow_sdk.py
 
 import json
 import sys
+import time
 
 from kubeflow.training import (
     KubeflowOrgV1ReplicaSpec,
@@ -41,6 +42,11 @@ def main(kubeconfig: str, name: str) -> None:
     got = client.get_job(name)
     conditions = client.get_job_conditions(name)
     logs, _ = client.get_job_logs(name)  # the master pod: worker 0 without a chief
+    # Worker 0 decides success; worker 1 may still be finishing (cleanPodPolicy None keeps it): wait for it.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(
+            p.status.phase not in ("Succeeded", "Failed") for p in client.get_job_pods(name, is_master=False)):
+        time.sleep(0.2)
     all_logs, _ = client.get_job_logs(name, is_master=False)
     result = {
         "waited_kind": finished.kind,
