@@ -1,14 +1,18 @@
 """LocalCluster: the API emulator, the controllers beside it, the declared nodes, the scheduler stand-in
 and the process kubelet.
 
-All of them share one event loop. `LocalCluster` is an async context manager; `LocalClusterThread` runs
-one on a background thread for synchronous callers (tests, `tfjob local`, kubectl users).
+The API server has the event loop it is started on to itself; the controller manager, the scheduler and
+the kubelet (clients of it over HTTP) run on a second event loop in their own thread, so that their work
+(decisions, process spawns, watch decoding) never queues ahead of a request being served. `LocalCluster`
+is an async context manager; `LocalClusterThread` runs one on a background thread for synchronous callers
+(tests, `tfjob local`, kubectl users).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Sequence
@@ -27,6 +31,8 @@ from kubelocal.pki import CertificateAuthority, new_ca
 from kubelocal.scheduler import Scheduler
 
 T = TypeVar("T")
+#: Seconds a thread may hold the GIL while another waits for it (Python's default is 0.005).
+SWITCH_INTERVAL = 0.0005
 CRD_API = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
@@ -60,8 +66,48 @@ async def install_crds(url: str, paths: Sequence[Path], *, timeout: float = 30.0
     return names
 
 
+class ComponentLoop:
+    """An event loop in a daemon thread for the cluster's components (controllers, scheduler, kubelet)."""
+
+    def __init__(self, name: str = "kubelocal-components") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def start(self) -> None:
+        # The API server's thread gives the GIL up on every socket write and must win it back from this
+        # CPU-bound thread: with the default 5 ms switch interval, each response could wait that long.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
+        self._thread.start()
+
+    def submit(self, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
+        """Schedule a coroutine on the components' loop (from any thread)."""
+        async def wrap() -> T:
+            return await coro
+
+        return asyncio.run_coroutine_threadsafe(wrap(), self.loop)
+
+    async def run(self, coro: Awaitable[T]) -> T:
+        """Await a coroutine that runs on the components' loop."""
+        return await asyncio.wrap_future(self.submit(coro))
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=30)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
 class LocalCluster:
-    """A whole local control plane; `async with LocalCluster(workdir=...) as c:` then use `c.url`."""
+    """A whole local control plane; `async with LocalCluster(workdir=...) as c:` then use `c.url`.
+
+    The controllers, the kubelet and the scheduler live on `components.loop`: await their coroutines
+    through `await c.on_components(c.kubelet.evict(...))`.
+    """
 
     def __init__(self, *, nodes: str | None = None, workdir: Path, port: int = 0,
                  crds: Sequence[Path] = (), max_grace_seconds: float = 5.0,
@@ -81,6 +127,7 @@ class LocalCluster:
         self._controllers: ControllerManager | None = None
         self._kubelet: ProcessKubelet | None = None
         self._scheduler: Scheduler | None = None
+        self._components: ComponentLoop | None = None
 
     @property
     def url(self) -> str:
@@ -104,34 +151,57 @@ class LocalCluster:
             raise RuntimeError("the cluster is not running (use `async with LocalCluster(...)`)")
         return self._scheduler
 
+    @property
+    def components(self) -> ComponentLoop:
+        if self._components is None:
+            raise RuntimeError("the cluster is not running (use `async with LocalCluster(...)`)")
+        return self._components
+
+    async def on_components(self, coro: Awaitable[T]) -> T:
+        """Await a coroutine of the controllers, the kubelet or the scheduler on their own loop."""
+        return await self.components.run(coro)
+
     async def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         await self.apiserver.start()
         try:
             if self.crds:
                 await install_crds(self.url, self.crds)
-            self._controllers = ControllerManager(self.url, self.ca.cert_pem, self.controller_settings)
-            await self._controllers.start()
-            self._kubelet = ProcessKubelet(self.url, nodes=self.nodes, workdir=self.workdir,
-                                           max_grace_seconds=self.max_grace_seconds, backoff=self.restart_backoff,
-                                           image=self.image)
-            self.apiserver.set_log_source(self._kubelet)
-            await self._kubelet.start()
-            self._scheduler = Scheduler(self.url)
-            await self._scheduler.start()
+            self._components = ComponentLoop()
+            self._components.start()
+            await self._components.run(self._start_components())
         except BaseException:
             await self.stop()
             raise
 
-    async def stop(self) -> None:
-        """Stop scheduling, end every pod process, then the API server."""
+    async def _start_components(self) -> None:
+        """On the components' loop: the controllers, the kubelet (it registers the nodes), then the scheduler."""
+        self._controllers = ControllerManager(self.url, self.ca.cert_pem, self.controller_settings)
+        await self._controllers.start()
+        self._kubelet = ProcessKubelet(self.url, nodes=self.nodes, workdir=self.workdir,
+                                       max_grace_seconds=self.max_grace_seconds, backoff=self.restart_backoff,
+                                       image=self.image)
+        self.apiserver.set_log_source(self._kubelet)
+        await self._kubelet.start()
+        self._scheduler = Scheduler(self.url)
+        await self._scheduler.start()
+
+    async def _stop_components(self) -> None:
         if self._scheduler is not None:
             await self._scheduler.stop()
         if self._controllers is not None:
             await self._controllers.stop()
         if self._kubelet is not None:
             await self._kubelet.stop()
-            self.apiserver.set_log_source(None)
+
+    async def stop(self) -> None:
+        """Stop scheduling, end every pod process, then the API server."""
+        if self._components is not None:
+            try:
+                await self._components.run(self._stop_components())
+            finally:
+                self.apiserver.set_log_source(None)
+                self._components.stop()
         await self.apiserver.stop()
 
     async def __aenter__(self) -> LocalCluster:
@@ -189,14 +259,11 @@ class LocalClusterThread:
             self._thread.join(timeout=60)
 
     def call(self, coro: Awaitable[T], timeout: float | None = 60.0) -> T:
-        """Run a coroutine on the cluster's loop and return its result (e.g. `c.call(c.kubelet.evict(...))`)."""
+        """Run a coroutine on the components' loop (the controllers', kubelet's and scheduler's) and return its
+        result, e.g. `c.call(c.kubelet.evict(...))`; clients of the API server work there too."""
         if self._loop is None:
             raise RuntimeError("the cluster thread is not running")
-
-        async def wrap() -> T:
-            return await coro
-
-        return asyncio.run_coroutine_threadsafe(wrap(), self._loop).result(timeout)
+        return self.cluster.components.submit(coro).result(timeout)
 
     def _run(self) -> None:
         asyncio.run(self._main())

@@ -178,9 +178,9 @@ class Informer:
                 raise ApiError(resp.status, "WATCH", self.path, await resp.text())
             buffer = b""
             async for chunk in resp.content.iter_any():
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                # One split per chunk: a burst arrives as one large chunk of many events.
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
                     if line.strip():
                         self._on_line(json.loads(line))
 

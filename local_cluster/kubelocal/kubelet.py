@@ -657,7 +657,7 @@ class ProcessKubelet:
         self.backoff = backoff
         self.config_retry_seconds = config_retry_seconds
         self.heartbeat_seconds = heartbeat_seconds
-        self.client = KubeClient(url, USER_AGENT, max_connections=48)
+        self.client = KubeClient(url, USER_AGENT, max_connections=8)
         self.processes: dict[int, asyncio.subprocess.Process] = {}
         self.lost_nodes: set[str] = set()
         self._runtimes: dict[str, PodRuntime] = {}
@@ -947,7 +947,8 @@ async def _read_log(run: Run, *, follow: bool, tail_lines: int | None, poll: flo
                     yield rest
                     continue
                 return
-            await wait_event(run.exited, poll)
+            # Polled, not awaited: the API server serving this log runs on another loop than the kubelet.
+            await asyncio.sleep(poll)
 
 
 def ready_conditions(ready: bool | None) -> list[dict[str, Any]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +85,7 @@ def parse_label_selector(text: str | None) -> list[Requirement]:
     return reqs
 
 
-def labels_match(reqs: list[Requirement], obj: Mapping[str, Any]) -> bool:
+def labels_match(reqs: Sequence[Requirement], obj: Mapping[str, Any]) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return all(r.matches(labels) for r in reqs)
 
@@ -130,7 +130,7 @@ def field_value(obj: Mapping[str, Any], path: str) -> str:
     return str(cur)
 
 
-def fields_match(reqs: list[tuple[str, str, str]], obj: Mapping[str, Any]) -> bool:
+def fields_match(reqs: Sequence[tuple[str, str, str]], obj: Mapping[str, Any]) -> bool:
     for field, op, value in reqs:
         have = field_value(obj, field)
         if (have == value) != (op == "="):
@@ -138,12 +138,30 @@ def fields_match(reqs: list[tuple[str, str, str]], obj: Mapping[str, Any]) -> bo
     return True
 
 
+@dataclass(frozen=True)
+class Selector:
+    """Both selectors of one request, parsed; called on an object it says whether the object matches.
+
+    `equalities` are the requirements an index can answer (label `=`/`in`, field `=`): every matching
+    object has one of the values, so the store can start from the objects that do.
+    """
+
+    labels: tuple[Requirement, ...] = ()
+    fields: tuple[tuple[str, str, str], ...] = ()
+
+    def __call__(self, obj: Mapping[str, Any]) -> bool:
+        return labels_match(self.labels, obj) and fields_match(self.fields, obj)
+
+    def equalities(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """("label" | "field", key, allowed values) for each requirement an index can answer."""
+        out = [("label", r.key, r.values) for r in self.labels if r.op in ("=", "in")]
+        out += [("field", field, (value,)) for field, op, value in self.fields if op == "="]
+        return out
+
+
 def make_predicate(
     label_selector: str | None, field_selector: str | None, allowed_fields: tuple[str, ...], custom: bool = False
-) -> Callable[[Mapping[str, Any]], bool]:
+) -> Selector:
     """One predicate for both selectors, parsed up front so bad selectors fail before any work."""
-    labels = parse_label_selector(label_selector)
-    fields = parse_field_selector(field_selector, allowed_fields, custom)
-    if not labels and not fields:
-        return lambda obj: True
-    return lambda obj: labels_match(labels, obj) and fields_match(fields, obj)
+    return Selector(tuple(parse_label_selector(label_selector)),
+                    tuple(parse_field_selector(field_selector, allowed_fields, custom)))

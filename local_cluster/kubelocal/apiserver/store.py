@@ -1,15 +1,21 @@
 """In-memory object storage with one global, increasing resourceVersion, a bounded per-resource event
 history for watch resumption, and fan-out to live watchers. Stored objects are never mutated: every
-write stores a new dict, so readers can share them."""
+write stores a new dict, so readers can share them.
+
+Lists are indexed, as kube-apiserver's watch cache is: by namespace, by every label, and by each field a
+field selector has asked for (an index per field is built on its first use, then kept current by every
+write), so a selected list costs what it returns, not what the collection holds."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from .selectors import Selector, field_value
 
 Key = tuple[str, str]  # (group, plural)
 Predicate = Callable[[Mapping[str, Any]], bool]
@@ -80,15 +86,63 @@ class ResourceVersionTooOld(Exception):
         self.oldest = oldest
 
 
+Ident = tuple[str | None, str]  # (namespace, name)
+#: ("ns", namespace) | ("label", key, value) | ("field", path, value)
+IndexKey = tuple[str | None, ...]
+
+
 class Collection:
-    """All objects of one resource (group, plural) across namespaces, with its event history."""
+    """All objects of one resource (group, plural) across namespaces, with its event history and indexes."""
 
     def __init__(self, history_size: int) -> None:
-        self.objects: dict[tuple[str | None, str], Stored] = {}
+        self.objects: dict[Ident, Stored] = {}
         self.history: deque[Event] = deque(maxlen=history_size)
         self.compacted_rv = 0  # every event with rv > compacted_rv is still in history
         self.truncated = False  # whether history has ever dropped an event (else it goes back to the start)
         self.watchers: set[Watcher] = set()
+        self.indexed: dict[IndexKey, set[Ident]] = {}
+        self.indexed_fields: set[str] = set()
+
+    def _index_keys(self, obj: Mapping[str, Any] | None) -> set[IndexKey]:
+        if obj is None:
+            return set()
+        meta = obj["metadata"]
+        keys: set[IndexKey] = {("ns", meta.get("namespace"))}
+        keys.update(("label", k, v) for k, v in (meta.get("labels") or {}).items())
+        keys.update(("field", path, field_value(obj, path)) for path in self.indexed_fields)
+        return keys
+
+    def reindex(self, ident: Ident, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+        """Move one object's index entries from its old version to its new one (None: absent)."""
+        before, after = self._index_keys(old), self._index_keys(new)
+        for key in before - after:
+            idents = self.indexed.get(key)
+            if idents is not None:
+                idents.discard(ident)
+                if not idents:
+                    del self.indexed[key]
+        for key in after - before:
+            self.indexed.setdefault(key, set()).add(ident)
+
+    def _index_field(self, path: str) -> None:
+        """Start indexing a field (on the first selector that asks for it)."""
+        if path in self.indexed_fields:
+            return
+        self.indexed_fields.add(path)
+        for ident, stored in self.objects.items():
+            self.indexed.setdefault(("field", path, field_value(stored.obj, path)), set()).add(ident)
+
+    def candidates(self, namespace: str | None, selector: Selector | None) -> Iterable[Ident]:
+        """The smallest indexed set that holds every object the namespace and selector can match."""
+        options: list[Iterable[Ident]] = [self.objects.keys()]
+        if namespace is not None:
+            options.append(self.indexed.get(("ns", namespace), set()))
+        for kind, key, values in selector.equalities() if selector is not None else ():
+            if kind == "field":
+                self._index_field(key)
+            found = [self.indexed.get((kind, key, value), set()) for value in values]
+            options.append(found[0] if len(found) == 1 else set().union(*found))
+        return min(options, key=lambda o: len(o))  # type: ignore[arg-type]
 
 
 class Store:
@@ -114,11 +168,14 @@ class Store:
     def get_stored(self, key: Key, namespace: str | None, name: str) -> Stored | None:
         return self.collection(key).objects.get((namespace, name))
 
-    def items(self, key: Key, namespace: str | None = None) -> Iterator[Stored]:
+    def items(self, key: Key, namespace: str | None = None, selector: Selector | None = None) -> Iterator[Stored]:
+        """Objects by namespace then name; with a selector, at least those it matches (indexes narrow the
+        walk; the caller still applies the selector)."""
         col = self.collection(key)
-        for (ns, _), stored in sorted(col.objects.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
-            if namespace is None or ns == namespace:
-                yield stored
+        idents = sorted(col.candidates(namespace, selector), key=lambda i: (i[0] or "", i[1]))
+        for ident in idents:
+            if namespace is None or ident[0] == namespace:
+                yield col.objects[ident]
 
     def items_at(self, key: Key, rv: int, namespace: str | None = None) -> list[Stored]:
         """The objects as they were at resourceVersion `rv` (an etcd read at a revision), rebuilt by
@@ -171,6 +228,7 @@ class Store:
         meta["resourceVersion"] = str(rv)
         stored = Stored(obj)
         col.objects[ident] = stored
+        col.reindex(ident, old.obj if old else None, obj)
         self.by_uid[meta["uid"]] = (key, ident[0], ident[1])
         self._emit(key, Event("MODIFIED" if old else "ADDED", stored, old.obj if old else None, rv))
         return obj
@@ -181,6 +239,7 @@ class Store:
         old = col.objects.pop((namespace, name), None)
         if old is None:
             return None
+        col.reindex((namespace, name), old.obj, None)
         rv = self.next_rv()
         final = {**old.obj, "metadata": {**old.obj["metadata"], "resourceVersion": str(rv)}}
         self.by_uid.pop(final["metadata"]["uid"], None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kubelocal import times
@@ -16,6 +16,7 @@ from ..authorization import ADMIN, UserInfo
 from ..codec import is_dry_run
 from ..errors import ApiError, conflict, not_found
 from ..registry import ResourceType
+from ..selectors import Selector
 from ..strategy import CRD_KEY, NS_KEY, POD_KEY
 from .context import RestContext
 
@@ -129,14 +130,14 @@ def delete_collection(
     ctx: RestContext,
     rt: ResourceType,
     ns: str | None,
-    pred: Callable[[Mapping[str, Any]], bool],
+    pred: Selector,
     opts: Mapping[str, Any],
     *,
     user: UserInfo = ADMIN,
 ) -> list[dict[str, Any]]:
     """Delete every selected object; ones that cannot be deleted are skipped, as kube-apiserver does."""
     deleted = []
-    for stored in list(ctx.store.items(rt.key, ns)):
+    for stored in list(ctx.store.items(rt.key, ns, pred)):
         if pred(stored.obj):
             m = stored.obj["metadata"]
             with contextlib.suppress(ApiError):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ApiError, expired, too_large_resource_version
 from ..registry import ResourceType
-from ..selectors import make_predicate
+from ..selectors import Selector, make_predicate
 from ..store import ResourceVersionTooOld, Stored
 from .context import RestContext
 
@@ -33,7 +33,7 @@ def as_version(rt: ResourceType, stored: Stored) -> bytes | dict[str, Any]:
     return {**stored.obj, "apiVersion": rt.api_version}
 
 
-def predicate(rt: ResourceType, query: Mapping[str, str]) -> Callable[[Mapping[str, Any]], bool]:
+def predicate(rt: ResourceType, query: Mapping[str, str]) -> Selector:
     return make_predicate(query.get("labelSelector"), query.get("fieldSelector"), rt.field_selectors, rt.is_custom)
 
 
@@ -92,7 +92,7 @@ def list_page(ctx: RestContext, rt: ResourceType, ns: str | None, query: Mapping
     elif _exact(query):
         at = int(query["resourceVersion"])
     if at is None:
-        snapshot = list(ctx.store.items(rt.key, ns))
+        snapshot = list(ctx.store.items(rt.key, ns, pred))  # indexes narrow a selected list
         rv = ctx.store.rv
     else:
         try:
