@@ -133,8 +133,8 @@ class Collection:
             self.indexed.setdefault(("field", path, field_value(stored.obj, path)), set()).add(ident)
 
     def candidates(self, namespace: str | None, selector: Selector | None) -> Iterable[Ident]:
-        """The smallest indexed set that holds every object the namespace and selector can match."""
-        options: list[Iterable[Ident]] = [self.objects.keys()]
+        """The objects in every indexed set the namespace and selector name (all objects when none)."""
+        options: list[set[Ident]] = []
         if namespace is not None:
             options.append(self.indexed.get(("ns", namespace), set()))
         for kind, key, values in selector.equalities() if selector is not None else ():
@@ -142,7 +142,10 @@ class Collection:
                 self._index_field(key)
             found = [self.indexed.get((kind, key, value), set()) for value in values]
             options.append(found[0] if len(found) == 1 else set().union(*found))
-        return min(options, key=lambda o: len(o))  # type: ignore[arg-type]
+        if not options:
+            return self.objects.keys()
+        options.sort(key=len)
+        return options[0].intersection(*options[1:]) if len(options) > 1 else options[0]
 
 
 class Store:
