@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import requests
-from conftest import EXAMPLES, FUZZ, SEED
-from documents import mutated_job
+from fuzz_documents import mutated_job
+from fuzz_settings import EXAMPLES, FUZZ, SEED
 from hypothesis import given, seed, settings
 from operator_harness import NS, Cluster, Operator, cluster, operator
 from polling import wait_for

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, FUZZ, SEED
-from documents import documents
+from fuzz_documents import documents
+from fuzz_oracle import input_documents, refusal_problems, rendered_refusals, tfjob_refusals
+from fuzz_settings import EXAMPLES, FUZZ, SEED
 from hypothesis import event, given, seed, settings
 from hypothesis.control import currently_in_test_context
-from oracle import input_documents, refusal_problems, rendered_refusals, tfjob_refusals
 
 from tfjob_operator import cli
 
@@ -126,7 +126,7 @@ def test_issue_reproducer_is_refused_naming_the_field(raw: bytes) -> None:
 
 
 def test_alias_bomb_is_refused_without_expanding_it() -> None:
-    from documents import ALIAS_BOMB
+    from fuzz_documents import ALIAS_BOMB
 
     started = time.perf_counter()
     code, stdout, stderr = render_in_process(ALIAS_BOMB)

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import FUZZ, SEED
-from documents import mutated_job
+from fuzz_documents import mutated_job
+from fuzz_oracle import FIELD_NAMED, tfjob_refusals
+from fuzz_settings import FUZZ, SEED
 from hypothesis import given, seed
-from oracle import FIELD_NAMED, tfjob_refusals
 
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 from tfjob_operator.webhook import admission_messages, with_defaults
