@@ -141,6 +141,12 @@ INVALID = {
     "two chiefs": job(spec__tfReplicaSpecs__Chief={"replicas": 2, "template": GOOD["spec"]["tfReplicaSpecs"][
         "Worker"]["template"]}),
     "bad restart policy": job(spec__tfReplicaSpecs__Worker__restartPolicy="Sometimes"),
+    "replicas over the limit": job(spec__tfReplicaSpecs__Worker__replicas=100_000),
+    "replicas 2 to the 63": job(spec__tfReplicaSpecs__Worker__replicas=2**63),
+    "env as a mapping": job(spec__tfReplicaSpecs__Worker__template__spec__containers=[
+        {"name": "tensorflow", "image": "x", "env": {"A": "b"}}]),
+    "container name a mapping": job(spec__tfReplicaSpecs__Worker__template__spec__containers=[
+        {"name": {"a": 1}, "image": "x"}]),
 }
 
 
