@@ -28,7 +28,7 @@ from operator_harness import Cluster, Operator, free_port, local_cluster, py, re
 from shared_data import CRDS
 
 from kubelocal.cluster import install_crds
-from tfjob_operator import kube, leader, rbac
+from tfjob_operator import constants, kube, leader, rbac
 from tfjob_operator.crd import KUBEFLOW_CRD_PATH
 
 RELEASE_NS = renderer.NAMESPACE
@@ -276,6 +276,11 @@ PODGROUP_BACKENDS = {"volcano": ("scheduling.volcano.sh", "v1beta1"), "scheduler
                                                                                          "v1alpha1")}
 
 
+def gang_gated(pod: Any) -> bool:
+    """The builtin backend's scheduling gate is still on the pod (its gang not yet released)."""
+    return any(g.name == constants.GANG_SCHEDULING_GATE for g in pod.spec.scheduling_gates or [])
+
+
 def drive_backend_job(cluster: Cluster, backend: str) -> str:
     """One job under `backend` until its pods are created (they need that backend's scheduler to run)."""
     policy = {"schedulingPolicy": {"queue": "team-queue"}} if backend == "kueue" else {}
@@ -289,9 +294,15 @@ def drive_backend_job(cluster: Cluster, backend: str) -> str:
                 # What Volcano does once the queue has room; the operator then creates the pods.
                 cluster.custom.patch_namespaced_custom_object(group, version, "default", "podgroups", name,
                                                               {"status": {"phase": "Inqueue"}})
-        return len(cluster.pods(name)) == 2
+        pods = cluster.pods(name)
+        if backend == "builtin":
+            # Created is not enough: the rights under test are used when the admission loop releases the gang
+            # (one patch per pod takes the gate out). Deleting the job before that, as a loaded machine may,
+            # left the evidence without a single pod patch in the jobs' namespace.
+            return len(pods) == 2 and not any(gang_gated(p) for p in pods)
+        return len(pods) == 2
 
-    wait_for(progressed, 30, what=f"{backend}: pods created")
+    wait_for(progressed, 30, what=f"{backend}: pods created" + (" and released" if backend == "builtin" else ""))
     cluster.kubectl("delete", "tfj", name, "--wait=false")
     wait_for(lambda: cluster.job(name) is None, 30, what="the job deleted")
     return name
