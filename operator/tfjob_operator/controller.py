@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfjob_operator import apigroups, constants, reconcile_errors
+from tfjob_operator import apigroups, constants, reconcile_budget, reconcile_errors
 from tfjob_operator.admission import AdmissionLoop
 from tfjob_operator.api import JobConditionType, TFJob
 from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
@@ -244,18 +244,38 @@ class JobController:
         if not apigroups.managed_here(apigroups.group_of(obj), apigroups.manager_of(obj), self.settings.kubeflow_api):
             return None  # another controller's job (reconcile would say so too): not even its gang is looked up
         pods = [copy.deepcopy(dict(p)) for p in (self.pods.get(key) or [])]
-        options = await self._options(obj, pods, state)
+        # Parsing, rendering and deciding are CPU work that grows with the job: done on worker threads, so the
+        # event loop keeps serving every other job's events and API calls meanwhile (issue 15: isolation).
+        job = await asyncio.to_thread(_parse_or_none, obj)
+        over = reconcile_budget.over_bytes(job, self.settings.reconcile_budget_bytes) if job is not None else None
+        if over is not None and not is_finished(obj):
+            await self._act(key, obj, reconcile_budget.fail(obj, over, utcnow()), state, {})
+            return None
+        # An over-budget job that has finished is never rendered again (its gang view would render every pod).
+        options = await self._options(obj, pods, state, None if over else job)
         pending: dict[str, str | None] = obj.pop("_pending_annotations", {})
-        decision = reconcile(obj, pods, utcnow(), options)
+        decision = await self._decide(obj, pods, options)
         if not decision.managed:
             return None
         await self._act(key, obj, decision, state, pending)
         return decision.requeue_after
 
-    async def _options(self, obj: dict[str, Any], pods: list[dict[str, Any]], state: _JobState) -> ReconcileOptions:
+    async def _decide(self, obj: dict[str, Any], pods: list[dict[str, Any]], options: ReconcileOptions) -> Decision:
+        """`reconcile` on a worker thread within the time budget; past it, the job is failed instead. (The thread
+        cannot be stopped; it ends on its own, and the limits of `limits.py` bound how long that can take.)"""
+        budget = self.settings.reconcile_budget_seconds
+        started = time.monotonic()
         try:
-            job = parse_tfjob({k: v for k, v in obj.items() if k != "status"})
-        except InvalidSpec:
+            return await asyncio.wait_for(asyncio.to_thread(reconcile, obj, pods, utcnow(), options), budget)
+        except TimeoutError:
+            log.warning("reconcile of %s/%s over its time budget (%.0f s): failing the job",
+                        obj["metadata"].get("namespace"), obj["metadata"]["name"], budget)
+            return reconcile_budget.fail(obj, reconcile_budget.over_seconds(time.monotonic() - started, budget),
+                                         utcnow())
+
+    async def _options(self, obj: dict[str, Any], pods: list[dict[str, Any]], state: _JobState,
+                       job: TFJob | None) -> ReconcileOptions:
+        if job is None:
             return ReconcileOptions(terminating_timeout=self.settings.terminating_timeout,
                                     kubeflow_api=self.settings.kubeflow_api)
         ports = None
@@ -289,7 +309,8 @@ class JobController:
         ready, why, missing = True, "", []
         # Only counts and requests matter to the backend here, so placeholder ports do in loopback mode.
         placeholder = {n: 0 for n in _all_pod_names(job)} if self.settings.addressing == Addressing.LOOPBACK else None
-        groups = backend.group_objects(job, render(job, RenderOptions(loopback_ports=placeholder)).pods)
+        rendered = await asyncio.to_thread(render, job, RenderOptions(loopback_ports=placeholder))
+        groups = backend.group_objects(job, rendered.pods)
         if groups:
             found = [await self.kube.get(f"{collection_path(g)}/{g['metadata']['name']}") for g in groups]
             observed = [g for g in found if g]
@@ -428,6 +449,14 @@ class JobController:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _parse_or_none(obj: Mapping[str, Any]) -> TFJob | None:
+    """The job as the operator reads it, or None when invalid (reconcile then says InvalidSpec)."""
+    try:
+        return parse_tfjob({k: v for k, v in obj.items() if k != "status"})
+    except InvalidSpec:
+        return None
 
 
 def _latest(store: Any) -> Mapping[str, Any] | None:

@@ -80,6 +80,12 @@ class OperatorSettings(BaseSettings):
     terminating_timeout: float = Field(
         60.0, ge=0, description="Seconds past its grace period after which a pod stuck Terminating is force-deleted."
     )
+    reconcile_budget_bytes: int = Field(
+        128 * 1024 * 1024, gt=0, description="Bytes of rendered pods one job may need (estimated from its spec "
+        "before rendering); a job over it fails with reason ReconcileBudgetExceeded instead of stalling the operator.")
+    reconcile_budget_seconds: float = Field(
+        30.0, gt=0, description="Seconds one reconcile may spend deciding (API waits excluded); a job over it fails "
+        "with reason ReconcileBudgetExceeded.")
     progress_interval: float = Field(
         30.0, ge=0, description="Seconds between reads of each Running job's chief /metrics into status.progress "
         "(one request per job per interval; status written only when a figure moved); 0 disables.")
