@@ -7,12 +7,10 @@ from pathlib import Path
 
 import kubernetes
 import pytest
+from controller_helpers import GC_DELAY
 
 from kubelocal.cluster import LocalClusterThread
 from kubelocal.controllers import ControllerSettings
-
-#: Long enough that a client sees dependents outlive their owner's DELETE, short enough for tests.
-GC_DELAY = 1.0
 
 
 @pytest.fixture(scope="module")

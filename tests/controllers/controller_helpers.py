@@ -13,6 +13,8 @@ from typing import Any
 import kubernetes
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
+#: Long enough that a client sees dependents outlive their owner's DELETE, short enough for tests.
+GC_DELAY = 1.0
 
 
 def unique(prefix: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +11,6 @@ from emulator_helpers import pod, widget
 from kubernetes.client import ApiException
 
 pytestmark = pytest.mark.timeout(60)
-from polling import wait_for  # noqa: E402
 
 G, V = "emulator.test", "v1"
 
@@ -175,55 +173,38 @@ def owned(name: str, owner: dict[str, Any] | Any, *, block: bool = False, finali
     }
 
 
-def test_background_deletion_removes_dependents_after_the_owner(core, custom, widgets):
+def test_a_bare_api_server_leaves_dependents_to_the_garbage_collector(core, custom, widgets):
+    """Garbage collection is a controller beside the server (tests/controllers), not part of it."""
     w = custom.create_namespaced_custom_object(G, V, "default", "widgets", widget("w"))
     core.create_namespaced_config_map("default", owned("child", w))
     custom.delete_namespaced_custom_object(G, V, "default", "widgets", "w")
     assert gone(lambda: custom.get_namespaced_custom_object(G, V, "default", "widgets", "w"))
-    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("child", "default")))
+    assert core.read_namespaced_config_map("child", "default").metadata.owner_references[0].uid == w["metadata"]["uid"]
 
 
-def test_foreground_deletion_keeps_owner_until_blocking_dependents_are_gone(core, custom, widgets):
-    w = custom.create_namespaced_custom_object(G, V, "default", "widgets", widget("w"))
-    core.create_namespaced_config_map("default", owned("child", w, block=True, finalizers=["hold/on"]))
-    custom.delete_namespaced_custom_object(G, V, "default", "widgets", "w", propagation_policy="Foreground")
+@pytest.mark.parametrize(("policy", "finalizer"), [("Foreground", "foregroundDeletion"), ("Orphan", "orphan")])
+def test_foreground_and_orphan_deletion_set_the_collectors_finalizer(custom, widgets, policy, finalizer):
+    custom.create_namespaced_custom_object(G, V, "default", "widgets", widget("w"))
+    custom.delete_namespaced_custom_object(G, V, "default", "widgets", "w", propagation_policy=policy)
     owner = custom.get_namespaced_custom_object(G, V, "default", "widgets", "w")
-    assert "foregroundDeletion" in owner["metadata"]["finalizers"] and owner["metadata"]["deletionTimestamp"]
-    wait_for(lambda: core.read_namespaced_config_map("child", "default").metadata.deletion_timestamp)
-    time.sleep(0.2)  # give the collector a chance to (wrongly) release the owner
-    assert custom.get_namespaced_custom_object(G, V, "default", "widgets", "w")
-    core.patch_namespaced_config_map("child", "default", {"metadata": {"finalizers": None}})
-    wait_for(lambda: gone(lambda: custom.get_namespaced_custom_object(G, V, "default", "widgets", "w")))
+    assert owner["metadata"]["finalizers"] == [finalizer] and owner["metadata"]["deletionTimestamp"]
 
 
-def test_orphan_deletion_keeps_dependents_and_drops_their_owner_reference(core, custom, widgets):
-    w = custom.create_namespaced_custom_object(G, V, "default", "widgets", widget("w"))
-    core.create_namespaced_config_map("default", owned("child", w))
-    custom.delete_namespaced_custom_object(G, V, "default", "widgets", "w", propagation_policy="Orphan")
-    wait_for(lambda: gone(lambda: custom.get_namespaced_custom_object(G, V, "default", "widgets", "w")))
-    child = core.read_namespaced_config_map("child", "default")
-    assert not child.metadata.owner_references
-
-
-def test_dependent_of_a_missing_owner_is_garbage_collected(core):
-    ghost = {"metadata": {"name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}}
-    core.create_namespaced_config_map("default", owned("child", ghost))
-    wait_for(lambda: gone(lambda: core.read_namespaced_config_map("child", "default")))
-
-
-def test_namespace_deletion_removes_its_objects_then_itself(core):
+def test_a_deleted_namespace_terminates_refuses_creates_and_goes_once_finalized(core):
     core.create_namespace({"metadata": {"name": "team"}})
     core.create_namespaced_config_map("team", {"metadata": {"name": "a"}})
-    core.create_namespaced_pod("team", pod("p", nodeName="node-a"))  # graceful: holds the namespace
     core.delete_namespace("team")
-    wait_for(lambda: core.read_namespaced_pod("p", "team").metadata.deletion_timestamp)
     assert core.read_namespace("team").status.phase == "Terminating"
     with pytest.raises(ApiException) as err:
         core.create_namespaced_config_map("team", {"metadata": {"name": "b"}})
     assert err.value.status == 403
-    core.delete_namespaced_pod("p", "team", grace_period_seconds=0)
-    wait_for(lambda: gone(lambda: core.read_namespace("team")))
-    assert core.list_namespaced_config_map("team").items == []
+    # what the namespace controller does once the namespace is empty: finalize, then delete again
+    core.delete_namespaced_config_map("a", "team")
+    space = core.read_namespace("team")
+    space.spec.finalizers = []
+    core.replace_namespace_finalize("team", space)
+    core.delete_namespace("team")
+    assert gone(lambda: core.read_namespace("team"))
 
 
 def test_events_are_served_in_core_and_events_k8s_io(core, client):

@@ -9,7 +9,7 @@ Where things are (the layout of kube-apiserver, in small):
   rest/             REST storage per verb family: read (get/list), create, update (put/patch), delete
   watch.py          watch streams
   subresources.py   status, finalize, pods/log, pods/binding, pods/eviction
-  gc.py             the garbage collector (owner references, namespace and CRD finalization)
+  crd_cleanup.py    the CRD cleanup finalizer (garbage collection and namespaces: kubelocal.controllers)
   nonresource.py    /version, health, discovery, OpenAPI
   store.py          the etcd stand-in: objects, resourceVersions, event history
 """
@@ -26,8 +26,8 @@ from aiohttp import web
 from . import objects
 from .admission import AdmissionChain, NamespaceLifecycle
 from .authorization import AlwaysAllow, Authorizer
+from .crd_cleanup import CrdCleanup
 from .faults import FaultInjector, LogSource, RequestRecord
-from .gc import GarbageCollector
 from .handler import RequestHandler
 from .registry import Registry
 from .rest.context import RestContext
@@ -59,7 +59,7 @@ class ApiServer:
         self.faults._drop_watches = self._drop_watches
         self.requests: list[RequestRecord] = []
         self.ctx = RestContext(self.store, self.registry, self.admission)
-        self.gc = GarbageCollector(self.ctx)
+        self.crd_cleanup = CrdCleanup(self.ctx)
         self.handler = RequestHandler(
             self.ctx,
             faults=self.faults,
@@ -71,7 +71,7 @@ class ApiServer:
         self._runner: web.AppRunner | None = None
         self._gc_task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.store.listeners.append(self.gc.on_event)
+        self.store.listeners.append(self.crd_cleanup.on_event)
         for ns in ("default", "kube-system"):
             self._seed_namespace(ns)
 
@@ -106,7 +106,7 @@ class ApiServer:
         sock = server.sockets[0]  # type: ignore[attr-defined]
         self.port = sock.getsockname()[1]
         self.url = f"http://{self.host}:{self.port}"
-        self._gc_task = asyncio.create_task(self.gc.run(), name="apiserver-gc")
+        self._gc_task = asyncio.create_task(self.crd_cleanup.run(), name="apiserver-crd-cleanup")
 
     async def stop(self) -> None:
         """Close every watch stream and the listener."""

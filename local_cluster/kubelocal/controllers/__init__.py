@@ -59,4 +59,4 @@ class ControllerManager:
         await self.client.close()
 
 
-__all__ = ["ControllerManager", "ControllerSettings"]
+__all__ = ["USER_AGENT", "ControllerManager", "ControllerSettings"]

@@ -1,4 +1,4 @@
-"""What every REST verb shares: the store, the resource registry, the admission chain, and the owner index."""
+"""What every REST verb shares: the store, the resource registry and the admission chain."""
 
 from __future__ import annotations
 
@@ -12,17 +12,13 @@ from ..errors import not_found
 from ..registry import Registry, ResourceType
 from ..store import Key, Store, Stored
 
-OwnerRef = tuple[Key, str | None, str]  # (resource key, namespace, name) of a dependent
-
 
 @dataclass
 class RestContext:
     store: Store
     registry: Registry
     admission: AdmissionChain
-    # uid of an owner -> its dependents; kept by the garbage collector from the store's events
-    owner_index: dict[str, set[OwnerRef]] = field(default_factory=dict)
-    # work for the garbage collector (deletes only enqueue, the collector runs them in order)
+    # work for the CRD cleanup finalizer (deletes only enqueue, crd_cleanup runs them in order)
     gc_queue: asyncio.Queue[tuple[Any, ...]] = field(default_factory=asyncio.Queue)
     openapi_docs: dict[str, bytes] = field(default_factory=dict)
     next_ip: int = int(ipaddress.IPv4Address("10.96.0.10"))
@@ -37,9 +33,6 @@ class RestContext:
     def rt_for_key(self, key: Key) -> ResourceType | None:
         types = self.registry.by_uid_scope(*key)
         return types[0] if types else None
-
-    def dependents(self, uid: str) -> list[OwnerRef]:
-        return sorted(self.owner_index.get(uid, ()), key=lambda t: (t[0], t[1] or "", t[2]))
 
     def allocate_ip(self) -> str:
         """The next Service cluster IP."""

@@ -83,10 +83,18 @@ def delete(
     finalizers = list(meta.get("finalizers") or [])
     grace = grace_period(rt, old, opts)
     if not meta.get("deletionTimestamp"):
-        if policy == "Foreground" and "foregroundDeletion" not in finalizers and ctx.dependents(meta["uid"]):
+        # As kube-apiserver: the finalizers are set whatever the dependents; the garbage collector
+        # (a controller beside the server) removes them once it has deleted or orphaned the dependents.
+        if policy == "Foreground" and "foregroundDeletion" not in finalizers:
             finalizers.append("foregroundDeletion")
-        if policy == "Orphan" and "orphan" not in finalizers and ctx.dependents(meta["uid"]):
+        if policy == "Orphan" and "orphan" not in finalizers:
             finalizers.append("orphan")
+    if rt.key == NS_KEY and meta.get("deletionTimestamp") and not finalizers \
+            and not (old.get("spec") or {}).get("finalizers"):
+        # the namespace controller has drained and finalized it: this DELETE removes it
+        final = ctx.store.remove(rt.key, ns, name)
+        assert final is not None
+        return final, True
     if not finalizers and grace == 0 and rt.key not in (NS_KEY,):
         final = ctx.store.remove(rt.key, ns, name)
         assert final is not None
@@ -107,8 +115,6 @@ def delete(
         nmeta["deletionGracePeriodSeconds"] = grace
     if objects.canonical(new) != objects.canonical(old):
         ctx.store.write(rt.key, new)
-    if rt.key == NS_KEY:
-        ctx.gc_queue.put_nowait(("namespace", name))
     if rt.key == CRD_KEY:
         ctx.gc_queue.put_nowait(("crd", name))
     return new, False
