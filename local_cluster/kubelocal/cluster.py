@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import yaml
 
 from kubelocal.apiserver import ApiServer
+from kubelocal.apiserver.plugins import ServiceAccountAdmission
 from kubelocal.containers import ImageDefaults
 from kubelocal.controllers import ControllerManager, ControllerSettings
 from kubelocal.kubeclient import ApiError, KubeClient
@@ -64,6 +65,24 @@ async def install_crds(url: str, paths: Sequence[Path], *, timeout: float = 30.0
     finally:
         await client.close()
     return names
+
+
+async def wait_for_default_service_accounts(url: str, namespaces: Sequence[str], *, timeout: float = 30.0) -> None:
+    """What kind waits for before calling a cluster ready: pods there can be admitted."""
+    client = KubeClient(url, "tfjob-local-cluster")
+    deadline = time.monotonic() + timeout
+    try:
+        for ns in namespaces:
+            while True:
+                try:
+                    await client.get(f"/api/v1/namespaces/{ns}/serviceaccounts/default")
+                    break
+                except ApiError as exc:
+                    if exc.status != 404 or time.monotonic() > deadline:
+                        raise
+                await asyncio.sleep(0.02)
+    finally:
+        await client.close()
 
 
 class ComponentLoop:
@@ -122,6 +141,8 @@ class LocalCluster:
         self.restart_backoff = restart_backoff
         self.image = image
         self.apiserver = ApiServer(port=port)
+        # pods naming a missing ServiceAccount are refused; the controllers create each namespace's `default`
+        self.apiserver.admission.register(ServiceAccountAdmission(self.apiserver.store))
         self.ca: CertificateAuthority = new_ca()
         self.controller_settings = controllers or ControllerSettings()
         self._controllers: ControllerManager | None = None
@@ -178,6 +199,7 @@ class LocalCluster:
         """On the components' loop: the controllers, the kubelet (it registers the nodes), then the scheduler."""
         self._controllers = ControllerManager(self.url, self.ca.cert_pem, self.controller_settings)
         await self._controllers.start()
+        await wait_for_default_service_accounts(self.url, ("default", "kube-system"))
         self._kubelet = ProcessKubelet(self.url, nodes=self.nodes, workdir=self.workdir,
                                        max_grace_seconds=self.max_grace_seconds, backoff=self.restart_backoff,
                                        image=self.image)

@@ -48,6 +48,7 @@ def test_an_edited_root_ca_config_map_is_restored(core: Core, cluster: LocalClus
 def test_a_deleted_namespace_terminates_refuses_creates_drains_and_goes(core: Core) -> None:
     ns = _namespace(core)
     core.create_namespaced_config_map(ns, config_map("kept-a-moment"))
+    wait_for(lambda: read(core.read_namespaced_service_account, "default", ns), what="the default SA to admit pods")
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper"}, "spec": sleeper()["spec"]}
     core.create_namespaced_pod(ns, pod)
     wait_for(lambda: (read(core.read_namespaced_pod, "sleeper", ns) or {}).get("status", {}).get("phase")

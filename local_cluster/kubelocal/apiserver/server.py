@@ -29,6 +29,7 @@ from .authorization import AlwaysAllow, Authorizer
 from .crd_cleanup import CrdCleanup
 from .faults import FaultInjector, LogSource, RequestRecord
 from .handler import RequestHandler
+from .plugins import BuiltinDefaults, BuiltinValidation
 from .registry import Registry
 from .rest.context import RestContext
 from .store import Store
@@ -54,6 +55,8 @@ class ApiServer:
         self.registry = Registry()
         self.admission = AdmissionChain()
         self.admission.register(NamespaceLifecycle(self.store))
+        self.admission.register(BuiltinDefaults())
+        self.admission.register(BuiltinValidation())
         self.authorizers: list[Authorizer] = [AlwaysAllow()]
         self.faults = FaultInjector()
         self.faults._drop_watches = self._drop_watches

@@ -11,7 +11,8 @@ of ownerReferences, and through the API:
   reference from every dependent, then the finalizer.
 
 Like the real one it is asynchronous: a DELETE returns while dependents still exist. `delay` holds back
-the reaction to an owner's disappearance so tests (and people) can see that window on purpose.
+every step it takes (after an owner vanishes, before finishing a foreground or orphan deletion) so tests
+and people can see those windows on purpose.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ class GarbageCollector(Controller):
             for dep in list(self.dependents.get(uid, ())):
                 self.queue.add_after(("dependent", dep), self.delay)
             for ref in old.owners if old else meta.get("ownerReferences") or []:
-                self.queue.add(("owner", ref.get("uid")))  # a foreground owner may be waiting for this one
+                self.queue.add_after(("owner", ref.get("uid")), self.delay)  # a foreground owner may wait for it
             return
         node = GraphNode(res, meta.get("namespace"), meta["name"], uid, list(meta.get("ownerReferences") or []),
                          bool(meta.get("deletionTimestamp")), tuple(meta.get("finalizers") or ()))
@@ -137,9 +138,9 @@ class GarbageCollector(Controller):
             owner = self.graph.get(ref.get("uid") or "")
             if owner is None or owner.deleting:
                 self.queue.add_after(("dependent", uid), self.delay)
-                self.queue.add(("owner", ref.get("uid")))
+                self.queue.add_after(("owner", ref.get("uid")), self.delay)
         if node.deleting and {FOREGROUND, ORPHAN} & set(node.finalizers):
-            self.queue.add(("owner", uid))
+            self.queue.add_after(("owner", uid), self.delay)
 
     async def sync(self, key: Hashable) -> None:
         assert isinstance(key, tuple)

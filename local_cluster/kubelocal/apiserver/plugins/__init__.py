@@ -1,0 +1,10 @@
+"""Admission plugins beyond NamespaceLifecycle, each a module (kube-apiserver's `plugin/pkg/admission`
+and the built-in kinds' defaulting and validation). `ApiServer` registers the built-in ones; the
+ServiceAccount plugin is registered by `LocalCluster`, which also runs the controller that creates the
+`default` ServiceAccounts it looks up."""
+
+from .builtin_defaults import BuiltinDefaults
+from .builtin_validation import BuiltinValidation
+from .serviceaccount import ServiceAccountAdmission
+
+__all__ = ["BuiltinDefaults", "BuiltinValidation", "ServiceAccountAdmission"]
