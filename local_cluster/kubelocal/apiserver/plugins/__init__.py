@@ -5,6 +5,7 @@ ServiceAccount plugin is registered by `LocalCluster`, which also runs the contr
 
 from .builtin_defaults import BuiltinDefaults
 from .builtin_validation import BuiltinValidation
+from .cel_rules import CelValidationRules
 from .serviceaccount import ServiceAccountAdmission
 
-__all__ = ["BuiltinDefaults", "BuiltinValidation", "ServiceAccountAdmission"]
+__all__ = ["BuiltinDefaults", "BuiltinValidation", "CelValidationRules", "ServiceAccountAdmission"]
