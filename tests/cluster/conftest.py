@@ -1,4 +1,5 @@
-"""Fixtures for the real-cluster tier: skipped unless KUBECONFIG names a cluster with the operator installed.
+"""Fixtures for the real-cluster tier: skipped when KUBECONFIG is unset; when it is set, the cluster it names
+must be reachable and have the TFJob CRD, or every test here fails (a typo must not pass as "skipped").
 
 Run (see docs/deploy.md for kind/k3d set-up):
     KUBECONFIG=~/.kube/config TFJOB_WORKER_IMAGE=tfjob-worker:dev .venv/bin/pytest tests/cluster -v
@@ -26,8 +27,10 @@ def real_cluster() -> Iterator[RealCluster]:
         client.VersionApi(api).get_code(_request_timeout=5)
         custom = client.CustomObjectsApi(api)
         custom.list_cluster_custom_object("tfjob.dev", "v1", "tfjobs", limit=1, _request_timeout=5)
-    except Exception as exc:  # unreachable cluster, or no CRD: not an operator cluster
-        pytest.skip(f"KUBECONFIG cluster not usable for tfjob tests ({exc.__class__.__name__}: {exc})")
+    except Exception as exc:  # unreachable cluster, or no CRD: the cluster the user named cannot run these
+        pytest.fail(f"KUBECONFIG={kubeconfig} names a cluster not usable for tfjob tests "
+                    f"({exc.__class__.__name__}: {exc}); install the operator there (docs/deploy.md) "
+                    "or unset KUBECONFIG to skip this tier", pytrace=False)
     core = client.CoreV1Api(api)
     namespace = f"tfjob-cluster-test-{uuid.uuid4().hex[:6]}"
     core.create_namespace({"metadata": {"name": namespace}})
