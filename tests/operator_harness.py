@@ -26,6 +26,7 @@ from polling import wait_for
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
 from kubelocal.containers import ImageDefaults
+from kubelocal.controllers import ControllerSettings
 from tfjob_operator.crd import CRD_PATH
 
 T = TypeVar("T")
@@ -154,10 +155,12 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def local_cluster(tmp: Path, nodes: str | None = None, image: ImageDefaults = ImageDefaults()) -> Iterator[Cluster]:
-    """A local control plane with the TFJob CRD; `image` stands in for the pods' image (ENV, WORKDIR)."""
+def local_cluster(tmp: Path, nodes: str | None = None, image: ImageDefaults = ImageDefaults(),
+                  controllers: ControllerSettings | None = None) -> Iterator[Cluster]:
+    """A local control plane with the TFJob CRD; `image` stands in for the pods' image (ENV, WORKDIR),
+    `controllers` tunes the controllers beside the API server (e.g. a lagging garbage collector)."""
     with LocalClusterThread(workdir=tmp, nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,),
-                            image=image) as local:
+                            image=image, controllers=controllers) as local:
         kubeconfig = tmp / "kubeconfig"
         write_kubeconfig(kubeconfig, local.url)
         yield Cluster(local, kubeconfig, tmp)
