@@ -9,6 +9,7 @@ from typing import Any
 
 from ..admission import AdmissionRequest, Operation
 from ..errors import invalid
+from .labels import selector_matches
 
 Cause = tuple[str, str, str]
 
@@ -20,25 +21,10 @@ def selector_matches_template(spec: Mapping[str, Any]) -> list[Cause]:
     if not selector or not (selector.get("matchLabels") or selector.get("matchExpressions")):
         return [("spec.selector", "FieldValueRequired", "Required value")]
     labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    wanted = selector.get("matchLabels") or {}
-    if any(labels.get(k) != v for k, v in wanted.items()) or not _expressions_match(selector, labels):
+    if not selector_matches(selector, labels):
         return [("spec.template.metadata.labels", "FieldValueInvalid",
                  f"Invalid value: {json.dumps(labels)}: `selector` does not match template `labels`")]
     return []
-
-
-def _expressions_match(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and labels.get(key) in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 def immutable(old: Mapping[str, Any], new: Mapping[str, Any], *path: str) -> list[Cause]:
