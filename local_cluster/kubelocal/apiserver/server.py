@@ -29,7 +29,7 @@ from .authorization import AlwaysAllow, Authorizer
 from .crd_cleanup import CrdCleanup
 from .faults import FaultInjector, LogSource, RequestRecord
 from .handler import RequestHandler
-from .plugins import BuiltinDefaults, BuiltinValidation, CelValidationRules
+from .plugins import AdmissionWebhooks, BuiltinDefaults, BuiltinValidation, CelValidationRules
 from .registry import Registry
 from .rest.context import RestContext
 from .store import Store
@@ -58,6 +58,7 @@ class ApiServer:
         self.admission.register(BuiltinDefaults())
         self.admission.register(BuiltinValidation())
         self.admission.register(CelValidationRules())
+        self.admission.register(AdmissionWebhooks(self.store))  # last, as kube-apiserver orders them
         self.authorizers: list[Authorizer] = [AlwaysAllow()]
         self.faults = FaultInjector()
         self.faults._drop_watches = self._drop_watches

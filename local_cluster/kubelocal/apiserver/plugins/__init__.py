@@ -7,5 +7,6 @@ from .builtin_defaults import BuiltinDefaults
 from .builtin_validation import BuiltinValidation
 from .cel_rules import CelValidationRules
 from .serviceaccount import ServiceAccountAdmission
+from .webhooks import AdmissionWebhooks
 
-__all__ = ["BuiltinDefaults", "BuiltinValidation", "CelValidationRules", "ServiceAccountAdmission"]
+__all__ = ["AdmissionWebhooks", "BuiltinDefaults", "BuiltinValidation", "CelValidationRules", "ServiceAccountAdmission"]

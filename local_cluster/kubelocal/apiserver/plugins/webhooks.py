@@ -1,0 +1,238 @@
+"""Mutating and validating admission webhooks, called as kube-apiserver calls them.
+
+For every write, each webhook of the installed Mutating/ValidatingWebhookConfigurations whose `rules`
+(operations, apiGroups, apiVersions, resources with `resource/subresource`, scope), `namespaceSelector`
+and `objectSelector` match is sent an `admission.k8s.io/v1` AdmissionReview over HTTPS, verified
+against the webhook's `caBundle` (for a `service` reference against the name `<svc>.<ns>.svc`,
+reached on this host at the Service's targetPort, since pods of the process kubelet share the host's
+network). `allowed: false` refuses the write with the webhook's status; a mutating webhook's JSONPatch
+is applied; `warnings` reach the client. A webhook that cannot be called (refused, TLS, `timeoutSeconds`)
+refuses the write with 500 under `failurePolicy: Fail` (the default) and is skipped under `Ignore`.
+
+One departure: the admission chain is synchronous, so a call blocks the API server's event loop for
+its duration (bounded by `timeoutSeconds`); a webhook must not call back into the API server while it
+answers, which ours never do.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import http.client
+import json
+import socket
+import ssl
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import jsonpatch
+
+from ..admission import AdmissionRequest
+from ..errors import ApiError
+from ..store import Key, Store
+from .labels import selector_matches
+
+MUTATING: Key = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
+VALIDATING: Key = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
+NS_KEY: Key = ("", "namespaces")
+SERVICE_KEY: Key = ("", "services")
+WEBHOOK_CONFIG_KINDS = {MUTATING, VALIDATING}
+
+
+def rule_matches(rule: Mapping[str, Any], request: AdmissionRequest) -> bool:
+    """One RuleWithOperations against the request (kube's `webhook/predicates/rules`)."""
+    rt = request.rt
+
+    def has(field: str, value: str) -> bool:
+        listed = rule.get(field) or []
+        return "*" in listed or value in listed
+
+    resource_ok = _resource_matches(rule.get("resources") or [], rt.plural, request.subresource)
+    scope = rule.get("scope") or "*"
+    scope_ok = scope == "*" or (scope == "Namespaced") == rt.namespaced
+    return (has("operations", request.operation.value) and has("apiGroups", rt.group)
+            and has("apiVersions", rt.version) and resource_ok and scope_ok)
+
+
+def _resource_matches(resources: Iterable[str], plural: str, sub: str | None) -> bool:
+    """`pods` and `*` match the resource itself; `pods/status`, `pods/*`, `*/status` and `*/*` subresources."""
+    for entry in resources:
+        if entry == "*/*":
+            return True
+        res, _, sub_entry = entry.partition("/")
+        if res not in ("*", plural):
+            continue
+        if (not sub_entry and sub is None) or (sub_entry and sub is not None and sub_entry in ("*", sub)):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where to send the review: what to connect to, and the name the certificate must carry."""
+
+    connect_host: str
+    port: int
+    server_name: str
+    path: str
+    display: str
+
+
+class AdmissionWebhooks:
+    """Both phases: the mutating webhooks in `admit`, then the validating ones in `validate`."""
+
+    name = "AdmissionWebhooks"
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def handles(self, request: AdmissionRequest) -> bool:
+        # kube-apiserver never sends webhook configurations themselves to webhooks (no lock-out)
+        return request.rt.key not in WEBHOOK_CONFIG_KINDS and (
+            bool(self._store.items(MUTATING)) or bool(self._store.items(VALIDATING)))
+
+    def admit(self, request: AdmissionRequest) -> None:
+        for hook in self._hooks(MUTATING, request):
+            response = self._call(hook, request)
+            if response is None:
+                continue
+            patch = response.get("patch")
+            if patch and request.obj is not None:
+                ops = json.loads(base64.b64decode(patch))
+                request.obj = jsonpatch.apply_patch(request.obj, ops)
+
+    def validate(self, request: AdmissionRequest) -> None:
+        for hook in self._hooks(VALIDATING, request):
+            self._call(hook, request)
+
+    # -- matching -------------------------------------------------------------------------------------
+
+    def _hooks(self, key: Key, request: AdmissionRequest) -> Iterable[dict[str, Any]]:
+        configs = sorted((s.obj for s in self._store.items(key)), key=lambda c: c["metadata"]["name"])
+        for config in configs:
+            for hook in config.get("webhooks") or []:
+                if self._matches(hook, request):
+                    yield hook
+
+    def _matches(self, hook: Mapping[str, Any], request: AdmissionRequest) -> bool:
+        if not any(rule_matches(rule, request) for rule in hook.get("rules") or []):
+            return False
+        obj = request.obj if request.obj is not None else request.old
+        labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+        old_labels = ((request.old or {}).get("metadata") or {}).get("labels") or {}
+        selector = hook.get("objectSelector")
+        old_match = request.old is not None and selector_matches(selector, old_labels)
+        if not (selector_matches(selector, labels) or old_match):
+            return False
+        if request.rt.namespaced and request.namespace:
+            space = self._store.get(NS_KEY, None, request.namespace)
+            ns_labels = ((space or {}).get("metadata") or {}).get("labels") or {}
+            if not selector_matches(hook.get("namespaceSelector"), ns_labels):
+                return False
+        elif request.rt.key == NS_KEY:
+            if not selector_matches(hook.get("namespaceSelector"), labels):
+                return False
+        return True
+
+    # -- calling --------------------------------------------------------------------------------------
+
+    def _target(self, hook: Mapping[str, Any]) -> Target:
+        client = hook.get("clientConfig") or {}
+        if client.get("url"):
+            url = urlsplit(client["url"])
+            host = url.hostname or ""
+            return Target(host, url.port or 443, host, url.path or "/", client["url"])
+        ref = client.get("service") or {}
+        ns, name, port = ref.get("namespace"), ref.get("name"), int(ref.get("port") or 443)
+        path = ref.get("path") or "/"
+        display = f"https://{name}.{ns}.svc:{port}{path}"
+        service = self._store.get(SERVICE_KEY, ns, name or "")
+        if service is None:
+            raise _CallFailed(f'Post "{display}": service "{ns}/{name}" not found')
+        target = port
+        for sp in (service.get("spec") or {}).get("ports") or []:
+            if int(sp.get("port") or 0) == port and isinstance(sp.get("targetPort"), int):
+                target = sp["targetPort"]
+        return Target("127.0.0.1", target, f"{name}.{ns}.svc", path, display)
+
+    def _call(self, hook: Mapping[str, Any], request: AdmissionRequest) -> dict[str, Any] | None:
+        """Send the review; the response (None when skipped under failurePolicy Ignore); raise on refusal."""
+        name = hook.get("name") or ""
+        if request.dry_run and hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
+            raise ApiError(400, f'admission webhook "{name}" does not support dry run')
+        review = self._review(request)
+        try:
+            response = self._post(hook, review)
+        except _CallFailed as exc:
+            if (hook.get("failurePolicy") or "Fail") == "Ignore":
+                return None
+            raise ApiError(500, f'Internal error occurred: failed calling webhook "{name}": '
+                                f"failed to call webhook: {exc}") from None
+        answer = response.get("response") or {}
+        request.warnings.extend(str(w) for w in answer.get("warnings") or [])
+        if answer.get("uid") != review["request"]["uid"] and (hook.get("failurePolicy") or "Fail") == "Fail":
+            raise ApiError(500, f'Internal error occurred: failed calling webhook "{name}": '
+                                "expected response.uid to match the request.uid")
+        if not answer.get("allowed"):
+            status = answer.get("status") or {}
+            message = status.get("message")
+            text = (f'admission webhook "{name}" denied the request: {message}' if message
+                    else f'admission webhook "{name}" denied the request without explanation')
+            raise ApiError(int(status.get("code") or 400), text, reason=status.get("reason"))
+        return dict(answer)
+
+    def _review(self, request: AdmissionRequest) -> dict[str, Any]:
+        rt = request.rt
+        kind = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+        resource = {"group": rt.group, "version": rt.version, "resource": rt.plural}
+        body: dict[str, Any] = {
+            "uid": str(uuid.uuid4()), "kind": kind, "resource": resource, "requestKind": kind,
+            "requestResource": resource, "name": request.name, "operation": request.operation.value,
+            "userInfo": {"username": request.user.name, "groups": list(request.user.groups)},
+            "object": copy.deepcopy(request.obj), "oldObject": copy.deepcopy(request.old),
+            "dryRun": request.dry_run, "options": None,
+        }
+        if request.subresource:
+            body["subResource"] = request.subresource
+        if request.namespace:
+            body["namespace"] = request.namespace
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": body}
+
+    def _post(self, hook: Mapping[str, Any], review: Mapping[str, Any]) -> dict[str, Any]:
+        target = self._target(hook)
+        timeout = float(hook.get("timeoutSeconds") or 10)
+        ca = (hook.get("clientConfig") or {}).get("caBundle")
+        context = ssl.create_default_context()
+        if ca:
+            context = ssl.create_default_context(cadata=base64.b64decode(ca).decode())
+        raw = json.dumps(review).encode()
+        try:
+            sock = socket.create_connection((target.connect_host, target.port), timeout=timeout)
+            tls = context.wrap_socket(sock, server_hostname=target.server_name)
+            conn = http.client.HTTPConnection(target.server_name, target.port, timeout=timeout)
+            conn.sock = tls
+            try:
+                conn.request("POST", f"{target.path}?timeout={int(timeout)}s", body=raw,
+                             headers={"Content-Type": "application/json", "Accept": "application/json"})
+                resp = conn.getresponse()
+                data = resp.read()
+            finally:
+                conn.close()
+        except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
+            raise _CallFailed(f'Post "{target.display}": {exc}') from None
+        if resp.status != 200:
+            raise _CallFailed(f'Post "{target.display}": HTTP {resp.status}')
+        try:
+            decoded = json.loads(data)
+        except ValueError as exc:
+            raise _CallFailed(f'Post "{target.display}": the response is not an AdmissionReview ({exc})') from None
+        if not isinstance(decoded, dict):
+            raise _CallFailed(f'Post "{target.display}": the response is not an AdmissionReview')
+        return decoded
+
+
+class _CallFailed(Exception):
+    """The webhook could not be called or gave no usable answer (failurePolicy decides)."""

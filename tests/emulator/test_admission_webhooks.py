@@ -1,0 +1,205 @@
+"""Admission webhooks called by the API server exactly as a cluster calls them, through the official
+client: HTTPS verified with the configuration's caBundle, rules, selectors, failurePolicy, timeouts."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ipaddress
+import json
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from kubelocal.pki import new_ca
+
+Review = dict[str, Any]
+
+
+@dataclass
+class Hook:
+    """A TLS webhook server in a thread; `answer` decides each review's response."""
+
+    url: str
+    port: int
+    ca_bundle: str
+    answer: Callable[[Review], dict[str, Any]] = lambda review: {"allowed": True}
+    seen: list[Review] = field(default_factory=list)
+
+
+def _serving_cert(tmp: Path) -> tuple[Path, Path, str]:
+    """A CA and a server certificate for 127.0.0.1 and hooks.default.svc (paths and the CA's PEM)."""
+    ca = new_ca("webhook-test-ca")
+    ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), None)
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hooks.default.svc")]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("hooks.default.svc"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))  # type: ignore[arg-type]
+    cert_path, key_path = tmp / "tls.crt", tmp / "tls.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path, ca.cert_pem
+
+
+@pytest.fixture
+def hook(tmp_path: Path) -> Iterator[Hook]:
+    cert, key, ca_pem = _serving_cert(tmp_path)
+    state = Hook("", 0, base64.b64encode(ca_pem.encode()).decode())
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            state.seen.append(review)
+            answer = {"uid": review["request"]["uid"], **state.answer(review)}
+            body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                               "response": answer}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    state.port = server.server_address[1]
+    state.url = f"https://127.0.0.1:{state.port}/validate"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def _config(kind: str, hook: Hook, **webhook: Any) -> dict[str, Any]:
+    entry = {"name": "check.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+             "clientConfig": {"url": hook.url, "caBundle": hook.ca_bundle},
+             "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                        "resources": ["configmaps"]}], **webhook}
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "test-hooks"},
+            "webhooks": [entry]}
+
+
+@pytest.fixture
+def admission(client: kubernetes.client.ApiClient) -> kubernetes.client.AdmissionregistrationV1Api:
+    return kubernetes.client.AdmissionregistrationV1Api(client)
+
+
+def _cm(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}
+
+
+def _refusal(call: Callable[..., Any], *args: Any) -> tuple[int, str]:
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        call(*args)
+    return refused.value.status, json.loads(refused.value.body)["message"]
+
+
+def test_a_validating_webhook_refuses_with_its_message_and_code(core, admission, hook: Hook) -> None:
+    hook.answer = lambda review: ({"allowed": False, "status": {"code": 403, "message": "no deny labels"}}
+                                  if review["request"]["object"]["metadata"].get("labels", {}).get("deny")
+                                  else {"allowed": True})
+    admission.create_validating_webhook_configuration(_config("ValidatingWebhookConfiguration", hook))
+    core.create_namespaced_config_map("default", _cm("fine"))
+    status, message = _refusal(core.create_namespaced_config_map, "default", _cm("bad", deny="yes"))
+    assert (status, message) == (403, 'admission webhook "check.example.com" denied the request: no deny labels')
+    request = hook.seen[-1]["request"]
+    assert (request["operation"], request["namespace"], request["resource"]["resource"]) == (
+        "CREATE", "default", "configmaps")
+
+
+def test_a_mutating_webhook_patches_the_object_before_it_is_stored(core, admission, hook: Hook) -> None:
+    patch = [{"op": "add", "path": "/data/added", "value": "by-webhook"}]
+    hook.answer = lambda review: {"allowed": True, "patchType": "JSONPatch",
+                                  "patch": base64.b64encode(json.dumps(patch).encode()).decode()}
+    admission.create_mutating_webhook_configuration(_config("MutatingWebhookConfiguration", hook))
+    core.create_namespaced_config_map("default", _cm("patched"))
+    assert core.read_namespaced_config_map("patched", "default").data == {"k": "v", "added": "by-webhook"}
+
+
+def test_an_object_selector_limits_which_objects_are_sent(core, admission, hook: Hook) -> None:
+    admission.create_validating_webhook_configuration(_config(
+        "ValidatingWebhookConfiguration", hook, objectSelector={"matchLabels": {"hooked": "yes"}}))
+    core.create_namespaced_config_map("default", _cm("skipped"))
+    core.create_namespaced_config_map("default", _cm("sent", hooked="yes"))
+    assert [r["request"]["name"] for r in hook.seen] == ["sent"]
+
+
+def test_a_namespace_selector_limits_which_namespaces_are_sent(core, admission, hook: Hook) -> None:
+    only_system = {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}
+    admission.create_validating_webhook_configuration(_config(
+        "ValidatingWebhookConfiguration", hook, namespaceSelector=only_system))
+    core.create_namespaced_config_map("default", _cm("not-sent"))
+    core.create_namespaced_config_map("kube-system", _cm("sent"))
+    assert [r["request"]["namespace"] for r in hook.seen] == ["kube-system"]
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+def test_a_webhook_with_the_wrong_ca_fails_closed_or_is_ignored_per_failure_policy(
+        core, admission, hook: Hook, policy: str) -> None:
+    other = base64.b64encode(new_ca("someone-else").cert_pem.encode()).decode()
+    config = _config("ValidatingWebhookConfiguration", hook, failurePolicy=policy)
+    config["webhooks"][0]["clientConfig"]["caBundle"] = other
+    admission.create_validating_webhook_configuration(config)
+    if policy == "Ignore":
+        core.create_namespaced_config_map("default", _cm("admitted"))
+        return
+    status, message = _refusal(core.create_namespaced_config_map, "default", _cm("refused"))
+    assert status == 500
+    assert 'failed calling webhook "check.example.com"' in message and "CERTIFICATE_VERIFY_FAILED" in message
+    assert not hook.seen
+
+
+def test_a_webhook_slower_than_its_timeout_fails_the_write(core, admission, hook: Hook) -> None:
+    def slow(review: Review) -> dict[str, Any]:
+        time.sleep(2)
+        return {"allowed": True}
+
+    hook.answer = slow
+    admission.create_validating_webhook_configuration(_config("ValidatingWebhookConfiguration", hook,
+                                                              timeoutSeconds=1))
+    status, message = _refusal(core.create_namespaced_config_map, "default", _cm("late"))
+    assert status == 500 and "timed out" in message
+
+
+def test_a_service_reference_is_called_at_its_service_name(core, admission, hook: Hook) -> None:
+    core.create_namespaced_service("default", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hooks"},
+                                               "spec": {"ports": [{"port": 443, "targetPort": hook.port}]}})
+    config = _config("ValidatingWebhookConfiguration", hook)
+    config["webhooks"][0]["clientConfig"] = {"caBundle": hook.ca_bundle,
+                                             "service": {"namespace": "default", "name": "hooks", "path": "/v"}}
+    admission.create_validating_webhook_configuration(config)
+    core.create_namespaced_config_map("default", _cm("via-service"))
+    assert [r["request"]["name"] for r in hook.seen] == ["via-service"]
+
+
+def test_rules_limit_operations_and_resources(core, admission, hook: Hook) -> None:
+    admission.create_validating_webhook_configuration(_config("ValidatingWebhookConfiguration", hook))
+    core.create_namespaced_secret("default", {"metadata": {"name": "s"}})
+    core.create_namespaced_config_map("default", _cm("c"))
+    core.delete_namespaced_config_map("c", "default")
+    assert [(r["request"]["operation"], r["request"]["name"]) for r in hook.seen] == [("CREATE", "c")]
