@@ -149,11 +149,14 @@ def cmd_local(args: argparse.Namespace) -> int:
         jobs = read_tfjobs(args.target)
     except InvalidSpec as exc:
         return _refuse(exc)
-    from tfjob_operator.local.run import LocalRunOptions, run_local
+    from tfjob_operator.local.run import LocalRunOptions, run_local, stall_needs_a_timeout
 
+    if args.stall_worker_after is not None and (problems := stall_needs_a_timeout(jobs)):
+        print("error: --stall-worker-after: " + "; ".join(problems), file=sys.stderr)
+        return EXIT_INVALID
     options = LocalRunOptions(workdir=Path(args.workdir), nodes=args.nodes, timeout=args.timeout,
-                              kill_worker_after=args.kill_worker_after, port=args.port,
-                              live=False if args.plain else None)
+                              kill_worker_after=args.kill_worker_after, stall_worker_after=args.stall_worker_after,
+                              port=args.port, live=False if args.plain else None)
     return run_local(jobs, options)
 
 
@@ -350,6 +353,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=1800, help="give up after this many seconds (default 1800)")
     p.add_argument("--kill-worker-after", type=float, metavar="SECONDS",
                    help="SIGKILL one worker this long after training starts, to watch a gang restart and resume")
+    p.add_argument("--stall-worker-after", type=float, metavar="SECONDS",
+                   help="hang one worker's training loop this long after training starts (SIGUSR2 to its trainer), "
+                        "to watch the stall watchdog restart the gang (needs runPolicy.stallTimeoutSeconds)")
     p.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
     p.add_argument("--kubeconfig", help="`up`: where to write the kubeconfig (default WORKDIR/kubeconfig)")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the live view")

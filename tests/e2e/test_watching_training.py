@@ -59,3 +59,16 @@ def test_a_hung_worker_costs_one_training_stalled_restart_and_the_job_still_succ
     result = json.loads((out / "result.json").read_text())
     assert result["resumed_from_epoch"] == 2  # the backup of epoch 1 survived the stall
     assert (out / "tensorboard" / "train").is_dir()
+
+
+def test_stall_rehearsal_without_a_stall_timeout_is_refused_naming_the_field(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    workdir = tmp_path / "work"
+    result = subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "local", "examples/mnist-cpu.yaml",
+                             "--stall-worker-after", "0", "--workdir", str(workdir), "--plain"],
+                            capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert result.returncode == 2
+    assert "mnist-cpu: spec.runPolicy.stallTimeoutSeconds is not set" in result.stderr
+    assert not workdir.exists()  # nothing started

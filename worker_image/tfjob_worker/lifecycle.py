@@ -9,6 +9,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
@@ -135,6 +136,17 @@ def stop_stalled(child: subprocess.Popen[bytes]) -> None:
 def dump_stacks_on_sigusr1() -> None:
     """Trainer: SIGUSR1 writes every thread's Python stack to stderr, even while C++ holds the GIL."""
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+
+
+def hang_on_sigusr2() -> None:
+    """Trainer: SIGUSR2 hangs the training loop for good while the process stays alive (TensorFlow's heartbeats
+    go on, so no peer sees it die): a rehearsal of a stuck input pipeline or collective for the stall
+    watchdog (`tfjob local --stall-worker-after`). SIGUSR2 would end the process otherwise."""
+    def hang(_signum: int, _frame: Any) -> None:
+        error("SIGUSR2 received: training hangs here on purpose (a stall for the watchdog to catch)")
+        threading.Event().wait()
+
+    signal.signal(signal.SIGUSR2, hang)
 
 
 def die_with_supervisor() -> None:

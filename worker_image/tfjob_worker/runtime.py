@@ -135,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lifecycle.exit_now(lifecycle.supervise(args, cfg.startup_timeout, stall, cfg.metrics_port))
     lifecycle.die_with_supervisor()
     lifecycle.dump_stacks_on_sigusr1()
+    lifecycle.hang_on_sigusr2()
     lifecycle.prepare_environment(os.environ, cfg.verbose)
     try:
         view = cluster.from_env(port_base=cfg.slurm_port_base)

@@ -32,6 +32,9 @@ class LocalRunOptions:
     timeout: float = 1800.0
     #: Seconds after the job is first Running at which one worker is SIGKILLed (to watch a gang restart).
     kill_worker_after: float | None = None
+    #: Likewise, but hang that worker's training loop (SIGUSR2 to its trainer; the process and TensorFlow's
+    #: heartbeats stay alive): a stall only the stall watchdog notices.
+    stall_worker_after: float | None = None
     port: int = 0
     live: bool | None = None  # None: a rich live view on a terminal, plain lines otherwise
 
@@ -145,6 +148,28 @@ def _worker_to_kill(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(workers, key=lambda p: int(p["metadata"]["labels"][constants.LABEL_REPLICA_INDEX]), default=None)
 
 
+def _hang_trainer(cluster: Any, namespace: str, pod: str) -> bool:
+    """SIGUSR2 to the trainer (the child of the worker runtime's supervisor, the pod's process): its training
+    loop hangs on purpose (tfjob_worker.lifecycle.hang_on_sigusr2)."""
+    import psutil
+
+    try:
+        pid = next(c.running.pid for c in cluster.kubelet.runtime(namespace, pod).all_containers if c.running)
+        trainers = psutil.Process(pid).children()
+        for trainer in trainers:
+            trainer.send_signal(signal.SIGUSR2)
+    except (KeyError, StopIteration, psutil.Error):
+        return False
+    return bool(trainers)
+
+
+def stall_needs_a_timeout(jobs: list[TFJob]) -> list[str]:
+    """--stall-worker-after on a job whose watchdog is off would hang it for good: name the field to set."""
+    return [f"{job.name}: spec.runPolicy.stallTimeoutSeconds is not set, so nothing would notice the frozen "
+            "worker (set it, e.g. 20, to watch the stall watchdog restart the gang)"
+            for job in jobs if not job.spec.runPolicy.stallTimeoutSeconds]
+
+
 def run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     """Run the jobs on a local control plane; exit 0 only if every job Succeeded, 128+N after signal N."""
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
@@ -215,6 +240,14 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
                         cluster.call(cluster.kubelet.kill_container(clients.namespace, victim["metadata"]["name"], 9))
                         killed.add(job.name)
                         view.note(f"killed {victim['metadata']['name']} with SIGKILL (--kill-worker-after)")
+                if (options.stall_worker_after is not None and job.name not in killed
+                        and job.name in running_since and progress.epoch >= 1
+                        and time.monotonic() - running_since[job.name] >= options.stall_worker_after):
+                    victim = _worker_to_kill(pods)
+                    if victim and _hang_trainer(cluster, clients.namespace, victim["metadata"]["name"]):
+                        killed.add(job.name)
+                        view.note(f"hung the training loop of {victim['metadata']['name']} (SIGUSR2 to its "
+                                  "trainer, --stall-worker-after); it stays alive, only the stall watchdog can tell")
                 done = [c for c in conds if c in TERMINAL]
                 if done and job.name not in ended:
                     ended[job.name] = _result(obj, progress, time.monotonic() - started)
