@@ -396,6 +396,11 @@ class JobController:
         its cached copy keep it. False if the job is gone."""
         state = self._states.setdefault(key, _JobState())
         async with state.lock:
+            body = _latest(self.jobs.get(key)) or {}
+            current = state.status[1] if state.status is not None and state.status[0] == (
+                body.get("metadata") or {}).get("uid") else body.get("status") or {}
+            if current.get("state") != "Running":
+                return False  # finished or restarting since the read: the figures are no longer news
             written = await self.kube.patch_status(*key, {"progress": progress})
             if written is None:
                 return False

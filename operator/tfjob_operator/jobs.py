@@ -139,6 +139,9 @@ def progress_text(status: dict[str, Any]) -> str | None:
     if not progress.get("summary"):
         return None
     parts = [progress["summary"]]
+    if progress["summary"] == "done" and progress.get("epoch"):
+        epochs = progress.get("epochs") or "?"
+        parts[0] = f"done (last read: epoch {progress['epoch']}/{epochs} step {progress.get('step')})"
     if progress.get("examplesPerSecond") is not None:
         parts.append(f"{progress['examplesPerSecond']} examples/s")
     if progress.get("lastCheckpointTime"):

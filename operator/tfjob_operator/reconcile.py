@@ -454,6 +454,9 @@ def _finish(ctx: _Ctx, ctype: JobConditionType, reason: str, message: str,
     for other in (C.RUNNING, C.RESTARTING, C.QUEUED):
         ctx.set(other, False, reason, message)
     ctx.status.completionTime = ctx.status.completionTime or ctx.stamp
+    if ctype == C.SUCCEEDED and ctx.status.progress is not None:
+        # The chief's endpoint is gone with it: say so rather than show the last figures read as current.
+        ctx.status.progress = ctx.status.progress.model_copy(update={"summary": "done"})
     _cleanup(ctx, observed, policy)
 
 

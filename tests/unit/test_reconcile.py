@@ -459,6 +459,15 @@ def test_the_stall_exit_code_is_the_worker_runtimes_and_every_retryable_worker_c
     assert exit_codes.RETRYABLE <= set(KNOWN_EXIT_CODES)
 
 
+def test_success_marks_the_last_progress_read_as_done() -> None:
+    status = started(RUNNING)
+    status["progress"] = {"epoch": 4, "epochs": 6, "step": 80, "summary": "epoch 4/6 step 80"}
+    decision = reconcile(tfjob(status=status), [pod("worker-0", "Succeeded", code=0), pod("worker-1")],
+                         T0 + timedelta(seconds=30), ReconcileOptions())
+    assert decision.status.progress is not None
+    assert (decision.status.progress.summary, decision.status.progress.step) == ("done", 80)
+
+
 def test_table_has_at_least_30_scenarios() -> None:
     assert len(CASES) >= 30
 
