@@ -43,7 +43,7 @@ from tfjob_operator.gang.queue import (
 )
 from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import is_finished, is_terminal
+from tfjob_operator.observed import is_finished, is_terminal, latest
 from tfjob_operator.settings import OperatorSettings
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
@@ -215,7 +215,7 @@ class AdmissionLoop:
         for key, store in list(self.host.pods.items()):
             if not any(waits_for_admission(p) for p in list(store or [])):
                 continue
-            obj = _latest(self.host.jobs.get(key))
+            obj = latest(self.host.jobs.get(key))
             if obj is not None and not is_finished(obj):
                 found[key] = obj
         return found
@@ -405,7 +405,7 @@ class AdmissionLoop:
         """Timeout counts (the back-off exponent) last until the gang is all bound, or the job ends or goes."""
         for skey in list(set(self.state.timeouts) | set(self.state.not_before)):
             key = key_tuple(skey)
-            obj = _latest(self.host.jobs.get(key))
+            obj = latest(self.host.jobs.get(key))
             gang = current_gang(obj, list(self.host.pods.get(key) or [])) if obj is not None else []
             if obj is None or is_finished(obj) or (gang and all(builtin.is_bound(p) for p in gang)):
                 self.state.timeouts.pop(skey, None)
@@ -435,16 +435,10 @@ class AdmissionLoop:
         seconds, self._last_integration = now - self._last_integration, now
         pods_by_job: dict[JobKey, list[Mapping[str, Any]]] = {}
         for key, store in list(self.host.pods.items()):
-            obj = _latest(self.host.jobs.get(key))
+            obj = latest(self.host.jobs.get(key))
             if obj is not None and not is_finished(obj):
                 pods_by_job[key] = current_gang(obj, list(store or []))
         held = held_gpu_seconds_by_job(pods_by_job, seconds)
         if held > 0:
             self.host.metrics.gang_partial_gpu_seconds.inc(float(held))
 
-
-def _latest(store: Any) -> Mapping[str, Any] | None:
-    if not store:
-        return None
-    items = list(store)
-    return items[-1] if items else None

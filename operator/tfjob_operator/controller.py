@@ -31,7 +31,7 @@ from tfjob_operator.api import JobConditionType, TFJob
 from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, collection_path, load_api_client
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import is_finished, prior_status
+from tfjob_operator.observed import is_finished, latest, prior_status
 from tfjob_operator.progress_poll import ProgressPoller
 from tfjob_operator.reconcile import (
     AnnotateJob,
@@ -207,7 +207,7 @@ class JobController:
     async def _give_up(self, key: JobKey, state: _JobState, exc: Exception, delay: float) -> float | None:
         """Fail a job that keeps raising (reconcile_errors): a condition and an Event, then no more retries
         until it changes (or the resync comes by). Returns the next delay."""
-        body = _latest(self.jobs.get(key))
+        body = latest(self.jobs.get(key))
         if body is None:
             return None
         obj: dict[str, Any] = copy.deepcopy(dict(body))
@@ -229,7 +229,7 @@ class JobController:
 
     async def reconcile_once(self, key: JobKey, state: _JobState) -> float | None:
         """Read the job and its pods from the indices, decide, write status, act. Returns the requeue delay."""
-        body = _latest(self.jobs.get(key))
+        body = latest(self.jobs.get(key))
         if body is None:
             self.forget(key)
             return None
@@ -339,7 +339,7 @@ class JobController:
             return ports
         in_use = set(self._ports_in_use)
         for other in self.jobs.values():
-            other_body = _latest(other)
+            other_body = latest(other)
             if other_body is not None:
                 raw = ((other_body.get("metadata") or {}).get("annotations") or {})
                 in_use |= set(_parse_ports(raw.get(constants.ANNOTATION_LOOPBACK_PORTS)).values())
@@ -396,7 +396,7 @@ class JobController:
         its cached copy keep it. False if the job is gone."""
         state = self._states.setdefault(key, _JobState())
         async with state.lock:
-            body = _latest(self.jobs.get(key)) or {}
+            body = latest(self.jobs.get(key)) or {}
             current = state.status[1] if state.status is not None and state.status[0] == (
                 body.get("metadata") or {}).get("uid") else body.get("status") or {}
             if current.get("state") != "Running":
@@ -463,12 +463,6 @@ def _parse_or_none(obj: Mapping[str, Any]) -> TFJob | None:
     except InvalidSpec:
         return None
 
-
-def _latest(store: Any) -> Mapping[str, Any] | None:
-    if not store:
-        return None
-    items = list(store)
-    return items[-1] if items else None
 
 
 def _all_pod_names(job: TFJob) -> list[str]:

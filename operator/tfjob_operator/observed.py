@@ -15,6 +15,13 @@ from pydantic import ValidationError
 from tfjob_operator import apigroups, constants
 from tfjob_operator.api import JobConditionType, TFJobStatus
 
+
+def latest(store: Any) -> Mapping[str, Any] | None:
+    """The newest body in a kopf index entry (a store of bodies), or None for a missing or empty one."""
+    items = list(store or [])
+    return items[-1] if items else None
+
+
 #: Conditions that end a job for good.
 FINISHED_CONDITIONS = frozenset({JobConditionType.SUCCEEDED, JobConditionType.FAILED})
 #: Pod phases after which a pod runs nothing and holds no capacity.

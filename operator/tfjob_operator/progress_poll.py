@@ -21,7 +21,7 @@ import aiohttp
 
 from tfjob_operator import apigroups, resources
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import is_terminal, prior_status
+from tfjob_operator.observed import is_terminal, latest, prior_status
 from tfjob_operator.times import now as utcnow
 from tfjob_operator.training_progress import (
     chief_pod,
@@ -54,10 +54,6 @@ class ProgressHost(Protocol):
         """Merge-patch status.progress (under the job's reconcile lock); False if the job is gone."""
         ...
 
-
-def _latest(store: Any) -> Mapping[str, Any] | None:
-    items = list(store or [])
-    return items[-1] if items else None
 
 
 class ProgressPoller:
@@ -95,7 +91,7 @@ class ProgressPoller:
         counts = dict.fromkeys(STATES, 0)
         running: list[tuple[JobKey, Mapping[str, Any], Mapping[str, Any], list[Mapping[str, Any]]]] = []
         for key, store in list(self.host.jobs.items()):
-            obj = _latest(store)
+            obj = latest(store)
             if obj is None:
                 continue
             status = prior_status(obj)
