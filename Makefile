@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 # Kubeflow's training SDK in its own virtualenv: it pins kubernetes<36, the project's client is newer.
-# tests/kubeflow_sdk/ runs its scenario there as a subprocess (and makes it through this target).
+# tests/kubeflow_sdk/ runs its scenario there as a subprocess; `make test` makes it first (pip, at setup, not at test time).
 KUBEFLOW_SDK_VENV ?= .venv-kubeflow-sdk
 KUBEFLOW_SDK := kubeflow-training==1.9.4
 $(KUBEFLOW_SDK_VENV)/.installed-stamp:
@@ -32,7 +32,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: lint
+test: lint kubeflow-sdk-venv
 	$(BIN)/pytest
 
 demo: setup
