@@ -204,6 +204,7 @@ class LocalCluster:
                                        max_grace_seconds=self.max_grace_seconds, backoff=self.restart_backoff,
                                        image=self.image)
         self.apiserver.set_log_source(self._kubelet)
+        self.apiserver.set_exec_source(self._kubelet)
         await self._kubelet.start()
         self._scheduler = Scheduler(self.url)
         await self._scheduler.start()
@@ -223,6 +224,7 @@ class LocalCluster:
                 await self._components.run(self._stop_components())
             finally:
                 self.apiserver.set_log_source(None)
+                self.apiserver.set_exec_source(None)
                 self._components.stop()
         await self.apiserver.stop()
 

@@ -264,6 +264,8 @@ class PodRuntime:
         self._last_sent: Any = None
         self._transitions: dict[str, tuple[str, str]] = {}
         self._deleting = False
+        #: Each container's process spec once prepared: what pods/exec runs a command in.
+        self.specs: dict[str, ct.ProcessSpec] = {}
         self.task: asyncio.Task[None] | None = None
         self.writer: asyncio.Task[None] | None = None
 
@@ -297,6 +299,7 @@ class PodRuntime:
             specs = await self._prepare()
             if specs is None:
                 return
+            self.specs = specs
             for c in self.init_containers:
                 code = await self._run_container(c, specs[c.name])
                 if self.stopping.is_set():
@@ -923,6 +926,18 @@ class ProcessKubelet:
         if not c.runs:
             raise KeyError(f'container "{c.name}" in pod "{pod}" is waiting to start: {c.waiting_reason}')
         return c.runs[-1]
+
+    # -- ExecSource -------------------------------------------------------------------------------------
+
+    def exec_spec(self, namespace: str, pod: str, container: str | None) -> ct.ProcessSpec:
+        """The process environment (env, work dir, mounts) a command exec'd in a running container gets;
+        KeyError naming what is missing otherwise."""
+        rt = self.runtime(namespace, pod)
+        c = rt.container(container)
+        spec = rt.specs.get(c.name)
+        if spec is None or c.running is None:
+            raise KeyError(f'container not found ("{c.name}")')
+        return spec
 
     def pods(self) -> Iterable[PodRuntime]:
         return list(self._runtimes.values())

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import nonresource, options, protobuf, subresources
+from . import nonresource, objects, options, portforward, protobuf, remotecommand, reviews, subresources
 from . import patch as patching
 from .authorization import Attributes, Authorizer, Decision, authorize, forbidden, user_from_headers
 from .codec import json_response, object_response, read_body, read_body_or_none, warning_headers
@@ -50,6 +50,8 @@ class RequestHandler:
         self.host_port = host_port
         self.bookmark_interval = bookmark_interval
         self.log_source: LogSource | None = None
+        self.exec_source: remotecommand.ExecSource | None = None
+        self.started = objects.timestamp()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         info = parse_request(request.method, request.path, request.query)
@@ -132,6 +134,15 @@ class RequestHandler:
         method, query = request.method, request.query
         name, sub = info.url_name, info.subresource
         user = user_from_headers(request.headers)
+        if rt.key in reviews.REVIEWS and method == "POST" and name is None:
+            body = await read_body(request)
+            return object_response(request, reviews.review(ctx.store, self.authorizers, user, rt.plural, body, ns), 201)
+        if rt.key == reviews.API_SERVICES and method in ("GET", "HEAD") and info.verb != "watch":
+            if name is None:
+                return self._list_json(request, rt, reviews.api_service_list(ctx.registry, self.started, ctx.store.rv))
+            return object_response(request, reviews.api_service(ctx.registry, self.started, name))
+        if rt.key in reviews.REVIEWS or rt.key == reviews.API_SERVICES:
+            raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
         if sub is not None and sub not in rt.subresources:
             raise ApiError(404, "the server could not find the requested resource")
         if rt.key == ("", "bindings") and method == "POST":
@@ -163,6 +174,13 @@ class RequestHandler:
                     }
                 )
             raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
+        if sub in ("exec", "attach", "portforward"):
+            pod = read.get(ctx, rt, ns, name).obj
+            if sub == "exec":
+                return await remotecommand.serve_exec(request, pod, self.exec_source)
+            if sub == "attach":
+                return await remotecommand.serve_attach(request, pod, self.log_source)
+            return await portforward.serve(request, pod)
         if sub == "log":
             return await subresources.pod_log(ctx, request, rt, ns, name, self.log_source)
         if sub == "binding":
@@ -205,6 +223,14 @@ class RequestHandler:
         body_dry_run = (body.get("dryRun") or []) if isinstance(body, dict) else []
         options.validate_delete(request.query, body_dry_run)
         return delete.delete_options(request.query, body)
+
+    @staticmethod
+    def _list_json(request: web.Request, rt: ResourceType, listed: dict[str, Any]) -> web.Response:
+        if wants_table(request.headers.get("Accept", "")):
+            meta = listed["metadata"]
+            return json_response(to_table(rt, listed["items"], resource_version=meta["resourceVersion"],
+                                          include_object=request.query.get("includeObject", "Metadata")))
+        return json_response(listed)
 
     def _list_response(self, request: web.Request, rt: ResourceType, page: read.Page) -> web.Response:
         if wants_table(request.headers.get("Accept", "")):

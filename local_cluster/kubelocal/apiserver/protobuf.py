@@ -47,6 +47,16 @@ KINDS: dict[tuple[str, str], str] = {
     },
     ("coordination.k8s.io/v1", "Lease"): "coordination.v1.Lease",
     ("scheduling.k8s.io/v1", "PriorityClass"): "scheduling.v1.PriorityClass",
+    **{
+        ("authorization.k8s.io/v1", k): f"authorization.v1.{k}"
+        for k in (
+            "SelfSubjectAccessReview",
+            "SubjectAccessReview",
+            "LocalSubjectAccessReview",
+            "SelfSubjectRulesReview",
+        )
+    },
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): "authentication.v1.SelfSubjectReview",
     ("v1", "Status"): "meta.v1.Status",
     ("meta.k8s.io/v1", "Status"): "meta.v1.Status",
     ("v1", "DeleteOptions"): "meta.v1.DeleteOptions",

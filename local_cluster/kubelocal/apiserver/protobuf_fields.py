@@ -1,7 +1,8 @@
 """Protobuf field numbers of the Kubernetes API types the emulator speaks in protobuf.
 
 Facts carried over from the `generated.proto` files of k8s.io/api (core/v1, apps/v1, batch/v1, rbac/v1,
-coordination/v1, scheduling/v1) and k8s.io/apimachinery (meta/v1), Kubernetes 1.34-1.37, read from
+coordination/v1, scheduling/v1, authorization/v1, authentication/v1) and k8s.io/apimachinery (meta/v1),
+Kubernetes 1.34-1.37, read from
 github.com/kubernetes/kubernetes (staging/src/k8s.io/api/*/generated.proto). Only the numbers are
 listed here; field types come from Kubernetes' published OpenAPI schemas (`schema.core_definitions`),
 since go-to-protobuf names every proto field after its JSON name.
@@ -203,4 +204,20 @@ coordination.v1.Lease: metadata spec
 coordination.v1.LeaseSpec: holderIdentity leaseDurationSeconds acquireTime renewTime leaseTransitions strategy
     preferredHolder
 scheduling.v1.PriorityClass: metadata value globalDefault description preemptionPolicy
+authorization.v1.SelfSubjectAccessReview: metadata spec status
+authorization.v1.SelfSubjectAccessReviewSpec: resourceAttributes nonResourceAttributes
+authorization.v1.SubjectAccessReview: metadata spec status
+authorization.v1.LocalSubjectAccessReview: metadata spec status
+authorization.v1.SubjectAccessReviewSpec: resourceAttributes nonResourceAttributes user:3 groups uid:6
+authorization.v1.ResourceAttributes: namespace verb group version resource subresource name
+authorization.v1.NonResourceAttributes: path verb
+authorization.v1.SubjectAccessReviewStatus: allowed reason:2 evaluationError:3 denied:4
+authorization.v1.SelfSubjectRulesReview: metadata spec status
+authorization.v1.SelfSubjectRulesReviewSpec: namespace
+authorization.v1.SubjectRulesReviewStatus: resourceRules nonResourceRules incomplete evaluationError
+authorization.v1.ResourceRule: verbs apiGroups resources resourceNames
+authorization.v1.NonResourceRule: verbs nonResourceURLs
+authentication.v1.SelfSubjectReview: metadata status
+authentication.v1.SelfSubjectReviewStatus: userInfo
+authentication.v1.UserInfo: username uid groups
 """

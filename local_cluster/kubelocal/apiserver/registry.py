@@ -126,6 +126,9 @@ _SUBRESOURCE_SHAPES: dict[str, tuple[str, list[str]]] = {
     "binding": ("Binding", ["create"]),
     "eviction": ("Eviction", ["create"]),
     "finalize": ("Namespace", ["update"]),
+    "exec": ("PodExecOptions", ["create", "get"]),
+    "attach": ("PodAttachOptions", ["create", "get"]),
+    "portforward": ("PodPortForwardOptions", ["create", "get"]),
 }
 
 
@@ -143,7 +146,15 @@ def _rt(
 
 
 BUILTINS: tuple[ResourceType, ...] = (
-    _rt("", "v1", "Pod", "pods", short=("po",), subs=("status", "log", "binding", "eviction"), cats=("all",)),
+    _rt(
+        "",
+        "v1",
+        "Pod",
+        "pods",
+        short=("po",),
+        subs=("status", "log", "binding", "eviction", "exec", "attach", "portforward"),
+        cats=("all",),
+    ),
     _rt("", "v1", "Service", "services", short=("svc",), subs=("status",), cats=("all",)),
     _rt("", "v1", "Node", "nodes", namespaced=False, short=("no",), subs=("status",)),
     _rt("", "v1", "Namespace", "namespaces", namespaced=False, short=("ns",), subs=("status", "finalize")),
@@ -176,6 +187,28 @@ BUILTINS: tuple[ResourceType, ...] = (
     _rt("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings"),
     _rt("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False),
     _rt("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
+    ResourceType(
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+        "apiservices",
+        "apiservice",
+        False,
+        categories=("api-extensions",),
+        subresources=("status",),
+        verbs=("get", "list"),
+    ),
+    # Reviews: create-only questions answered from the authorizers, never stored (reviews.py).
+    *(
+        ResourceType(group, "v1", kind, kind.lower() + "s", kind.lower(), kind.startswith("Local"), verbs=("create",))
+        for group, kind in (
+            ("authentication.k8s.io", "SelfSubjectReview"),
+            ("authorization.k8s.io", "LocalSubjectAccessReview"),
+            ("authorization.k8s.io", "SelfSubjectAccessReview"),
+            ("authorization.k8s.io", "SelfSubjectRulesReview"),
+            ("authorization.k8s.io", "SubjectAccessReview"),
+        )
+    ),
     _rt(
         "apiextensions.k8s.io",
         "v1",
@@ -206,8 +239,11 @@ BUILTINS: tuple[ResourceType, ...] = (
 
 #: Groups whose preferred version is fixed; listed in discovery in this order (as kube-apiserver does).
 BUILTIN_GROUP_ORDER = (
+    "apiregistration.k8s.io",
     "apps",
     "events.k8s.io",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
     "batch",
     "policy",
     "rbac.authorization.k8s.io",

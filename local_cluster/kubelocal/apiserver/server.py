@@ -30,7 +30,9 @@ from .crd_cleanup import CrdCleanup
 from .faults import FaultInjector, LogSource, RequestRecord
 from .handler import RequestHandler
 from .plugins import AdmissionWebhooks, BuiltinDefaults, BuiltinValidation, CelValidationRules
+from .rbac import RBACAuthorizer
 from .registry import Registry
+from .remotecommand import ExecSource
 from .rest.context import RestContext
 from .store import Store
 from .strategy import NS_KEY
@@ -59,7 +61,7 @@ class ApiServer:
         self.admission.register(BuiltinValidation())
         self.admission.register(CelValidationRules())
         self.admission.register(AdmissionWebhooks(self.store))  # last, as kube-apiserver orders them
-        self.authorizers: list[Authorizer] = [AlwaysAllow()]
+        self.authorizers: list[Authorizer] = [RBACAuthorizer(self.store), AlwaysAllow()]
         self.faults = FaultInjector()
         self.faults._drop_watches = self._drop_watches
         self.requests: list[RequestRecord] = []
@@ -129,6 +131,10 @@ class ApiServer:
     def set_log_source(self, source: LogSource | None) -> None:
         """Serve pods/{name}/log from `source` (the kubelet)."""
         self.handler.log_source = source
+
+    def set_exec_source(self, source: ExecSource | None) -> None:
+        """Run pods/{name}/exec commands in the container environments `source` (the kubelet) knows."""
+        self.handler.exec_source = source
 
     def _drop_watches(self) -> int:
         watchers = self.store.all_watchers()
