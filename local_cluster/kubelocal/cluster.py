@@ -15,7 +15,7 @@ import concurrent.futures
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -131,7 +131,8 @@ class LocalCluster:
     def __init__(self, *, nodes: str | None = None, workdir: Path, port: int = 0,
                  crds: Sequence[Path] = (), max_grace_seconds: float = 5.0,
                  restart_backoff: tuple[float, float] = (0.2, 5.0),
-                 controllers: ControllerSettings | None = None, image: ImageDefaults = ImageDefaults()) -> None:
+                 controllers: ControllerSettings | None = None, image: ImageDefaults = ImageDefaults(),
+                 images: Mapping[str, ImageDefaults] | None = None) -> None:
         self.node_spec = nodes or DEFAULT_NODES
         self.nodes = parse_node_spec(self.node_spec)  # fail on a bad spec before anything starts
         self.workdir = Path(workdir).resolve()
@@ -140,6 +141,8 @@ class LocalCluster:
         self.max_grace_seconds = max_grace_seconds
         self.restart_backoff = restart_backoff
         self.image = image
+        #: Image repository → what it gives a container (e.g. an installed command as its ENTRYPOINT).
+        self.images = dict(images or {})
         self.apiserver = ApiServer(port=port)
         # pods naming a missing ServiceAccount are refused; the controllers create each namespace's `default`
         self.apiserver.admission.register(ServiceAccountAdmission(self.apiserver.store))
@@ -202,7 +205,7 @@ class LocalCluster:
         await wait_for_default_service_accounts(self.url, ("default", "kube-system"))
         self._kubelet = ProcessKubelet(self.url, nodes=self.nodes, workdir=self.workdir,
                                        max_grace_seconds=self.max_grace_seconds, backoff=self.restart_backoff,
-                                       image=self.image)
+                                       image=self.image, images=self.images)
         self.apiserver.set_log_source(self._kubelet)
         self.apiserver.set_exec_source(self._kubelet)
         await self._kubelet.start()

@@ -56,6 +56,21 @@ class ImageDefaults:
 
     env: Mapping[str, str] = field(default_factory=dict)
     workdir: str | None = None
+    #: The image's ENTRYPOINT as a local command: used when the container sets `args` but no `command`.
+    entrypoint: tuple[str, ...] = ()
+
+
+def image_repository(image: str) -> str:
+    """`ghcr.io/x/op:1.2` and `ghcr.io/x/op@sha256:...` → `ghcr.io/x/op` (the key of a local image table)."""
+    name = image.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    last = last.split(":", 1)[0]
+    return f"{head}/{last}" if head else last
+
+
+def defaults_for(image: str | None, images: Mapping[str, ImageDefaults], fallback: ImageDefaults) -> ImageDefaults:
+    """What the container's image gives it: its entry in the local image table, else the cluster's default."""
+    return images.get(image_repository(image or ""), fallback)
 
 
 @dataclass(frozen=True)
@@ -358,10 +373,13 @@ def process_spec(pod: Mapping[str, Any], container: Mapping[str, Any], env: Mapp
     mounts.append((message_path, message_file))
     command = [str(c) for c in container.get("command") or []]
     args = [str(a) for a in container.get("args") or []]
+    if not command:
+        command = list(image.entrypoint)  # as a runtime does: args follow the image's ENTRYPOINT
     if not command and not args:
         raise ContainerConfigError(
             f"container {container.get('name')}: no command or args; the process kubelet runs the command "
-            "locally and cannot use an image's entrypoint (set command, e.g. [python, -m, your.module])")
+            "locally and knows no entrypoint for image "
+            f"{container.get('image')!r} (set command, e.g. [python, -m, your.module])")
     argv = [rewrite_paths(expand(part, env), mounts) for part in command + args]
     if _PYTHON.match(os.path.basename(argv[0])):
         argv[0] = sys.executable

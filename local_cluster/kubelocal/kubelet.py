@@ -360,7 +360,9 @@ class PodRuntime:
         for c in self.all_containers:
             env = ct.container_env(self.pod, c.spec, refs, allocatable)
             mounts = ct.container_mounts(c.spec, volumes)
-            specs[c.name] = ct.process_spec(self.pod, c.spec, env, mounts, cwd, self.kubelet.image)
+            specs[c.name] = ct.process_spec(self.pod, c.spec, env, mounts, cwd,
+                                            ct.defaults_for(c.spec.get("image"), self.kubelet.images,
+                                                            self.kubelet.image))
             (self.dir / "logs" / c.name).mkdir(parents=True, exist_ok=True)
         return specs
 
@@ -650,10 +652,13 @@ class ProcessKubelet:
     def __init__(self, url: str, *, nodes: Sequence[Mapping[str, Any]], workdir: Path,
                  max_grace_seconds: float = 5.0, backoff: tuple[float, float] = (0.2, 5.0),
                  config_retry_seconds: float = 1.0, heartbeat_seconds: float = 1.0,
-                 image: ct.ImageDefaults = ct.ImageDefaults()) -> None:
+                 image: ct.ImageDefaults = ct.ImageDefaults(),
+                 images: Mapping[str, ct.ImageDefaults] | None = None) -> None:
         self.url = url
         #: What every container's image is taken to give it (there is no image locally): ENV and WORKDIR.
         self.image = image
+        #: Image repository → what that image gives (ENTRYPOINT as a local command, ENV, WORKDIR).
+        self.images = dict(images or {})
         self.workdir = Path(workdir).resolve()
         self.declared_nodes = [dict(n) for n in nodes]
         self.max_grace_seconds = max_grace_seconds

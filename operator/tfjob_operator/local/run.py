@@ -187,7 +187,7 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     from kubelocal.apiserver import write_kubeconfig
     from kubelocal.cluster import LocalClusterThread
     from tfjob_operator.crd import CRD_PATH
-    from tfjob_operator.local.image import worker_image_defaults
+    from tfjob_operator.local.image import local_images, worker_image_defaults
 
     workdir = options.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -196,7 +196,7 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     view.note("local mode: pods are processes on this machine; TF_CONFIG uses 127.0.0.1 with a port per pod")
     started = time.monotonic()
     with LocalClusterThread(nodes=options.nodes, workdir=workdir, port=options.port, crds=(CRD_PATH,),
-                            image=worker_image_defaults()) as cluster:
+                            image=worker_image_defaults(), images=local_images()) as cluster:
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, cluster.url)
         operator = start_operator(kubeconfig, workdir)

@@ -11,7 +11,7 @@ from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalCluster
 from kubelocal.nodes import NodeSpecError, describe_nodes
 from tfjob_operator.crd import CRD_PATH, KUBEFLOW_CRD_PATH
-from tfjob_operator.local.image import worker_image_defaults
+from tfjob_operator.local.image import local_images, worker_image_defaults
 
 EXIT_USAGE = 2
 
@@ -21,7 +21,8 @@ def run_local_up(port: int, kubeconfig: Path, nodes: str | None, workdir: Path, 
     until SIGINT/SIGTERM."""
     crds = (CRD_PATH, KUBEFLOW_CRD_PATH) if kubeflow else (CRD_PATH,)
     try:
-        cluster = LocalCluster(nodes=nodes, workdir=workdir, port=port, crds=crds, image=worker_image_defaults())
+        cluster = LocalCluster(nodes=nodes, workdir=workdir, port=port, crds=crds, image=worker_image_defaults(),
+                               images=local_images())
     except NodeSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
