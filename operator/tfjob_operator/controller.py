@@ -29,7 +29,14 @@ from tfjob_operator import apigroups, constants, reconcile_budget, reconcile_err
 from tfjob_operator.admission import AdmissionLoop
 from tfjob_operator.api import JobConditionType, TFJob
 from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
-from tfjob_operator.kube import Kube, KubeError, RetryPolicy, collection_path, load_api_client
+from tfjob_operator.kube import (
+    Kube,
+    KubeError,
+    RetryPolicy,
+    collection_path,
+    load_api_client,
+    refusal_is_permanent,
+)
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import is_finished, latest, prior_status
 from tfjob_operator.progress_poll import ProgressPoller
@@ -429,7 +436,7 @@ class JobController:
         results = await asyncio.gather(*(self.kube.create(c.obj) for c in creates if c.kind == "Pod"),
                                        return_exceptions=True)
         for result in results:
-            if isinstance(result, KubeError) and 400 <= result.status < 500 and result.status != 429:
+            if isinstance(result, KubeError) and refusal_is_permanent(result.status, result.message):
                 state.pod_create_error = str(result)  # retrying cannot fix it: the next reconcile fails the job
                 state.dirty = True
             elif isinstance(result, BaseException):

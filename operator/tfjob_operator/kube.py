@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import random
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,12 +33,27 @@ USER_AGENT = f"{constants.OPERATOR_COMPONENT}/0.1"
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
 
+#: A pod refused because its namespace's `default` ServiceAccount does not exist yet: the cluster creates
+#: it moments after the namespace (kube-controller-manager), so a job submitted at once meets this refusal.
+_DEFAULT_ACCOUNT_PENDING = re.compile(
+    r'error looking up service account [^/\s]+/default: serviceaccount "default" not found')
+
+
+def refusal_is_permanent(status: int, message: str) -> bool:
+    """Whether the API server's refusal of a create can only be fixed by the user (the job then fails), as
+    opposed to a state the cluster is about to leave (retried with back-off like an outage)."""
+    if not 400 <= status < 500 or status == 429:
+        return False
+    return not (status == 403 and _DEFAULT_ACCOUNT_PENDING.search(message))
+
+
 class KubeError(Exception):
     """An API call that failed for good: status code, method, path and the server's message."""
 
     def __init__(self, status: int, method: str, path: str, body: Any) -> None:
         self.status = status
         message = body.get("message") if isinstance(body, dict) else str(body)[:300]
+        self.message = str(message or "")
         super().__init__(f"{method} {path}: HTTP {status}: {message}")
 
 

@@ -3,10 +3,12 @@ drain, pods refused by admission. Each race a real cluster has, exercised agains
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from operator_harness import Cluster, local_cluster, py, replica, wait_for
+from polling import poll_until
 
 from kubelocal.controllers import ControllerSettings
 
@@ -58,3 +60,25 @@ def test_a_job_deleted_by_its_ttl_can_be_submitted_again_under_the_same_name(clu
     wait_for(lambda: cluster.job(name) is None, 30, what="the TTL to delete the job")
     cluster.submit({"Worker": replica(QUICK, 2)}, name=name)
     cluster.wait_state(name, "Succeeded", timeout=60)
+
+
+def test_a_job_submitted_before_its_namespace_has_a_default_account_waits_for_it_and_runs(cluster: Cluster) -> None:
+    accounts = next(c for c in cluster.local.controllers.controllers if c.name == "serviceaccount-controller")
+    cluster.local.call(cluster.local.cluster.on_components(accounts.stop()))  # the account comes late
+    ns = f"fresh-{uuid.uuid4().hex[:6]}"
+    try:
+        cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        body = {"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": "early"},
+                "spec": {"tfReplicaSpecs": {"Worker": replica(QUICK, 2)}}}
+        cluster.custom.create_namespaced_custom_object("tfjob.dev", "v1", ns, "tfjobs", body)
+        failed = poll_until(lambda: _state(cluster, ns) == "Failed", 5)
+        assert not failed, "a namespace whose default account is still pending failed the job"
+        assert not cluster.core.list_namespaced_pod(ns).items, "the pods were refused while the account was missing"
+    finally:
+        cluster.local.call(cluster.local.cluster.on_components(accounts.start()))
+    wait_for(lambda: _state(cluster, ns) == "Succeeded", 60, what="the job to run once the account exists")
+
+
+def _state(cluster: Cluster, ns: str) -> str | None:
+    job = cluster.custom.get_namespaced_custom_object("tfjob.dev", "v1", ns, "tfjobs", "early")
+    return (job.get("status") or {}).get("state")  # type: ignore[no-any-return]
