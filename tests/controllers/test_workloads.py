@@ -51,6 +51,10 @@ def test_a_deployment_rolls_out_and_kubectl_rollout_status_sees_it_finish(
     assert {c["type"]: c["reason"] for c in d["status"]["conditions"]} == {
         "Available": "MinimumReplicasAvailable", "Progressing": "NewReplicaSetAvailable"}
     assert len(_running_pods(core, name)) == 2
+    row = kubectl(_kubeconfig(cluster, tmp_path), "get", "deployment", name, "--no-headers").stdout.split()
+    assert row[:4] == [name, "2/2", "2", "2"], "NAME READY UP-TO-DATE AVAILABLE"
+    sets = kubectl(_kubeconfig(cluster, tmp_path), "get", "rs", "-l", f"app={name}", "--no-headers").stdout.split()
+    assert sets[1:4] == ["2", "2", "2"], "DESIRED CURRENT READY"
 
 
 def test_changing_the_template_rolls_to_a_new_replicaset_and_keeps_history(
@@ -106,6 +110,8 @@ def test_a_job_runs_its_completions_and_kubectl_wait_sees_it_complete(
     out = kubectl(_kubeconfig(cluster, tmp_path), "wait", "--for=condition=complete", f"job/{name}",
                   "--timeout=60s").stdout
     assert "condition met" in out
+    row = kubectl(_kubeconfig(cluster, tmp_path), "get", "job", name, "--no-headers").stdout.split()
+    assert row[:3] == [name, "Complete", "2/2"], "NAME STATUS COMPLETIONS"
     job = read(batch.read_namespaced_job, name, NS)
     assert job is not None and job["status"]["succeeded"] == 2 and job["status"].get("completionTime")
     pods = core.list_namespaced_pod(NS, label_selector=f"batch.kubernetes.io/job-name={name}").items

@@ -171,6 +171,25 @@ def _pod_status(pod: dict[str, Any]) -> tuple[str, str, str]:
     return f"{ready}/{total}", reason, str(restarts)
 
 
+def _job_row(o: dict[str, Any]) -> list[Any]:
+    """kubectl's job columns: STATUS (Running/Complete/Failed/Suspended), COMPLETIONS, DURATION."""
+    spec, st = o.get("spec") or {}, o.get("status") or {}
+    conds = {c.get("type") for c in st.get("conditions") or [] if c.get("status") == "True"}
+    status = next((c for c in ("Failed", "Complete", "Suspended") if c in conds), "Running")
+    completions = spec.get("completions")
+    succeeded = st.get("succeeded", 0)
+    done = f"{succeeded}/{completions}" if completions is not None else f"{succeeded}/1 of {spec.get('parallelism', 1)}"
+    duration = ""
+    if st.get("startTime"):
+        try:
+            started = parse_timestamp(st["startTime"])
+            finished = parse_timestamp(st["completionTime"]) if st.get("completionTime") else now()
+            duration = human_duration((finished - started).total_seconds())
+        except ValueError:
+            duration = "<invalid>"
+    return [o["metadata"]["name"], status, done, duration, age(o["metadata"].get("creationTimestamp"))]
+
+
 def _builtin(rt: ResourceType) -> tuple[list[dict[str, Any]], Any] | None:
     def col(name: str, priority: int = 0, typ: str = "string") -> dict[str, Any]:
         return {"name": name, "type": typ, "format": "", "description": name, "priority": priority}
@@ -261,6 +280,30 @@ def _builtin(rt: ResourceType) -> tuple[list[dict[str, Any]], Any] | None:
                 age(o["metadata"].get("creationTimestamp")),
             ],
         )
+    if rt.key == ("apps", "deployments"):
+
+        def deploy_row(o: dict[str, Any]) -> list[Any]:
+            st, wanted = o.get("status") or {}, (o.get("spec") or {}).get("replicas", 1)
+            return [o["metadata"]["name"], f"{st.get('readyReplicas', 0)}/{wanted}", int(st.get("updatedReplicas", 0)),
+                    int(st.get("availableReplicas", 0)), age(o["metadata"].get("creationTimestamp"))]
+
+        return ([_NAME_COL, col("Ready"), col("Up-to-date", typ="integer"), col("Available", typ="integer"),
+                 _AGE_COL], deploy_row)
+    if rt.key == ("apps", "replicasets"):
+
+        def rs_row(o: dict[str, Any]) -> list[Any]:
+            st = o.get("status") or {}
+            return [o["metadata"]["name"], int((o.get("spec") or {}).get("replicas", 1)), int(st.get("replicas", 0)),
+                    int(st.get("readyReplicas", 0)), age(o["metadata"].get("creationTimestamp"))]
+
+        return ([_NAME_COL, col("Desired", typ="integer"), col("Current", typ="integer"),
+                 col("Ready", typ="integer"), _AGE_COL], rs_row)
+    if rt.key == ("batch", "jobs"):
+        return ([_NAME_COL, col("Status"), col("Completions"), col("Duration"), _AGE_COL], _job_row)
+    if rt.key == ("", "serviceaccounts"):
+        return ([_NAME_COL, col("Secrets", typ="integer"), _AGE_COL],
+                lambda o: [o["metadata"]["name"], len(o.get("secrets") or []),
+                           age(o["metadata"].get("creationTimestamp"))])
     if rt.key == ("", "events"):
 
         def ev_row(o: dict[str, Any]) -> list[Any]:
