@@ -34,19 +34,13 @@ class DeploymentController(Controller):
     def __init__(self, client: KubeClient) -> None:
         super().__init__(client)
         self.deployments = self.watch(DEPLOY_PATH, self._on_deployment)
-        self.sets = self.watch("/apis/apps/v1/replicasets", self._on_set)
+        self.sets = self.watch("/apis/apps/v1/replicasets", self.enqueue_controller("Deployment"))
 
     def _on_deployment(self, _kind: str, d: dict[str, Any]) -> None:
         self.queue.add((d["metadata"]["namespace"], d["metadata"]["name"]))
 
-    def _on_set(self, _kind: str, rs: dict[str, Any]) -> None:
-        ref = controller_of(rs)
-        if ref and ref.get("kind") == "Deployment":
-            self.queue.add((rs["metadata"]["namespace"], ref["name"]))
-
     async def started(self) -> None:
-        for key in list(self.deployments.cache):
-            self.queue.add(key)
+        self.enqueue_all(self.deployments)
 
     async def sync(self, key: Hashable) -> None:
         assert isinstance(key, tuple)

@@ -12,7 +12,7 @@ from kubelocal import times
 from kubelocal.kubeclient import KubeClient
 
 from .pods import Expectations, is_active, is_ready, owned_pods, pod_from_template
-from .runtime import Controller, controller_of, ignore_missing
+from .runtime import Controller, ignore_missing
 
 JOB_PATH = "/apis/batch/v1/jobs"
 
@@ -63,7 +63,7 @@ class JobController(Controller):
     def __init__(self, client: KubeClient) -> None:
         super().__init__(client)
         self.jobs = self.watch(JOB_PATH, self._on_job)
-        self.pods = self.watch("/api/v1/pods", self._on_pod)
+        self.pods = self.watch("/api/v1/pods", self.enqueue_controller("Job"))
         self.expectations = Expectations()
 
     def _on_job(self, kind: str, job: dict[str, Any]) -> None:
@@ -72,14 +72,8 @@ class JobController(Controller):
             self.expectations.forget(key)
         self.queue.add(key)
 
-    def _on_pod(self, _kind: str, pod: dict[str, Any]) -> None:
-        ref = controller_of(pod)
-        if ref and ref.get("kind") == "Job":
-            self.queue.add((pod["metadata"]["namespace"], ref["name"]))
-
     async def started(self) -> None:
-        for key in list(self.jobs.cache):
-            self.queue.add(key)
+        self.enqueue_all(self.jobs)
 
     async def sync(self, key: Hashable) -> None:
         assert isinstance(key, tuple)

@@ -10,7 +10,7 @@ from kubelocal import times
 from kubelocal.kubeclient import ApiError, KubeClient
 
 from .pods import Expectations, is_active, is_available, is_ready, owned_pods, pod_from_template
-from .runtime import Controller, controller_of, ignore_missing
+from .runtime import Controller, ignore_missing
 
 RS_PATH = "/apis/apps/v1/replicasets"
 
@@ -34,7 +34,7 @@ class ReplicaSetController(Controller):
     def __init__(self, client: KubeClient) -> None:
         super().__init__(client)
         self.sets = self.watch(RS_PATH, self._on_set)
-        self.pods = self.watch("/api/v1/pods", self._on_pod)
+        self.pods = self.watch("/api/v1/pods", self.enqueue_controller("ReplicaSet"))
         self.expectations = Expectations()
 
     def _on_set(self, kind: str, rs: dict[str, Any]) -> None:
@@ -43,14 +43,8 @@ class ReplicaSetController(Controller):
             self.expectations.forget((meta["namespace"], meta["name"]))
         self.queue.add((meta["namespace"], meta["name"]))
 
-    def _on_pod(self, _kind: str, pod: dict[str, Any]) -> None:
-        ref = controller_of(pod)
-        if ref and ref.get("kind") == "ReplicaSet":
-            self.queue.add((pod["metadata"]["namespace"], ref["name"]))
-
     async def started(self) -> None:
-        for (ns, name) in list(self.sets.cache):
-            self.queue.add((ns, name))
+        self.enqueue_all(self.sets)
 
     async def sync(self, key: Hashable) -> None:
         assert isinstance(key, tuple)

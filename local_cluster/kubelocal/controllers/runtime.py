@@ -82,6 +82,22 @@ class Controller:
     async def sync(self, key: Hashable) -> None:
         raise NotImplementedError
 
+    def enqueue_controller(self, kind: str) -> Callable[[str, dict[str, Any]], None]:
+        """An informer handler that queues (namespace, name) of the object's controller of this kind
+        (a pod's ReplicaSet or Job, a ReplicaSet's Deployment)."""
+
+        def handler(_event: str, obj: dict[str, Any]) -> None:
+            ref = controller_of(obj)
+            if ref and ref.get("kind") == kind:
+                self.queue.add((obj["metadata"]["namespace"], ref["name"]))
+
+        return handler
+
+    def enqueue_all(self, informer: Informer) -> None:
+        """Queue every cached object's (namespace, name): a first look after the caches filled."""
+        for key in list(informer.cache):
+            self.queue.add(key)
+
     async def start(self) -> None:
         """Start the informers, wait until their caches are filled, then start the worker."""
         for informer in self.informers:
