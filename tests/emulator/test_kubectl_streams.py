@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import kubernetes
 import pytest
+import requests
 from emulator_helpers import KUBECTL
+from kubernetes.stream import stream
+from polling import wait_for
 
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
@@ -74,3 +79,95 @@ def test_kubectl_exec_of_a_missing_program_fails_with_its_name(kc: Kubectl) -> N
     out = kc("exec", "sleeper", "--", "no-such-program")
     assert out.returncode != 0
     assert "no-such-program" in out.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_kubectl_port_forward_reaches_the_pods_port(kc: Kubectl, cluster: LocalClusterThread, tmp_path: Path) -> None:
+    remote, local = free_port(), free_port()
+    (tmp_path / "index.html").write_text("hello from the pod\n")
+    run_pod(kc, "web", "python", "-m", "http.server", str(remote), "--bind", "127.0.0.1", "--directory", str(tmp_path))
+    wait_for(lambda: _listening(remote), timeout=30, what=f"the pod's server on port {remote}")
+    forward = subprocess.Popen(
+        [str(KUBECTL), "--kubeconfig", str(tmp_path / "kubeconfig"), "port-forward", "pod/web", f"{local}:{remote}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert forward.stdout is not None
+        line = forward.stdout.readline()
+        assert f"Forwarding from 127.0.0.1:{local} -> {remote}" in line, forward.stderr.read() if forward.stderr else ""
+        for _ in range(2):  # a second connection through the same session works too
+            got = requests.get(f"http://127.0.0.1:{local}/index.html", timeout=10)
+            assert (got.status_code, got.text) == (200, "hello from the pod\n")
+    finally:
+        forward.terminate()
+        forward.wait(timeout=10)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_kubectl_attach_streams_the_running_containers_output_until_it_ends(kc: Kubectl) -> None:
+    ticker = "import time\nfor i in range(40):\n    print('tick', i, flush=True); time.sleep(0.1)"
+    run_pod(kc, "ticker", "python", "-c", ticker)
+    out = kc("attach", "ticker")
+    assert out.returncode == 0, out.stderr
+    assert "tick 39" in out.stdout
+
+
+def test_kubectl_port_forward_to_a_closed_port_reports_the_pods_error(kc: Kubectl, tmp_path: Path) -> None:
+    run_pod(kc, "sleeper", "python", "-c", "import time; time.sleep(600)")
+    remote, local = free_port(), free_port()
+    forward = subprocess.Popen(
+        [
+            str(KUBECTL),
+            "--kubeconfig",
+            str(tmp_path / "kubeconfig"),
+            "port-forward",
+            "pod/sleeper",
+            f"{local}:{remote}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert forward.stdout is not None and forward.stderr is not None
+        assert "Forwarding from" in forward.stdout.readline()
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"http://127.0.0.1:{local}/", timeout=10)
+        assert f"error forwarding port {remote} to pod sleeper" in forward.stderr.readline()
+    finally:
+        forward.terminate()
+        forward.wait(timeout=10)
+
+
+def test_the_official_clients_exec_stream_gets_output_and_exit_code(kc: Kubectl, cluster: LocalClusterThread) -> None:
+    run_pod(kc, "sleeper", "python", "-c", "import time; time.sleep(600)")
+    cfg = kubernetes.client.Configuration()
+    cfg.host = cluster.url
+    with kubernetes.client.ApiClient(cfg) as api:
+        core = kubernetes.client.CoreV1Api(api)
+        command = ["python", "-c", "import sys; print('out'); sys.exit(4)"]
+        resp = stream(
+            core.connect_get_namespaced_pod_exec,
+            "sleeper",
+            "default",
+            command=command,
+            stdout=True,
+            stderr=True,
+            stdin=False,
+            tty=False,
+            _preload_content=False,
+        )
+        resp.run_forever(timeout=30)
+        assert resp.read_stdout() == "out\n"
+        assert resp.returncode == 4

@@ -227,7 +227,7 @@ def api_services(registry: Registry, created: str) -> list[dict[str, Any]]:
                 },
             }
         )
-    return out
+    return sorted(out, key=lambda s: s["metadata"]["name"])  # as etcd's key order lists them
 
 
 def api_service_list(registry: Registry, created: str, rv: int) -> dict[str, Any]:

@@ -318,6 +318,20 @@ def _builtin(rt: ResourceType) -> tuple[list[dict[str, Any]], Any] | None:
             ]
 
         return ([col("Last Seen"), col("Type"), col("Reason"), col("Object"), col("Message")], ev_row)
+    if rt.key == ("apiregistration.k8s.io", "apiservices"):
+
+        def apiservice_row(o: dict[str, Any]) -> list[Any]:
+            svc = (o.get("spec") or {}).get("service")
+            cond: dict[str, Any] = next(
+                (c for c in (o.get("status") or {}).get("conditions") or [] if c["type"] == "Available"), {}
+            )
+            available = cond.get("status", "Unknown") + (
+                f" ({cond['reason']})" if cond.get("status") == "False" else ""
+            )
+            where = f"{svc['namespace']}/{svc['name']}" if svc else "Local"
+            return [o["metadata"]["name"], where, available, age(o["metadata"].get("creationTimestamp"))]
+
+        return ([_NAME_COL, col("Service"), col("Available"), _AGE_COL], apiservice_row)
     return None
 
 
