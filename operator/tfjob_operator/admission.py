@@ -43,9 +43,8 @@ from tfjob_operator.gang.queue import (
 )
 from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import is_finished, is_terminal, latest
+from tfjob_operator.observed import JobView, is_terminal
 from tfjob_operator.settings import OperatorSettings
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 log = logging.getLogger("tfjob_operator.admission")
 
@@ -77,15 +76,15 @@ class AdmissionApi(Protocol):
 
 
 class AdmissionHost(Protocol):
-    """What the loop reads (the job and pod indices, settings) and the one thing it calls back (`trigger`).
+    """What the loop reads (parsed jobs, the pod index, settings) and the one thing it calls back (`trigger`).
 
     The controller (`tfjob_operator.controller.JobController`) is the host in the operator; tests use a fake.
     """
 
     @property
-    def jobs(self) -> Mapping[JobKey, Any]: ...
-    @property
-    def pods(self) -> Mapping[JobKey, Any]: ...
+    def pods(self) -> Mapping[JobKey, Any]:
+        """kopf's index of pods by job: (namespace, name) → the job's pods."""
+
     @property
     def kube(self) -> AdmissionApi: ...
     @property
@@ -94,6 +93,9 @@ class AdmissionHost(Protocol):
     def metrics(self) -> Metrics: ...
     @property
     def gang_options(self) -> GangOptions: ...
+
+    def view(self, key: JobKey) -> JobView | None:
+        """The job, parsed once per version (the same view reconcile reads); None when it is gone."""
 
     def trigger(self, key: JobKey) -> None:
         """Reconcile this job soon (its Queued reason changed)."""
@@ -209,22 +211,25 @@ class AdmissionLoop:
 
     # -------------------------------------------------------- one pass
 
-    def _waiting_jobs(self) -> dict[JobKey, Mapping[str, Any]]:
+    def _waiting_jobs(self) -> dict[JobKey, JobView]:
         """Jobs (from the index) with a gated or released-but-unbound pod: no API call when there is none."""
-        found: dict[JobKey, Mapping[str, Any]] = {}
+        found: dict[JobKey, JobView] = {}
         for key, store in list(self.host.pods.items()):
             if not any(waits_for_admission(p) for p in list(store or [])):
                 continue
-            obj = latest(self.host.jobs.get(key))
-            if obj is not None and not is_finished(obj):
-                found[key] = obj
+            view = self.host.view(key)
+            if view is not None and not view.finished:
+                found[key] = view
         return found
 
-    def _parse_builtin(self, obj: Mapping[str, Any]) -> TFJob | None:
+    def _builtin_job(self, view: JobView) -> TFJob | None:
+        """The parsed job if it is valid, of the builtin backend and not suspended."""
+        job = view.job
+        if job is None:
+            return None
         try:
-            job = parse_tfjob({k: v for k, v in obj.items() if k != "status"})
             backend = backend_for(job, self.host.settings.gang_backend.value, self.host.gang_options)
-        except (InvalidSpec, GangBackendError):
+        except GangBackendError:
             return None
         if not backend.uses_admission_loop or job.spec.runPolicy.suspend:
             return None
@@ -234,8 +239,9 @@ class AdmissionLoop:
         """One admission pass. Returns its plan (None when nothing waited)."""
         metrics = self.host.metrics
         self._integrate_gpu_seconds()
-        waiting = {key: obj for key, obj in self._waiting_jobs().items()}
-        jobs = {key: job for key, obj in waiting.items() if (job := self._parse_builtin(obj)) is not None}
+        views = self._waiting_jobs()
+        jobs = {key: job for key, view in views.items() if (job := self._builtin_job(view)) is not None}
+        waiting = {key: view.obj for key, view in views.items()}
         if not jobs:
             self._publish({}, set())
             self._forget_timeouts()
@@ -388,7 +394,7 @@ class AdmissionLoop:
         for skey in set(old) | set(reasons):
             if old.get(skey) != reasons.get(skey):
                 key = key_tuple(skey)
-                if key in self.host.jobs:
+                if self.host.view(key) is not None:
                     self.host.trigger(key)
         self.state.forget(considered)
 
@@ -405,9 +411,9 @@ class AdmissionLoop:
         """Timeout counts (the back-off exponent) last until the gang is all bound, or the job ends or goes."""
         for skey in list(set(self.state.timeouts) | set(self.state.not_before)):
             key = key_tuple(skey)
-            obj = latest(self.host.jobs.get(key))
-            gang = current_gang(obj, list(self.host.pods.get(key) or [])) if obj is not None else []
-            if obj is None or is_finished(obj) or (gang and all(builtin.is_bound(p) for p in gang)):
+            view = self.host.view(key)
+            gang = current_gang(view.obj, list(self.host.pods.get(key) or [])) if view is not None else []
+            if view is None or view.finished or (gang and all(builtin.is_bound(p) for p in gang)):
                 self.state.timeouts.pop(skey, None)
                 self.state.not_before.pop(skey, None)
 
@@ -435,9 +441,9 @@ class AdmissionLoop:
         seconds, self._last_integration = now - self._last_integration, now
         pods_by_job: dict[JobKey, list[Mapping[str, Any]]] = {}
         for key, store in list(self.host.pods.items()):
-            obj = latest(self.host.jobs.get(key))
-            if obj is not None and not is_finished(obj):
-                pods_by_job[key] = current_gang(obj, list(store or []))
+            view = self.host.view(key)
+            if view is not None and not view.finished:
+                pods_by_job[key] = current_gang(view.obj, list(store or []))
         held = held_gpu_seconds_by_job(pods_by_job, seconds)
         if held > 0:
             self.host.metrics.gang_partial_gpu_seconds.inc(float(held))

@@ -38,7 +38,7 @@ from tfjob_operator.kube import (
     refusal_is_permanent,
 )
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import is_finished, latest, prior_status
+from tfjob_operator.observed import JobView, latest, view_job
 from tfjob_operator.progress_poll import ProgressPoller
 from tfjob_operator.reconcile import (
     AnnotateJob,
@@ -49,13 +49,13 @@ from tfjob_operator.reconcile import (
     EmitEvent,
     GangView,
     ReconcileOptions,
+    effective_job,
     reconcile,
     recorded_replicas,
     utcnow,
 )
 from tfjob_operator.render import RenderOptions, pod_name, render
 from tfjob_operator.settings import Addressing, OperatorSettings
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 log = logging.getLogger("tfjob_operator")
 
@@ -97,6 +97,8 @@ class JobController:
         self.pods: Mapping[JobKey, Any] = {}
         self._states: dict[JobKey, _JobState] = {}
         self._ports_in_use: set[int] = set()
+        #: Parsed jobs by key, with the (uid, resourceVersion) they were parsed from.
+        self._views: dict[JobKey, tuple[tuple[str | None, str | None], JobView]] = {}
         self._resync_task: asyncio.Task[None] | None = None
         self.gang_options = GangOptions()
         #: The builtin backend's admission loop (started with the operator).
@@ -176,6 +178,7 @@ class JobController:
             state.task = asyncio.create_task(self._drain(key, state), name=f"reconcile {key[0]}/{key[1]}")
 
     def forget(self, key: JobKey) -> None:
+        self._views.pop(key, None)
         state = self._states.pop(key, None)
         if state is not None and state.timer is not None:
             state.timer.cancel()
@@ -214,12 +217,11 @@ class JobController:
     async def _give_up(self, key: JobKey, state: _JobState, exc: Exception, delay: float) -> float | None:
         """Fail a job that keeps raising (reconcile_errors): a condition and an Event, then no more retries
         until it changes (or the resync comes by). Returns the next delay."""
-        body = latest(self.jobs.get(key))
-        if body is None:
+        view = self.view(key)
+        if view is None:
             return None
-        obj: dict[str, Any] = copy.deepcopy(dict(body))
         try:
-            await self._act(key, obj, reconcile_errors.give_up(obj, exc, state.failures, utcnow()), state, {})
+            await self._act(key, view, reconcile_errors.give_up(view.obj, exc, state.failures, utcnow()), state, {})
         except Exception as write_error:  # still inside the error path: never kill the drain task
             log.warning("could not mark %s/%s failed: %s", *key, write_error)
             return delay
@@ -234,70 +236,93 @@ class JobController:
 
     # ------------------------------------------------------------ one reconcile
 
-    async def reconcile_once(self, key: JobKey, state: _JobState) -> float | None:
-        """Read the job and its pods from the indices, decide, write status, act. Returns the requeue delay."""
+    def view(self, key: JobKey) -> JobView | None:
+        """The job as last seen on the watch, parsed once per version (the admission loop reads the same views)."""
         body = latest(self.jobs.get(key))
         if body is None:
-            self.forget(key)
+            self._views.pop(key, None)
             return None
-        obj: dict[str, Any] = copy.deepcopy(dict(body))
-        obj.pop("_pending_annotations", None)
-        uid = obj["metadata"].get("uid")
-        if state.status is not None and state.status[0] == uid:
-            obj["status"] = copy.deepcopy(state.status[1])
-        if state.annotations is not None and state.annotations[0] == uid:
-            merged = {**(obj["metadata"].get("annotations") or {}), **state.annotations[1]}
-            obj["metadata"]["annotations"] = {k: v for k, v in merged.items() if v is not None}
-        if not apigroups.managed_here(apigroups.group_of(obj), apigroups.manager_of(obj), self.settings.kubeflow_api):
-            return None  # another controller's job (reconcile would say so too): not even its gang is looked up
-        pods = [copy.deepcopy(dict(p)) for p in (self.pods.get(key) or [])]
+        meta = body.get("metadata") or {}
+        version = (meta.get("uid"), meta.get("resourceVersion"))
+        cached = self._views.get(key)
+        if cached is not None and version[1] is not None and cached[0] == version:
+            return cached[1]
+        view = view_job(copy.deepcopy(dict(body)))
+        self._views[key] = (version, view)
+        return view
+
+    async def reconcile_once(self, key: JobKey, state: _JobState) -> float | None:
+        """Read the job and its pods from the indices, decide, write status, act. Returns the requeue delay."""
         # Parsing, rendering and deciding are CPU work that grows with the job: done on worker threads, so the
         # event loop keeps serving every other job's events and API calls meanwhile (issue 15: isolation).
-        job = await asyncio.to_thread(_parse_or_none, obj)
+        view = await asyncio.to_thread(self.view, key)
+        if view is None:
+            self.forget(key)
+            return None
+        view = await asyncio.to_thread(_with_own_writes, view, state)
+        if not apigroups.managed_here(apigroups.group_of(view.obj), apigroups.manager_of(view.obj),
+                                      self.settings.kubeflow_api):
+            return None  # another controller's job (reconcile would say so too): not even its gang is looked up
+        pods = [copy.deepcopy(dict(p)) for p in (self.pods.get(key) or [])]
+        job = view.job
         over = reconcile_budget.over_bytes(job, self.settings.reconcile_budget_bytes) if job is not None else None
-        if over is not None and not is_finished(obj):
-            await self._act(key, obj, reconcile_budget.fail(obj, over, utcnow()), state, {})
+        if over is not None and not view.finished:
+            await self._act(key, view, reconcile_budget.fail(view.obj, over, utcnow()), state, {})
             return None
         # An over-budget job that has finished is never rendered again (its gang view would render every pod).
-        options = await self._options(obj, pods, state, None if over else job)
-        pending: dict[str, str | None] = obj.pop("_pending_annotations", {})
-        decision = await self._decide(obj, pods, options)
+        options, annotations = await self._options(view, pods, state, None if over else job)
+        decision = await self._decide(view, pods, options)
         if not decision.managed:
             return None
-        await self._act(key, obj, decision, state, pending)
+        await self._act(key, view, decision, state, annotations)
         return decision.requeue_after
 
-    async def _decide(self, obj: dict[str, Any], pods: list[dict[str, Any]], options: ReconcileOptions) -> Decision:
+    async def _decide(self, view: JobView, pods: list[dict[str, Any]], options: ReconcileOptions) -> Decision:
         """`reconcile` on a worker thread within the time budget; past it, the job is failed instead. (The thread
         cannot be stopped; it ends on its own, and the limits of `limits.py` bound how long that can take.)"""
         budget = self.settings.reconcile_budget_seconds
         started = time.monotonic()
         try:
-            return await asyncio.wait_for(asyncio.to_thread(reconcile, obj, pods, utcnow(), options), budget)
+            return await asyncio.wait_for(asyncio.to_thread(reconcile, view, pods, utcnow(), options), budget)
         except TimeoutError:
-            log.warning("reconcile of %s/%s over its time budget (%.0f s): failing the job",
-                        obj["metadata"].get("namespace"), obj["metadata"]["name"], budget)
-            return reconcile_budget.fail(obj, reconcile_budget.over_seconds(time.monotonic() - started, budget),
+            meta = view.obj.get("metadata") or {}
+            log.warning("reconcile of %s/%s over its time budget (%.0f s): failing the job", meta.get("namespace"),
+                        meta.get("name"), budget)
+            return reconcile_budget.fail(view.obj, reconcile_budget.over_seconds(time.monotonic() - started, budget),
                                          utcnow())
 
-    async def _options(self, obj: dict[str, Any], pods: list[dict[str, Any]], state: _JobState,
-                       job: TFJob | None) -> ReconcileOptions:
+    async def _options(self, view: JobView, pods: list[dict[str, Any]], state: _JobState,
+                       job: TFJob | None) -> tuple[ReconcileOptions, dict[str, str | None]]:
+        """What reconcile needs beside the job and its pods: the job rendered once (with its loopback ports, if
+        any) and the gang view; and the annotations to write with the first pod creation (new loopback ports).
+        `job` is None for an invalid job, or one over its budget: nothing is rendered."""
         if job is None:
             return ReconcileOptions(terminating_timeout=self.settings.terminating_timeout,
-                                    kubeflow_api=self.settings.kubeflow_api)
-        ports = None
-        if self.settings.addressing == Addressing.LOOPBACK and not is_finished(obj):
-            ports = await self._loopback_ports(obj, job)
-        return ReconcileOptions(
+                                    kubeflow_api=self.settings.kubeflow_api), {}
+        ports: dict[str, int] | None = None
+        annotations: dict[str, str | None] = {}
+        if self.settings.addressing == Addressing.LOOPBACK and not view.finished:
+            ports, new = await self._loopback_ports(view.obj, job)
+            if new:
+                # Written with the first action that needs it (before any pod is created), in one PATCH.
+                annotations[constants.ANNOTATION_LOOPBACK_PORTS] = json.dumps(ports, sort_keys=True)
+        effective, _ = effective_job(job)
+        # A finished job in loopback mode has no ports: the rendering then only sizes the gang objects.
+        rendered = await asyncio.to_thread(render, effective, RenderOptions(
+            attempt=view.status.restartCount, cluster_domain=self.settings.cluster_domain, loopback_ports=ports))
+        options = ReconcileOptions(
             cluster_domain=self.settings.cluster_domain,
             loopback_ports=ports,
             terminating_timeout=self.settings.terminating_timeout,
-            gang=await self._gang_view(job, pods),
+            gang=await self._gang_view(job, effective, rendered.pods, pods),
             pod_create_error=state.pod_create_error,
             kubeflow_api=self.settings.kubeflow_api,
+            rendered=rendered,
         )
+        return options, annotations
 
-    async def _gang_view(self, job: TFJob, pods: list[dict[str, Any]]) -> GangView:
+    async def _gang_view(self, job: TFJob, effective: TFJob, rendered: list[dict[str, Any]],
+                         pods: list[dict[str, Any]]) -> GangView:
         """Ask the job's gang backend what it needs (the seam of DESIGN §6; the `none` backend needs nothing)."""
         try:
             backend = backend_for(job, self.settings.gang_backend.value, self.gang_options)
@@ -314,10 +339,7 @@ class JobController:
             return backend.decorate_pod(job, pod)
 
         ready, why, missing = True, "", []
-        # Only counts and requests matter to the backend here, so placeholder ports do in loopback mode.
-        placeholder = {n: 0 for n in _all_pod_names(job)} if self.settings.addressing == Addressing.LOOPBACK else None
-        rendered = await asyncio.to_thread(render, job, RenderOptions(loopback_ports=placeholder))
-        groups = backend.group_objects(job, rendered.pods)
+        groups = backend.group_objects(effective, rendered)
         if groups:
             found = [await self.kube.get(f"{collection_path(g)}/{g['metadata']['name']}") for g in groups]
             observed = [g for g in found if g]
@@ -334,16 +356,16 @@ class JobController:
                         missing_groups=tuple(missing), queued_reason=queued,
                         recheck_after=GROUP_RECHECK_SECONDS if groups and not ready else None)
 
-    async def _loopback_ports(self, obj: dict[str, Any], job: TFJob) -> dict[str, int]:
+    async def _loopback_ports(self, obj: Mapping[str, Any], job: TFJob) -> tuple[dict[str, int], bool]:
         """Pod name → 127.0.0.1 port (and `<pod>/metrics` → its metrics port), recorded on the job before any
-        pod uses it (stable across restarts)."""
-        annotations = obj["metadata"].setdefault("annotations", {})
+        pod uses it (stable across restarts); and whether ports were added (then the annotation must be written)."""
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
         ports = _parse_ports(annotations.get(constants.ANNOTATION_LOOPBACK_PORTS))
         names = _all_pod_names(job)
         wanted = {*names, *(n + constants.LOOPBACK_METRICS_SUFFIX for n in names)}
         missing = sorted(wanted - set(ports))
         if not missing:
-            return ports
+            return ports, False
         in_use = set(self._ports_in_use)
         for other in self.jobs.values():
             other_body = latest(other)
@@ -354,28 +376,27 @@ class JobController:
             ports[name] = _free_port(in_use)
             in_use.add(ports[name])
         self._ports_in_use |= set(ports.values())
-        # Written with the first action that needs it (before any pod is created), in one PATCH.
-        obj.setdefault("_pending_annotations", {})[constants.ANNOTATION_LOOPBACK_PORTS] = json.dumps(
-            ports, sort_keys=True)
-        return ports
+        return ports, True
 
-    async def _act(self, key: JobKey, obj: dict[str, Any], decision: Decision, state: _JobState,
+    async def _act(self, key: JobKey, view: JobView, decision: Decision, state: _JobState,
                    pending: dict[str, str | None]) -> None:
-        """Status first (a decision such as 'attempt 3' must survive a crash), its Events, then actions in order."""
+        """Status first (a decision such as 'attempt 3' must survive a crash), its Events, then actions in order.
+        `pending` annotations (new loopback ports) are written with the first creation."""
         namespace, name = key
+        obj = view.obj
         group = apigroups.group_of(obj)
         # Stored as its API keeps it: Kubeflow's CRD would prune our extra fields (the counters go to annotations).
         new_status = apigroups.status_for_group(group, name, decision.status.model_dump(mode="json"))
-        if new_status != apigroups.status_for_group(group, name, prior_status(obj).model_dump(mode="json")):
+        if new_status != apigroups.status_for_group(group, name, view.status.model_dump(mode="json")):
             written = await self.kube.patch_status(namespace, name, new_status, group=group)
             if written is None:
                 return  # the job is gone
-        state.status = (obj["metadata"].get("uid"), new_status)
+        state.status = (view.uid, new_status)
         # Events right after the status they announce, before the slow part, so a crash rarely loses one.
         for event in decision.of_type(EmitEvent):
             await self._post_event(obj, event, state)
             if event.condition == JobConditionType.RUNNING:
-                self.metrics.running(prior_status(obj), obj["metadata"].get("creationTimestamp"), utcnow())
+                self.metrics.running(view.status, obj["metadata"].get("creationTimestamp"), utcnow())
         deletes: list[DeletePod] = []
         creates: list[CreateObject] = []
         annotations: dict[str, str | None] = {}
@@ -390,13 +411,13 @@ class JobController:
             annotations = {**pending, **annotations}
         if annotations:
             await self.kube.annotate_job(namespace, name, annotations, group=group)
-            state.annotations = (obj["metadata"].get("uid"), annotations)
+            state.annotations = (view.uid, annotations)
         await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
         await self._create(creates, state)
         await self._until_seen(key, {c.name for c in creates if c.kind == "Pod"})
         for action in decision.of_type(DeleteJob):
             log.info("deleting TFJob %s/%s: %s", namespace, name, action.reason)
-            await self.kube.delete_job(namespace, name, obj["metadata"].get("uid"), group=group)
+            await self.kube.delete_job(namespace, name, view.uid, group=group)
 
     async def write_progress(self, key: JobKey, progress: dict[str, Any]) -> bool:
         """Merge-patch status.progress, under the job's reconcile lock so a reconcile's full status write and
@@ -444,7 +465,7 @@ class JobController:
             elif result:
                 self.metrics.pods_created.inc()
 
-    async def _post_event(self, obj: dict[str, Any], event: EmitEvent, state: _JobState) -> None:
+    async def _post_event(self, obj: Mapping[str, Any], event: EmitEvent, state: _JobState) -> None:
         now = time.monotonic()
         key = (event.reason, event.message)
         if now - state.recent_events.get(key, -EVENT_DEDUP_SECONDS) < EVENT_DEDUP_SECONDS:
@@ -463,12 +484,18 @@ class JobController:
 # ---------------------------------------------------------------- helpers
 
 
-def _parse_or_none(obj: Mapping[str, Any]) -> TFJob | None:
-    """The job as the operator reads it, or None when invalid (reconcile then says InvalidSpec)."""
-    try:
-        return parse_tfjob({k: v for k, v in obj.items() if k != "status"})
-    except InvalidSpec:
-        return None
+def _with_own_writes(view: JobView, state: _JobState) -> JobView:
+    """The view with the controller's own last writes laid over it: the watch may not have caught up with them."""
+    if state.annotations is not None and state.annotations[0] == view.uid:
+        meta = dict(view.obj.get("metadata") or {})
+        current = meta.get("annotations") or {}
+        merged = {k: v for k, v in {**current, **state.annotations[1]}.items() if v is not None}
+        if merged != current:
+            # Annotations are part of the spec as reconcile reads it (the recorded gang size): parse again.
+            view = view_job({**view.obj, "metadata": {**meta, "annotations": merged}})
+    if state.status is not None and state.status[0] == view.uid:
+        view = view.with_status(copy.deepcopy(state.status[1]))
+    return view
 
 
 

@@ -18,13 +18,13 @@ from kubernetes.client.exceptions import ApiException
 
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
+from tfjob_operator.observed import FINISHED_CONDITIONS
 
 #: Exit code of `tfjob wait` when the timeout passes first (the same as coreutils `timeout`).
 EXIT_TIMEOUT = 124
 #: Exit code of `tfjob wait` when the job ended the other way (e.g. Failed while waiting for Succeeded).
 EXIT_OTHER_END = 1
 
-TERMINAL = ("Succeeded", "Failed")
 #: Seconds one API request may take before the helper gives up (a blackholed server must not hang it).
 REQUEST_TIMEOUT = 30
 
@@ -234,7 +234,7 @@ def wait_for(clients: Clients, name: str, wanted: str, timeout: float) -> tuple[
         conds = true_conditions(job)
         if wanted in conds:
             return 0, f"tfjob/{name} condition met: {wanted}"
-        ended = [c for c in conds if c in TERMINAL]
+        ended = [c for c in conds if c in FINISHED_CONDITIONS]
         if ended:  # finished, and not the way we wait for
             message = next((c.get("message") for c in job["status"]["conditions"] if c["type"] == ended[-1]), "")
             return EXIT_OTHER_END, f"tfjob/{name} is {ended[-1]}, not {wanted}: {message}"

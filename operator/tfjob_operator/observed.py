@@ -1,19 +1,22 @@
-"""How the operator reads what it observes, defined once: a job's prior status, whether it finished, whether a
-pod is terminal, whether a pod is the job's.
+"""How the operator reads what it observes, defined once: a job (parsed once into a :class:`JobView`), its prior
+status, whether it finished, whether a pod is terminal, whether a pod is the job's.
 
 The controller, the pure `reconcile`, the admission loop and the gang backends all read objects through these,
-so "finished" or "terminal" cannot mean two things in two places.
+so "finished" or "terminal" cannot mean two things in two places, and a job is parsed once per change, not once
+per reader.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from tfjob_operator import apigroups, constants
-from tfjob_operator.api import JobConditionType, TFJobStatus
+from tfjob_operator.api import JobConditionType, TFJob, TFJobStatus
+from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 
 def latest(store: Any) -> Mapping[str, Any] | None:
@@ -65,3 +68,44 @@ def owned_by(pod: Mapping[str, Any], job_name: str, job_uid: str | None) -> bool
         if ref.get("controller") and job_uid and ref.get("uid") and ref.get("uid") != job_uid:
             return False
     return True
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One reading of a TFJob: the object, its prior status, and its spec parsed once (or why it is invalid).
+
+    The controller builds one per job change and hands the same view to the gang view, to `reconcile` and to the
+    admission loop.
+    """
+
+    #: The job as read (status included); a private copy, never the watch's live body.
+    obj: Mapping[str, Any]
+    status: TFJobStatus
+    #: The parsed spec; None when it is invalid (see `problems`).
+    job: TFJob | None
+    #: Why the spec is invalid, one message per field.
+    problems: tuple[str, ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        return finished(self.status)
+
+    @property
+    def uid(self) -> str | None:
+        return (self.obj.get("metadata") or {}).get("uid")
+
+    def with_status(self, raw: Mapping[str, Any]) -> JobView:
+        """The same job with another status (the controller's own last write, when the watch lags behind it)."""
+        obj = {**self.obj, "status": raw}
+        return replace(self, obj=obj, status=prior_status(obj))
+
+
+def view_job(obj: Mapping[str, Any]) -> JobView:
+    """Parse the job once. The status is read apart (prior_status): it is the operator's own output, never a
+    reason to refuse the spec."""
+    status = prior_status(obj)
+    try:
+        job = parse_tfjob({k: v for k, v in obj.items() if k != "status"})
+    except InvalidSpec as exc:
+        return JobView(obj, status, None, tuple(exc.messages))
+    return JobView(obj, status, job)

@@ -31,19 +31,13 @@ from tfjob_operator.api import (
     TFJobStatus,
 )
 from tfjob_operator.diagnosis import explain
-from tfjob_operator.observed import finished, owned_by, prior_status
-from tfjob_operator.render import RenderOptions, chief_pod_name, pod_name, render
+from tfjob_operator.observed import JobView, finished, owned_by, prior_status, view_job
+from tfjob_operator.render import Rendered, RenderOptions, chief_pod_name, pod_name, render
 from tfjob_operator.times import format_time, parse_time
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
+from tfjob_worker import exit_codes
 
 C = JobConditionType
 
-#: Exit codes of the worker runtime (tfjob_worker.exit_codes) named in messages; all ≥128, so retryable.
-KNOWN_EXIT_CODES = {143: "SIGTERM/preempted", 137: "SIGKILL/OOM-killed", 200: "peer lost", 201: "start-up timeout",
-                    202: "training stalled"}
-PEER_LOST_CODES = frozenset({200, 201})
-#: The worker runtime's stall watchdog fired (tfjob_worker.exit_codes.STALLED): reason TrainingStalled.
-STALLED_EXIT_CODE = 202
 
 
 # ---------------------------------------------------------------- actions
@@ -153,6 +147,9 @@ class ReconcileOptions:
     #: Which `kubeflow.org/v1` jobs are ours (TFJOB_KUBEFLOW_API); `tfjob.dev/v1` jobs are ours unless another
     #: controller manages them.
     kubeflow_api: apigroups.KubeflowApi = apigroups.KubeflowApi.OFF
+    #: The job as its gang runs (:func:`effective_job`) rendered for the current attempt with the options above:
+    #: the controller renders once and shares it with the gang view. None: reconcile renders it when needed.
+    rendered: Rendered | None = None
 
 
 @dataclass(frozen=True)
@@ -365,15 +362,20 @@ class _Ctx:
 
 
 def reconcile(
-    obj: Mapping[str, Any],
+    obj: Mapping[str, Any] | JobView,
     pods: Sequence[Mapping[str, Any]],
     now: datetime,
     options: ReconcileOptions | None = None,
 ) -> Decision:
-    """Decide the job's status and the actions that move it towards its spec, from the job and its live pods."""
+    """Decide the job's status and the actions that move it towards its spec, from the job and its live pods.
+
+    The controller passes the :class:`JobView` it already parsed (one parse per reconcile); a plain job object is
+    parsed here (the table tests do that).
+    """
     options = options or ReconcileOptions()
-    prior = prior_status(obj)
-    group, managed_by = apigroups.group_of(obj), apigroups.manager_of(obj)
+    view = obj if isinstance(obj, JobView) else view_job(obj)
+    body, prior = view.obj, view.status
+    group, managed_by = apigroups.group_of(body), apigroups.manager_of(body)
     if not apigroups.managed_here(group, managed_by, options.kubeflow_api):
         return Decision(prior, managed=False)
     ctx = _Ctx(prior.model_copy(deep=True), now, options)
@@ -381,23 +383,19 @@ def reconcile(
         ctx.event("Normal", "ManagedByKubeflowValue",
                   f"runPolicy.managedBy {managed_by} on a {group.api_version} TFJob: read as "
                   f"{apigroups.MANAGED_BY_TFJOB}, this operator manages the job")
-    meta = obj.get("metadata") or {}
+    meta = body.get("metadata") or {}
     name, uid = str(meta.get("name") or ""), meta.get("uid")
     observed = [observe_pod(p) for p in pods if owned_by(p, name, uid)]
-    try:
-        # The status is read apart (prior_status): it is the operator's own output, never a reason to refuse.
-        job = parse_tfjob({k: v for k, v in obj.items() if k != "status"})
-        if options.gang.problems:
-            raise InvalidSpec(list(options.gang.problems))
-    except InvalidSpec as exc:
-        _invalid(ctx, obj, observed, exc.messages)
-        return _decision(ctx, obj, prior)
+    job = view.job
+    if job is None or options.gang.problems:
+        _invalid(ctx, body, observed, list(view.problems or options.gang.problems))
+        return _decision(ctx, body, prior)
     ctx.status.observedGeneration = job.metadata.generation
     if _finished(ctx):
         _after_finish(ctx, job, observed)
     else:
         _lifecycle(ctx, job, observed)
-    return _decision(ctx, obj, prior)
+    return _decision(ctx, body, prior)
 
 
 def _decision(ctx: _Ctx, obj: Mapping[str, Any], prior: TFJobStatus) -> Decision:
@@ -516,7 +514,7 @@ def spec_replicas(job: TFJob) -> dict[str, int]:
     return {rtype.value: spec.replicas for rtype, spec in job.replica_specs()}
 
 
-def _effective_job(ctx: _Ctx, job: TFJob) -> tuple[TFJob, str | None]:
+def effective_job(job: TFJob) -> tuple[TFJob, str | None]:
     """The job as its gang was created (a running gang is never resized) and, if the spec differs, why."""
     recorded = recorded_replicas(job)
     wanted = spec_replicas(job)
@@ -546,7 +544,7 @@ def _lifecycle(ctx: _Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
         ctx.event("Normal", "JobResumed", "Job resumed: recreating its pods")
     if status.startTime is None:
         status.startTime = ctx.stamp
-    job, refusal = _effective_job(ctx, job)
+    job, refusal = effective_job(job)
     attempt = status.restartCount
     current = [p for p in observed if p.attempt == attempt]
     stale = [p for p in observed if p.attempt != attempt]
@@ -649,7 +647,7 @@ class _Failure:
         code = self.pod.exit_code
         if self.kind == "disruption":
             rank = 0
-        elif code in PEER_LOST_CODES:
+        elif code in exit_codes.PEER_FAILURE:
             rank = 3
         else:
             rank = 1 if self.kind == "permanent" else 2
@@ -658,7 +656,7 @@ class _Failure:
 
 def _describe_exit(pod: ObservedPod) -> str:
     code = pod.exit_code
-    meaning = f" ({KNOWN_EXIT_CODES[code]})" if code in KNOWN_EXIT_CODES else ""
+    meaning = f" ({exit_codes.MEANINGS[code]})" if code in exit_codes.MEANINGS else ""
     return f"pod {pod.label} exited with code {code}{meaning}{explain(pod.exit_message, code, pod.exit_reason)}"
 
 
@@ -673,12 +671,12 @@ def classify(pod: ObservedPod, policy: RestartPolicy) -> _Failure:
     if policy == RestartPolicy.NEVER:
         what = _describe_exit(pod) if pod.exit_code is not None else f"pod {pod.label} failed"
         return _Failure(pod, "permanent", "RestartPolicyNever", f"{what}; restartPolicy Never")
-    if policy != RestartPolicy.NEVER and pod.exit_code == STALLED_EXIT_CODE:
+    if policy != RestartPolicy.NEVER and pod.exit_code == exit_codes.STALLED:
         return _Failure(pod, "retryable", "TrainingStalled",
                         f"{_describe_exit(pod)}: no training progress within runPolicy.stallTimeoutSeconds "
                         "(its log shows where it hung)")
     if policy == RestartPolicy.EXIT_CODE:
-        if pod.exit_code is not None and pod.exit_code >= 128:
+        if pod.exit_code is not None and exit_codes.is_retryable(pod.exit_code):
             return _Failure(pod, "retryable", "RetryableExitCode", _describe_exit(pod))
         if pod.exit_code is None:
             return _Failure(pod, "retryable", "PodFailed", f"pod {pod.label} failed without an exit code")
@@ -794,11 +792,11 @@ def _create_missing(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: 
             wait = min(gang.recheck_after, 1.0) if gang.missing_groups else gang.recheck_after
             ctx.requeue_at(ctx.now + timedelta(seconds=wait))
         return
-    if ctx.options.loopback_ports is not None and not set(names_needed) <= set(ctx.options.loopback_ports):
-        unassigned = sorted(set(names_needed) - set(ctx.options.loopback_ports))
-        raise ValueError(f"loopback addressing: no port recorded for {unassigned}")
-    rendered = render(job, RenderOptions(attempt=ctx.status.restartCount, cluster_domain=ctx.options.cluster_domain,
-                                         loopback_ports=ctx.options.loopback_ports))
+    rendered = ctx.options.rendered or _render(ctx, job, names_needed)
+    if {p["metadata"]["name"] for p in rendered.pods} != set(names_needed) or any(
+            p["metadata"]["labels"].get(constants.LABEL_ATTEMPT) != str(ctx.status.restartCount)
+            for p in rendered.pods):
+        raise ValueError(f"the rendered pods are not those of attempt {ctx.status.restartCount}: {names_needed}")
     if recorded_replicas(job) is None:
         ctx.actions.append(AnnotateJob({constants.ANNOTATION_GANG_REPLICAS: json.dumps(spec_replicas(job),
                                                                                        sort_keys=True)}))
@@ -809,6 +807,14 @@ def _create_missing(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: 
     if not ctx.is_true(C.CREATED):
         ctx.transition(C.CREATED, "JobCreated",
                        f"creating the Service and {len(names_needed)} pods of TFJob {job.namespace}/{job.name}")
+
+
+def _render(ctx: _Ctx, job: TFJob, names_needed: list[str]) -> Rendered:
+    ports = ctx.options.loopback_ports
+    if ports is not None and not set(names_needed) <= set(ports):
+        raise ValueError(f"loopback addressing: no port recorded for {sorted(set(names_needed) - set(ports))}")
+    return render(job, RenderOptions(attempt=ctx.status.restartCount, cluster_domain=ctx.options.cluster_domain,
+                                     loopback_ports=ports))
 
 
 def _running(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: str | None) -> None:

@@ -11,6 +11,7 @@ anything is rendered (sizes only), so an over-budget job costs almost nothing to
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -60,7 +61,7 @@ def over_seconds(spent: float, budget: float) -> str:
             f"shrink the pod template; if the job is small, report it with the operator's log (spent {spent:.1f} s)")
 
 
-def fail(obj: dict[str, Any], why: str, now: datetime) -> Decision:
+def fail(obj: Mapping[str, Any], why: str, now: datetime) -> Decision:
     """The job Failed with reason ReconcileBudgetExceeded and this message (a condition and a Warning Event)."""
     return fail_job(obj, REASON, f"the operator will not reconcile this job: {why}", now)
 

@@ -7,6 +7,7 @@ job's, and are retried with back-off for as long as they last.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +24,7 @@ def gives_up(failures_in_a_row: int) -> bool:
     return failures_in_a_row >= MAX_UNEXPECTED_ERRORS
 
 
-def give_up(obj: dict[str, Any], error: BaseException, failures_in_a_row: int, now: datetime) -> Decision:
+def give_up(obj: Mapping[str, Any], error: BaseException, failures_in_a_row: int, now: datetime) -> Decision:
     """The job Failed with reason ReconcileError, the error named, and what to do about it."""
     text = " ".join(str(error).split())[:300] or "(no message)"
     message = (f"the operator could not reconcile this job ({failures_in_a_row} attempts): "

@@ -16,6 +16,7 @@ from tfjob_operator.gang import builtin, queue
 from tfjob_operator.gang.base import GangOptions
 from tfjob_operator.kube import KubeError
 from tfjob_operator.metrics import Metrics
+from tfjob_operator.observed import JobView, view_job
 from tfjob_operator.render import render
 from tfjob_operator.settings import OperatorSettings
 from tfjob_operator.validation import parse_tfjob
@@ -110,6 +111,10 @@ class FakeController:
 
     def trigger(self, key: tuple[str, str]) -> None:
         self.triggered.append(key)
+
+    def view(self, key: tuple[str, str]) -> JobView | None:
+        store = self.jobs.get(key)
+        return view_job(store[-1]) if store else None
 
     def submit(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
         key = ("ns", obj["metadata"]["name"])

@@ -1,5 +1,8 @@
 """Exit codes of `python -m tfjob_worker`: the failure contract with the operator.
 
+This module is the one table of exit codes: the operator (`tfjob_operator.reconcile`) imports it to name codes in
+its messages and to decide which failures are retryable, so the two sides cannot drift apart. It imports nothing.
+
 Codes 1-127 mean "your code or configuration is broken" and are not retried. Codes >= 128 mean
 the process was stopped by something outside the user's code; the operator's `ExitCode` restart
 policy restarts the whole gang, which then resumes from the backup directory.
@@ -25,7 +28,20 @@ PEER_LOST = 200
 STARTUP_TIMEOUT = 201
 STALLED = 202
 
+#: The kernel's code for a process killed by SIGKILL (OOM killer, or the grace period ran out); not ours to exit with.
+KILLED = 137
+
 RETRYABLE = frozenset({PREEMPTED, PEER_LOST, STARTUP_TIMEOUT, STALLED})
+#: Codes that are a consequence of another pod's failure: the operator names the cause, not these, first.
+PEER_FAILURE = frozenset({PEER_LOST, STARTUP_TIMEOUT})
+#: What a failed pod's exit code means, as the operator's messages say it ("exited with code 143 (SIGTERM/preempted)").
+MEANINGS = {
+    PREEMPTED: "SIGTERM/preempted",
+    KILLED: "SIGKILL/OOM-killed",
+    PEER_LOST: "peer lost",
+    STARTUP_TIMEOUT: "start-up timeout",
+    STALLED: "training stalled",
+}
 
 # TF error classes (tf.errors.*) that mean "a peer or the network failed", not "the program is wrong".
 # Matched by class name so this module stays importable without TensorFlow.

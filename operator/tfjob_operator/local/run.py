@@ -20,8 +20,9 @@ from kubernetes.client.exceptions import ApiException
 
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
-from tfjob_operator.jobs import TERMINAL, Clients, connect, get_job, job_pods, submit, true_conditions
+from tfjob_operator.jobs import Clients, connect, get_job, job_pods, submit, true_conditions
 from tfjob_operator.local.view import JobSnapshot, make_view
+from tfjob_operator.observed import FINISHED_CONDITIONS
 from tfjob_operator.progress import Progress, load_json, parse_log, plot_history
 
 
@@ -248,7 +249,7 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
                         killed.add(job.name)
                         view.note(f"hung the training loop of {victim['metadata']['name']} (SIGUSR2 to its "
                                   "trainer, --stall-worker-after); it stays alive, only the stall watchdog can tell")
-                done = [c for c in conds if c in TERMINAL]
+                done = [c for c in conds if c in FINISHED_CONDITIONS]
                 if done and job.name not in ended:
                     ended[job.name] = _result(obj, progress, time.monotonic() - started)
             view.update(snapshots)
@@ -265,7 +266,7 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
 def _result(obj: dict[str, Any], progress: Progress, duration: float, state: str | None = None) -> JobResult:
     status = obj.get("status") or {}
     saved_model = progress.done.get("saved_model")
-    state = state or next((c for c in reversed(true_conditions(obj)) if c in TERMINAL), "Unknown")
+    state = state or next((c for c in reversed(true_conditions(obj)) if c in FINISHED_CONDITIONS), "Unknown")
     message = next((c.get("message") or "" for c in status.get("conditions") or [] if c.get("type") == state), "")
     return JobResult(
         name=obj["metadata"]["name"],
