@@ -47,10 +47,12 @@ def covers(available: Mapping[str, Decimal], wanted: Mapping[str, Decimal]) -> b
 
 
 def pod_requests(pod: Mapping[str, Any]) -> Resources:
-    """Effective requests of a pod as the scheduler sees them.
+    """Effective requests of a pod as the scheduler sees them (k8s.io/component-helpers resource.PodRequests).
 
-    Sum over app containers, max with each init container, plus pod overhead; a container that sets only
-    limits requests its limits (Kubernetes defaulting).
+    Init containers run one after another, each beside the sidecars (init containers with `restartPolicy:
+    Always`) started before it; the app containers then run beside every sidecar. The effective request is the
+    larger of the two phases, plus pod overhead. A container that sets only limits requests its limits
+    (Kubernetes defaulting).
     """
     spec = pod.get("spec") or {}
 
@@ -60,14 +62,21 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
         requests = parse_resources(res.get("requests"))
         return {**limits, **requests}
 
-    total: Resources = {}
-    for container in spec.get("containers") or []:
-        total = add(total, container_requests(container))
+    def larger(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> Resources:
+        return {name: max(a.get(name, Decimal(0)), b.get(name, Decimal(0))) for name in {*a, *b}}
+
+    sidecars: Resources = {}
+    init_peak: Resources = {}
     for container in spec.get("initContainers") or []:
-        for name, value in container_requests(container).items():
-            if value > total.get(name, Decimal(0)):
-                total[name] = value
-    return add(total, parse_resources(spec.get("overhead")))
+        if container.get("restartPolicy") == "Always":
+            sidecars = add(sidecars, container_requests(container))
+            init_peak = larger(init_peak, sidecars)
+        else:
+            init_peak = larger(init_peak, add(sidecars, container_requests(container)))
+    running = dict(sidecars)
+    for container in spec.get("containers") or []:
+        running = add(running, container_requests(container))
+    return add(larger(running, init_peak), parse_resources(spec.get("overhead")))
 
 
 def node_allocatable(node: Mapping[str, Any]) -> Resources:

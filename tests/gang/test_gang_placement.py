@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from decimal import Decimal
 
+import k8s_oracle
 import pytest
 from gangfixtures import gang, node, pod
 
-from tfjob_operator import resources
 from tfjob_operator.gang.placement import AdmissionPolicy, Cluster, GangRequest, admit
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -133,23 +133,69 @@ def test_gang_is_admitted_only_when_every_pod_fits(nodes, bound, request_, fits,
         assert reason in result.waiting[request_.key]
 
 
-def test_every_admitted_pod_fits_its_node_by_the_shared_resource_rules():
-    rng = random.Random(7)
-    nodes = [node(f"n{i}", gpu=rng.choice([0, 4, 8]), cpu=str(rng.choice([8, 16, 64]))) for i in range(12)]
-    queue = [
-        gang(f"j{k}", rng.randint(1, 4), gpu=rng.choice([0, 1, 2, 4]), cpu=str(rng.randint(1, 6)), arrival=k)
-        for k in range(30)
-    ]
-    result = admit(queue, nodes)
+def _with_side_containers(rng: random.Random, p: dict) -> dict:
+    """Add what makes a pod's request more than its app container: init containers, sidecars, overhead."""
+    spec = p["spec"]
+    for i in range(rng.randint(0, 2)):
+        init = {"name": f"init-{i}", "resources": {"requests": {"cpu": str(rng.randint(1, 8))}}}
+        if rng.random() < 0.5:
+            init["restartPolicy"] = "Always"  # a sidecar: it runs beside the app containers
+        spec.setdefault("initContainers", []).append(init)
+    if rng.random() < 0.3:
+        spec["overhead"] = {"cpu": "500m"}
+    return p
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_every_admitted_pod_fits_its_node_by_an_independent_oracle(seed):
+    """Checked by tests/gang/k8s_oracle.py (the Kubernetes rules written again), not by resources.py."""
+    rng = random.Random(seed)
+    nodes = [node(f"n{i}", gpu=rng.choice([0, 4, 8]), cpu=str(rng.choice([8, 16, 64])),
+                  taints=[GPU_TAINT] if rng.random() < 0.3 else None,
+                  labels={"zone": rng.choice(["a", "b"])}) for i in range(12)]
+    bound: list[dict] = []
+    for i in range(8):  # pods already running, each on a node it fits (by the oracle)
+        p = _with_side_containers(rng, pod(f"b{i}", cpu=str(rng.randint(1, 4)), node_name=f"n{rng.randrange(12)}",
+                                           phase="Running"))
+        home = nodes[int(p["spec"]["nodeName"][1:])]
+        neighbours = [b for b in bound if b["spec"]["nodeName"] == p["spec"]["nodeName"]]
+        if not k8s_oracle.overcommitted(home, [*neighbours, p]):
+            bound.append(p)
+    queue = []
+    for k in range(30):
+        extra = {}
+        if rng.random() < 0.3:
+            extra["tolerations"] = [GPU_TOLERATION]
+        if rng.random() < 0.3:
+            extra["node_selector"] = {"zone": rng.choice(["a", "b"])}
+        g = gang(f"j{k}", rng.randint(1, 4), gpu=rng.choice([0, 1, 2, 4]), cpu=str(rng.randint(1, 6)), arrival=k,
+                 **extra)
+        for p in g.pods:
+            _with_side_containers(rng, p)
+        queue.append(g)
+    result = admit(queue, nodes, bound)
     assert result.admitted and result.waiting
-    used: dict[str, resources.Resources] = {}
     pods = {p["metadata"]["name"]: p for g in queue for p in g.pods}
+    on_node: dict[str, list[dict]] = {n["metadata"]["name"]: [] for n in nodes}
+    for p in bound:
+        on_node[p["spec"]["nodeName"]].append(p)
+    by_name = {n["metadata"]["name"]: n for n in nodes}
     for placement in result.admitted.values():
         for pod_name, node_name in placement.items():
-            used[node_name] = resources.add(used.get(node_name, {}), resources.pod_requests(pods[pod_name]))
-    by_name = {n["metadata"]["name"]: n for n in nodes}
-    for node_name, amount in used.items():
-        assert resources.covers(resources.node_allocatable(by_name[node_name]), amount), node_name
+            assert k8s_oracle.may_run_on(pods[pod_name], by_name[node_name]), (pod_name, node_name)
+            on_node[node_name].append(pods[pod_name])
+    for node_name, placed in on_node.items():
+        assert k8s_oracle.overcommitted(by_name[node_name], placed) == {}, node_name
+
+
+def test_a_sidecar_that_makes_the_pod_too_big_keeps_the_gang_waiting():
+    """4 CPUs: an app container of 3 plus a sidecar of 2 needs 5 (the sidecar keeps running beside it)."""
+    g = gang("j", 1, cpu="3")
+    g.pods[0]["spec"]["initContainers"] = [{"name": "proxy", "restartPolicy": "Always",
+                                            "resources": {"requests": {"cpu": "2"}}}]
+    assert k8s_oracle.effective_request(g.pods[0])["cpu"] == 5000
+    result = admit([g], [node("a", cpu="4")])
+    assert result.admitted == {} and "j" in result.waiting
 
 
 def test_best_fit_fills_used_nodes_and_keeps_whole_nodes_free():
