@@ -323,7 +323,7 @@ class JobController:
 
     async def _gang_view(self, job: TFJob, effective: TFJob, rendered: list[dict[str, Any]],
                          pods: list[dict[str, Any]]) -> GangView:
-        """Ask the job's gang backend what it needs (the seam of DESIGN §6; the `none` backend needs nothing)."""
+        """Ask the job's gang backend what it needs (docs/design.md §6; the `none` backend needs nothing)."""
         try:
             backend = backend_for(job, self.settings.gang_backend.value, self.gang_options)
         except GangBackendError as exc:

@@ -1,6 +1,6 @@
 """The TFJob lifecycle as one pure function: (job, observed pods, now) → new status + actions + when to look again.
 
-DESIGN §5 is the specification; `tests/unit/test_reconcile.py` pins every rule in one table. No I/O here: the
+docs/design.md §5 is the specification; `tests/unit/test_reconcile.py` pins every rule in one table. No I/O here: the
 kopf handlers read the job and its pods, call :func:`reconcile`, then write the status first and carry out the
 actions in order (so a crash between the two never loses a decision such as "this is attempt 3").
 

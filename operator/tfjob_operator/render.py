@@ -1,6 +1,6 @@
 """TFJob → the objects that run it: one headless Service and one Pod per replica. Pure: no I/O.
 
-DESIGN §4 is the specification: names `<job>-<type>-<i>`, labels, owner reference, hostname/subdomain so
+docs/design.md §4 is the specification: names `<job>-<type>-<i>`, labels, owner reference, hostname/subdomain so
 each peer's DNS name exists as soon as it has an IP, and TF_CONFIG in the training container.
 """
 

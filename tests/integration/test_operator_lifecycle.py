@@ -1,4 +1,4 @@
-"""Each lifecycle rule of DESIGN §5, as a user sees it: `kubectl get tfj`, conditions, Events and pods."""
+"""Each lifecycle rule of docs/design.md §5, as a user sees it: `kubectl get tfj`, conditions, Events and pods."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The TFJob lifecycle (DESIGN §5), one table: a job and its pods at a moment → what the operator decides.
+"""The TFJob lifecycle (docs/design.md §5), one table: a job and its pods at a moment → what the operator decides.
 
 Each row reads: given this job and these pods, the job's state is X (reason R), these pods are created or
 deleted, these Events are posted, restart counters are N. Times are seconds after T0.

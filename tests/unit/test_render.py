@@ -1,4 +1,4 @@
-"""The renderer, case by case: the objects a TFJob becomes (DESIGN §4)."""
+"""The renderer, case by case: the objects a TFJob becomes (docs/design.md §4)."""
 
 from __future__ import annotations
 
