@@ -171,3 +171,23 @@ def test_the_official_clients_exec_stream_gets_output_and_exit_code(kc: Kubectl,
         resp.run_forever(timeout=30)
         assert resp.read_stdout() == "out\n"
         assert resp.returncode == 4
+
+
+def test_exec_as_a_service_account_needs_create_on_pods_exec(kc: Kubectl) -> None:
+    run_pod(kc, "sleeper", "python", "-c", "import time; time.sleep(600)")
+    sa = "system:serviceaccount:default:debugger"
+    for args in (
+        ("create", "role", "exec-get", "--verb=get", "--resource=pods,pods/exec"),
+        ("create", "rolebinding", "debugger-get", "--role=exec-get", "--serviceaccount=default:debugger"),
+    ):
+        assert kc(*args).returncode == 0
+    denied = kc("exec", f"--as={sa}", "sleeper", "--", "python", "-c", "print(1)")
+    assert denied.returncode == 1
+    assert f'User "{sa}" cannot create resource "pods/exec" in API group "" in the namespace "default"' in denied.stderr
+    for args in (
+        ("create", "role", "exec-create", "--verb=create", "--resource=pods/exec"),
+        ("create", "rolebinding", "debugger-create", "--role=exec-create", "--serviceaccount=default:debugger"),
+    ):
+        assert kc(*args).returncode == 0
+    allowed = kc("exec", f"--as={sa}", "sleeper", "--", "python", "-c", "print(1)")
+    assert (allowed.returncode, allowed.stdout) == (0, "1\n"), allowed.stderr

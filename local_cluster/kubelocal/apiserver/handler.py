@@ -4,6 +4,7 @@ verb to its REST storage or subresource, and turn failures into `Status` bodies.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -28,6 +29,9 @@ from .tables import to_table, wants_table
 from .watch import serve_watch
 
 log = logging.getLogger(__name__)
+
+#: Pod subresources that stream a session (exec, attach, port-forward) rather than read or write an object.
+STREAMING = ("exec", "attach", "portforward")
 
 
 class RequestHandler:
@@ -112,6 +116,13 @@ class RequestHandler:
         decision, reason = authorize(self.authorizers, attrs)
         if decision is not Decision.ALLOW:
             raise forbidden(attrs, reason)
+        if attrs.verb == "get" and attrs.resource == "pods" and attrs.subresource in STREAMING:
+            # A WebSocket upgrade is a GET, yet it runs something: kube-apiserver 1.35+
+            # (AuthorizePodWebsocketUpgradeCreatePermission) also requires `create`, as for SPDY's POST.
+            attrs = dataclasses.replace(attrs, verb="create")
+            decision, reason = authorize(self.authorizers, attrs)
+            if decision is not Decision.ALLOW:
+                raise forbidden(attrs, reason)
 
     async def _route(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
         ctx = self.ctx
@@ -174,7 +185,7 @@ class RequestHandler:
                     }
                 )
             raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
-        if sub in ("exec", "attach", "portforward"):
+        if sub in STREAMING:
             pod = read.get(ctx, rt, ns, name).obj
             if sub == "exec":
                 return await remotecommand.serve_exec(request, pod, self.exec_source)
