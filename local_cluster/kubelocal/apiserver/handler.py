@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import nonresource, objects, options, portforward, protobuf, remotecommand, reviews, subresources
+from . import apply, nonresource, objects, options, portforward, protobuf, remotecommand, reviews, subresources
 from . import patch as patching
 from .authorization import Attributes, Authorizer, Decision, authorize, forbidden, user_from_headers
 from .codec import json_response, object_response, read_body, read_body_or_none, warning_headers
@@ -145,6 +145,8 @@ class RequestHandler:
         method, query = request.method, request.query
         name, sub = info.url_name, info.subresource
         user = user_from_headers(request.headers)
+        # Who owns what this request writes (managedFields): fieldManager, else the client's user agent.
+        manager = query.get("fieldManager") or request.headers.get("User-Agent", "").split("/")[0] or "unknown"
         if rt.key in reviews.REVIEWS and method == "POST" and name is None:
             body = await read_body(request)
             return object_response(request, reviews.review(ctx.store, self.authorizers, user, rt.plural, body, ns), 201)
@@ -171,7 +173,7 @@ class RequestHandler:
                 return self._list_response(request, rt, read.list_page(ctx, rt, list_ns, query))
             if method == "POST":
                 options.validate_write(query, "CreateOptions")
-                obj, warnings = create.create(ctx, rt, ns, await read_body(request), query, user=user)
+                obj, warnings = create.create(ctx, rt, ns, await read_body(request), query, user=user, manager=manager)
                 return object_response(request, obj, 201, warning_headers(warnings))
             if method == "DELETE":
                 opts = await self._delete_options(request)
@@ -212,12 +214,15 @@ class RequestHandler:
         if method == "PUT":
             options.validate_write(query, "UpdateOptions")
             body = await read_body(request)
-            obj, warnings, created = update.update(ctx, rt, ns, name, body, sub, query, user=user)
+            obj, warnings, created = update.update(ctx, rt, ns, name, body, sub, query, user=user, manager=manager)
             return object_response(request, obj, 201 if created else 200, warning_headers(warnings))
         if method == "PATCH":
             raw, ctype = await request.read(), (request.content_type or "").lower()
             options.validate_write(query, "PatchOptions", apply=ctype == patching.APPLY_PATCH, patch=True)
-            obj, warnings = update.patch(ctx, rt, ns, name, raw, ctype, sub, query, user=user)
+            if ctype == patching.APPLY_PATCH:
+                obj, warnings, created = apply.apply(ctx, rt, ns, name, raw, sub, query, user=user)
+                return object_response(request, obj, 201 if created else 200, warning_headers(warnings))
+            obj, warnings = update.patch(ctx, rt, ns, name, raw, ctype, sub, query, user=user, manager=manager)
             return object_response(request, obj, 200, warning_headers(warnings))
         if method == "DELETE":
             opts = await self._delete_options(request)

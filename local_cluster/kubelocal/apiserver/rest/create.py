@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from .. import objects, strategy
+from .. import managedfields, objects, strategy
 from ..admission import AdmissionRequest, Operation
 from ..authorization import ADMIN, UserInfo
 from ..codec import is_dry_run
@@ -35,6 +35,7 @@ def create(
     query: Mapping[str, str],
     *,
     user: UserInfo = ADMIN,
+    manager: str | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Store a new object; returns it (as stored, or as it would be for a dry run) and warnings."""
     if not isinstance(body, dict):
@@ -71,6 +72,8 @@ def create(
         meta.pop(key, None)
     if rt.has_status and rt.is_custom:
         obj.pop("status", None)  # the status subresource is the only way to write status
+    if manager:
+        managedfields.record_update(rt, None, obj, manager, None)
     warnings = strategy.validate(rt, obj, query)
     if ctx.store.get(rt.key, meta.get("namespace"), meta["name"]) is not None:
         raise already_exists(rt.group, rt.plural, meta["name"])

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .. import objects, strategy, subresources
+from .. import managedfields, objects, strategy, subresources
 from .. import patch as patching
 from ..admission import AdmissionRequest, Operation
 from ..authorization import ADMIN, UserInfo
@@ -40,6 +40,7 @@ def update(
     query: Mapping[str, str],
     *,
     user: UserInfo = ADMIN,
+    manager: str | None = None,
 ) -> tuple[dict[str, Any], list[str], bool]:
     """PUT: replace the object; returns (object, warnings, created)."""
     if not isinstance(body, dict):
@@ -68,7 +69,7 @@ def update(
     new = copy.deepcopy(body)
     strategy.check_type(rt, new)
     strategy.check_decodable(rt, new)
-    obj, warnings = write_update(ctx, rt, old, new, sub, query, user=user)
+    obj, warnings = write_update(ctx, rt, old, new, sub, query, user=user, manager=manager)
     return obj, warnings, False
 
 
@@ -83,15 +84,10 @@ def patch(
     query: Mapping[str, str],
     *,
     user: UserInfo = ADMIN,
+    manager: str | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """PATCH with a JSON, merge or strategic-merge patch."""
     old = ctx.store.get(rt.key, ns, name)
-    if ctype == patching.APPLY_PATCH:
-        raise ApiError(
-            415,
-            "server-side apply is not supported by the tfjob local emulator; use client-side "
-            "`kubectl apply` (without --server-side)",
-        )
     if ctype not in (patching.MERGE_PATCH, patching.JSON_PATCH, patching.STRATEGIC_PATCH):
         raise ApiError(
             415,
@@ -137,7 +133,7 @@ def patch(
         )
     strategy.check_type(rt, new)
     strategy.check_decodable(rt, new, patched=True)
-    return write_update(ctx, rt, old, new, sub, query, user=user)
+    return write_update(ctx, rt, old, new, sub, query, user=user, manager=manager)
 
 
 def write_update(
@@ -149,6 +145,7 @@ def write_update(
     query: Mapping[str, str],
     *,
     user: UserInfo = ADMIN,
+    manager: str | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The shared tail of PUT, PATCH and the server's own writes: admission, subresource rules,
     immutable fields, validation, generation, then storage."""
@@ -174,6 +171,13 @@ def write_update(
         else:
             meta.pop(key, None)
     meta.pop("resourceVersion", None)
+    # A client may set managedFields itself (kubectl does, moving client-side-apply ownership to server-side
+    # apply): a changed list is taken as sent, as kube-apiserver does; otherwise the write is recorded.
+    supplied = "managedFields" in meta and meta["managedFields"] != old_meta.get("managedFields")
+    if supplied and not meta["managedFields"]:
+        meta.pop("managedFields")
+    elif manager and not supplied:  # server-side apply and the server's own writes set managedFields themselves
+        managedfields.record_update(rt, old, new, manager, sub)
     if old_meta.get("deletionTimestamp"):
         added = set(meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
         if added:
