@@ -210,7 +210,8 @@ def _clients(args: argparse.Namespace) -> Any:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from tfjob_operator.jobs import ClusterError, submit
+    from tfjob_operator.jobs import submit
+    from tfjob_operator.kube import KubeError
 
     try:
         jobs = read_tfjobs(args.file, args.namespace)
@@ -221,7 +222,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     for job in jobs:  # each job is reported: one refused does not hide (or stop) the others
         try:
             stored = submit(clients, job)
-        except ClusterError as exc:
+        except KubeError as exc:
             failed += 1
             print(f"error: {exc}", file=sys.stderr)
             continue
@@ -264,11 +265,11 @@ def cmd_wait(args: argparse.Namespace) -> int:
 def _cluster_command(command: Any) -> Any:
     """Run a job helper; an API error or an unreachable server becomes one line on stderr and exit 1."""
     def run(args: argparse.Namespace) -> int:
-        from tfjob_operator.jobs import ClusterError
+        from tfjob_operator.kube import KubeError
 
         try:
             return int(command(args))
-        except ClusterError as exc:
+        except KubeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_CLUSTER
 

@@ -1,6 +1,8 @@
 """Job helpers for any cluster reachable through a kubeconfig: submit, status, logs, wait.
 
-They use the official `kubernetes` client, so they work the same against `tfjob local up` and a real cluster.
+They go through the operator's one API layer (`tfjob_operator.kube`: the official `kubernetes` client,
+`KubeError`, the one retry policy with the CLI's budget), so they work the same against `tfjob local up` and a
+real cluster, and an API error is one line naming what failed, the HTTP reason and a hint.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
+from tfjob_operator.kube import Kube, KubeError, RetryPolicy, api_client, pods_path, tfjob_path, tfjobs_path
 from tfjob_operator.observed import FINISHED_CONDITIONS
 
 #: Exit code of `tfjob wait` when the timeout passes first (the same as coreutils `timeout`).
@@ -27,10 +30,10 @@ EXIT_OTHER_END = 1
 
 #: Seconds one API request may take before the helper gives up (a blackholed server must not hang it).
 REQUEST_TIMEOUT = 30
-
-
-class ClusterError(Exception):
-    """An API call failed; the message is one line: what failed, the HTTP status and reason, and a hint."""
+#: The CLI's budget under the one retry policy: a person waits at most a few seconds for an answer.
+CLI_RETRY = RetryPolicy(attempts=3, backoff=0.5, max_backoff=4.0, timeout=REQUEST_TIMEOUT)
+#: User agent of the CLI's requests (the operator's own are kube.USER_AGENT).
+CLI_USER_AGENT = "tfjob-cli/0.1"
 
 
 def _hint(status: int | None, action: str, kind_name: str, namespace: str) -> str:
@@ -51,22 +54,22 @@ def _hint(status: int | None, action: str, kind_name: str, namespace: str) -> st
     return "see the API server's message"
 
 
-def cluster_error(exc: BaseException, action: str, kind_name: str, namespace: str) -> ClusterError:
-    """One-line ClusterError for an API exception, an unreachable server or an unusable kubeconfig."""
-    if isinstance(exc, ApiException):
-        message = ""
+def _explain(exc: BaseException, action: str, kind_name: str, namespace: str) -> KubeError:
+    """One-line KubeError for a failed call, an API exception of a stream, or an unreachable server."""
+    what = f"{action} {kind_name}"
+    if isinstance(exc, KubeError):
+        error = exc
+    elif isinstance(exc, ApiException):
         try:
-            message = str(json.loads(exc.body or "{}").get("message") or "")
-        except (ValueError, AttributeError):
-            message = str(exc.body or "")[:200]
-        detail = f": {message}" if message else ""
-        return ClusterError(f"{action} {kind_name}: HTTP {exc.status} {exc.reason}{detail}; "
-                            f"{_hint(exc.status, action, kind_name, namespace)}")
-    if isinstance(exc, urllib3.exceptions.HTTPError):
-        reason = getattr(exc, "reason", None) or exc
-        return ClusterError(f"{action} {kind_name}: cannot reach the API server ({str(reason).splitlines()[0][:160]}); "
-                            "is the cluster up? check --kubeconfig and --context")
-    return ClusterError(f"{action} {kind_name}: {exc}")
+            body: Any = json.loads(exc.body or "{}")
+        except (ValueError, TypeError):
+            body = str(exc.body or "")[:200]
+        error = KubeError(int(exc.status or 0), "", "", body, reason=str(exc.reason or ""))
+    else:
+        error = KubeError(0, "", "", str(getattr(exc, "reason", None) or exc))
+    if error.status == 0:
+        return error.explained(what, "is the cluster up? check --kubeconfig and --context")
+    return error.explained(what, _hint(error.status, action, kind_name, namespace))
 
 
 @dataclass
@@ -75,24 +78,28 @@ class Clients:
     core: client.CoreV1Api
     custom: client.CustomObjectsApi
     namespace: str
+    kube: Kube
 
 
 def connect(kubeconfig: str | None = None, namespace: str | None = None, context: str | None = None) -> Clients:
     """Clients from a kubeconfig (or KUBECONFIG / ~/.kube/config, or in-cluster), with its namespace."""
+    configuration = client.Configuration()
     try:
-        config.load_kube_config(config_file=kubeconfig, context=context)
+        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
         _, active = config.list_kube_config_contexts(config_file=kubeconfig)
         default_ns = (active.get("context") or {}).get("namespace", "default")
     except (config.ConfigException, OSError, ValueError) as exc:
         try:
-            config.load_incluster_config()
+            config.load_incluster_config(client_configuration=configuration)
         except config.ConfigException:
-            raise ClusterError(f"no usable kubeconfig ({str(exc).splitlines()[0][:160]}); "
-                               "pass --kubeconfig, set KUBECONFIG, or start a cluster with `tfjob local up`") from None
+            reason = str(exc).splitlines()[0][:160]
+            raise KubeError(0, "", "", None, what="", detail=f"no usable kubeconfig ({reason})",
+                            hint="pass --kubeconfig, set KUBECONFIG, or start a cluster with `tfjob local up`",
+                            ) from None
         default_ns = "default"
-    api = client.ApiClient()
-    api.configuration.retries = 1  # an unreachable server is reported at once, not after urllib3's retries
-    return Clients(api, client.CoreV1Api(api), client.CustomObjectsApi(api), namespace or default_ns)
+    api = api_client(configuration, user_agent=CLI_USER_AGENT)
+    return Clients(api, client.CoreV1Api(api), client.CustomObjectsApi(api), namespace or default_ns,
+                   Kube(api, CLI_RETRY))
 
 
 def submit(clients: Clients, job: TFJob) -> dict[str, Any]:
@@ -102,30 +109,27 @@ def submit(clients: Clients, job: TFJob) -> dict[str, Any]:
     body["metadata"]["namespace"] = job.metadata.namespace or clients.namespace
     namespace = body["metadata"]["namespace"]
     try:
-        result: Any = clients.custom.create_namespaced_custom_object(
-            constants.GROUP, constants.VERSION, namespace, constants.PLURAL, body, _request_timeout=REQUEST_TIMEOUT)
-    except (ApiException, urllib3.exceptions.HTTPError) as exc:
-        raise cluster_error(exc, "create", f"tfjob/{job.name}", namespace) from None
+        result = clients.kube.request_sync("POST", tfjobs_path(namespace), body)
+    except KubeError as exc:
+        raise _explain(exc, "create", f"tfjob/{job.name}", namespace) from None
     return dict(result)
 
 
 def get_job(clients: Clients, name: str) -> dict[str, Any]:
     try:
-        result: Any = clients.custom.get_namespaced_custom_object(
-            constants.GROUP, constants.VERSION, clients.namespace, constants.PLURAL, name,
-            _request_timeout=REQUEST_TIMEOUT)
-    except (ApiException, urllib3.exceptions.HTTPError) as exc:
-        raise cluster_error(exc, "get", f"tfjob/{name}", clients.namespace) from None
+        result = clients.kube.request_sync("GET", tfjob_path(clients.namespace, name))
+    except KubeError as exc:
+        raise _explain(exc, "get", f"tfjob/{name}", clients.namespace) from None
     return dict(result)
 
 
 def job_pods(clients: Clients, name: str) -> list[dict[str, Any]]:
     try:
-        pods = clients.core.list_namespaced_pod(clients.namespace, label_selector=f"{constants.LABEL_JOB_NAME}={name}",
-                                                _request_timeout=REQUEST_TIMEOUT)
-    except (ApiException, urllib3.exceptions.HTTPError) as exc:
-        raise cluster_error(exc, "list", f"pods of tfjob/{name}", clients.namespace) from None
-    out: list[dict[str, Any]] = clients.api.sanitize_for_serialization(pods)["items"]
+        pods = clients.kube.request_sync("GET", pods_path(clients.namespace),
+                                         query=[("labelSelector", f"{constants.LABEL_JOB_NAME}={name}")])
+    except KubeError as exc:
+        raise _explain(exc, "list", f"pods of tfjob/{name}", clients.namespace) from None
+    out: list[dict[str, Any]] = list((pods or {}).get("items") or [])
     return sorted(out, key=lambda p: p["metadata"]["name"])
 
 
@@ -217,7 +221,7 @@ def stream_logs(clients: Clients, pod: str, follow: bool, out: TextIO = sys.stdo
         resp: Any = clients.core.read_namespaced_pod_log(pod, clients.namespace, follow=follow,
                                                          _preload_content=False)
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
-        raise cluster_error(exc, "read the log of", f"pod/{pod}", clients.namespace) from None
+        raise _explain(exc, "read the log of", f"pod/{pod}", clients.namespace) from None
     try:
         for chunk in resp.stream(1024):
             out.write(chunk.decode(errors="replace"))
@@ -255,17 +259,18 @@ def _watch_job(clients: Clients, name: str, deadline: float) -> Iterator[dict[st
                 resource_version=version, timeout_seconds=max(1, int(min(left, 60))),
             ):
                 if event["type"] == "DELETED":
-                    raise ClusterError(f"watch tfjob/{name}: the job was deleted while waiting")
+                    raise KubeError(404, "WATCH", tfjob_path(clients.namespace, name), None, what=f"watch tfjob/{name}",
+                                    detail="the job was deleted while waiting")
                 obj = event["object"]
                 version = obj["metadata"]["resourceVersion"]
                 yield obj
                 if time.monotonic() >= deadline:
                     return
         except urllib3.exceptions.HTTPError as exc:
-            raise cluster_error(exc, "watch", f"tfjob/{name}", clients.namespace) from None
+            raise _explain(exc, "watch", f"tfjob/{name}", clients.namespace) from None
         except ApiException as exc:
             if exc.status != 410:
-                raise cluster_error(exc, "watch", f"tfjob/{name}", clients.namespace) from None
+                raise _explain(exc, "watch", f"tfjob/{name}", clients.namespace) from None
             job = get_job(clients, name)  # our version is too old: start again from now
             version = job["metadata"]["resourceVersion"]
             yield job

@@ -1,8 +1,19 @@
-"""The few API calls the operator makes, idempotent and retried. HTTP through the official `kubernetes` client.
+"""The one way tfjob_operator talks to the Kubernetes API besides kopf: the operator's own calls (`Kube`), the
+CLI job helpers (`jobs`) and leader election (`leader`) all go through this module.
 
-Create tolerates 409 AlreadyExists (names are deterministic, so "exists" means "done"); delete tolerates 404;
-429, 5xx and connection errors are retried with exponential back-off. Calls run in a worker thread so the
-kopf event loop never blocks on the network.
+Why the official `kubernetes` client rather than an async one: every part already needed it (kubeconfig and
+in-cluster credentials, exec plugins, client certificates, service-account tokens the kubelet rotates, CA
+handling, and the watches and log streams of the CLI), so one library holds the one authentication path. Its
+calls block, so async callers (the operator, leader election) run them in worker threads (`request`) and the
+CLI calls them directly (`request_sync`). kopf keeps its own client for its watches; the local control
+plane's client (`kubelocal.kubeclient`) belongs to the emulator.
+
+One error type, :class:`KubeError` (status 0: the server could not be reached), and one retry policy,
+:class:`RetryPolicy`, the same for every caller (each sets its budget): 429 is retried after the
+`Retry-After` the server asks for (up to the policy's ceiling), as are connection errors; 500/502/503/504
+and a connection lost mid-request are retried only when repeating the call is safe (every method but POST,
+and a POST whose 409 counts as done, as the operator's creates with deterministic names). urllib3's own
+retries are off so that nothing retries twice. Create tolerates 409 AlreadyExists; delete tolerates 404.
 """
 
 from __future__ import annotations
@@ -13,6 +24,7 @@ import logging
 import os
 import random
 import re
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,7 +42,10 @@ log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
 USER_AGENT = f"{constants.OPERATOR_COMPONENT}/0.1"
+#: Statuses worth another try: throttled (429) or the server failing for now (5xx).
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
+#: The request never reached the server: safe to repeat whatever the method.
+_NOT_SENT = (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError)
 
 
 #: A pod refused because its namespace's `default` ServiceAccount does not exist yet: the cluster creates
@@ -48,38 +63,71 @@ def refusal_is_permanent(status: int, message: str) -> bool:
 
 
 class KubeError(Exception):
-    """An API call that failed for good: status code, method, path and the server's message."""
+    """An API call that failed for good: its HTTP status (0 when the server could not be reached), the reason
+    phrase, the server's message, and what was being done. One line; `hint` (after a semicolon) says what to
+    do, when known."""
 
-    def __init__(self, status: int, method: str, path: str, body: Any) -> None:
-        self.status = status
-        message = body.get("message") if isinstance(body, dict) else str(body)[:300]
-        self.message = str(message or "")
-        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+    def __init__(self, status: int, method: str, path: str, body: Any, *, reason: str = "",
+                 what: str | None = None, hint: str | None = None, detail: str | None = None) -> None:
+        self.status, self.method, self.path, self.reason, self.body = status, method, path, reason, body
+        self.message = str(body.get("message") or "") if isinstance(body, dict) else str(body or "")[:300]
+        self.what = f"{method} {path}" if what is None else what
+        self.hint, self.detail = hint, detail
+        if detail is None:
+            if status == 0:
+                first = self.message.splitlines()[0][:160] if self.message else "no answer"
+                detail = f"cannot reach the API server ({first})"
+            else:
+                detail = f"HTTP {status}" + (f" {reason}" if reason else "") + (
+                    f": {self.message}" if self.message else "")
+        text = f"{self.what}: {detail}" if self.what else detail
+        super().__init__(text + (f"; {hint}" if hint else ""))
+
+    def explained(self, what: str, hint: str | None) -> KubeError:
+        """The same error, saying what a person was doing and what to do about it (the CLI's one line)."""
+        return KubeError(self.status, self.method, self.path, self.body, reason=self.reason, what=what, hint=hint,
+                         detail=self.detail)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """How often and how long to retry (see the module docstring for what is retried)."""
+
     attempts: int = 6
     backoff: float = 0.5
     max_backoff: float = 10.0
+    #: Seconds one request may take.
     timeout: float = 30.0
 
-    def delay(self, attempt: int) -> float:
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Exponential back-off with jitter (so many jobs do not retry in lockstep), at least what the server
+        asked for in Retry-After, never more than max_backoff."""
         base = min(self.backoff * (2 ** attempt), self.max_backoff)
-        return base * (0.5 + random.random() / 2)  # jitter, so many jobs do not retry in lockstep
+        wait = base * (0.5 + random.random() / 2)
+        return min(max(wait, retry_after or 0.0), self.max_backoff)
 
 
-def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s.ApiClient:
+def load_api_client(kubeconfig: str | None = None, context: str | None = None, *,
+                    user_agent: str = USER_AGENT) -> k8s.ApiClient:
     """An ApiClient for the cluster: in-cluster service account if present, else the kubeconfig."""
     configuration = k8s.Configuration()
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         k8s_config.load_incluster_config(client_configuration=configuration)
     else:
         k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+    return api_client(configuration, user_agent=user_agent)
+
+
+def api_client(configuration: k8s.Configuration | str, *, user_agent: str = USER_AGENT) -> k8s.ApiClient:
+    """An ApiClient from a configuration (or a plain server URL, as on the local control plane)."""
+    if isinstance(configuration, str):
+        url, configuration = configuration, k8s.Configuration()
+        configuration.host = url
     # The operator runs many calls in parallel (one per pod of a gang); the default pool holds 4.
     configuration.connection_pool_maxsize = 32
+    configuration.retries = False  # RetryPolicy is the one retry
     api = k8s.ApiClient(configuration)
-    api.user_agent = USER_AGENT
+    api.user_agent = user_agent
     return api
 
 
@@ -87,9 +135,13 @@ def pods_path(namespace: str, name: str | None = None) -> str:
     return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
 
 
+def tfjobs_path(namespace: str, *, group: apigroups.ApiGroup = apigroups.TFJOB_DEV) -> str:
+    return f"/apis/{group.api_version}/namespaces/{namespace}/{group.plural}"
+
+
 def tfjob_path(namespace: str, name: str, subresource: str | None = None, *,
                group: apigroups.ApiGroup = apigroups.TFJOB_DEV) -> str:
-    path = f"/apis/{group.api_version}/namespaces/{namespace}/{group.plural}/{name}"
+    path = f"{tfjobs_path(namespace, group=group)}/{name}"
     return path + (f"/{subresource}" if subresource else "")
 
 
@@ -102,15 +154,24 @@ def collection_path(obj: Mapping[str, Any]) -> str:
     return f"{prefix}/namespaces/{namespace}/{plural}"
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """One attempt's result under the retry policy: a value, a wait before the next attempt, or an error."""
+
+    value: Any = None
+    retry_in: float | None = None
+    error: KubeError | None = None
+
+
 class Kube:
-    """The operator's API calls. Every method is safe to repeat."""
+    """API calls with the one retry policy and error type. The operator's calls below are safe to repeat."""
 
     def __init__(self, api: k8s.ApiClient, retry: RetryPolicy | None = None) -> None:
         self.api = api
         self.retry = retry or RetryPolicy()
 
-    def _call(self, method: str, path: str, body: Any, content_type: str, query: list[tuple[str, str]]) -> tuple[
-            int, Any]:
+    def _call(self, method: str, path: str, body: Any, content_type: str,
+              query: list[tuple[str, str]]) -> tuple[int, str, Any, Mapping[str, str]]:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         _, url, headers, body, _ = self.api.param_serialize(
             method, path, query_params=query or None, header_params=headers, body=body, auth_settings=["BearerToken"])
@@ -121,30 +182,54 @@ class Kube:
             decoded = json.loads(raw) if raw else None
         except ValueError:
             decoded = raw.decode(errors="replace")
-        return response.status, decoded
+        return response.status, str(response.reason or ""), decoded, response.headers or {}
+
+    def _attempt(self, attempt: int, method: str, path: str, body: Any, content_type: str,
+                 query: list[tuple[str, str]], ok: frozenset[int]) -> _Outcome:
+        last = attempt + 1 >= self.retry.attempts
+        # Repeating a POST could create twice, unless "already exists" counts as done for the caller.
+        repeatable = method != "POST" or 409 in ok
+        try:
+            status, reason, decoded, headers = self._call(method, path, body, content_type, query)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            cause = getattr(exc, "reason", None) if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
+            if last or not (repeatable or isinstance(cause, _NOT_SENT)):
+                return _Outcome(error=KubeError(0, method, path, str(cause or exc)))
+            log.warning("%s %s: %s; retrying", method, path, cause or exc)
+            return _Outcome(retry_in=self.retry.delay(attempt))
+        if 200 <= status < 300:
+            return _Outcome(value=decoded)
+        if status in ok:
+            return _Outcome()
+        if status in RETRYABLE and not last and (status == 429 or repeatable):
+            log.warning("%s %s: HTTP %s; retrying", method, path, status)
+            return _Outcome(retry_in=self.retry.delay(attempt, _seconds(headers.get("Retry-After"))))
+        return _Outcome(error=KubeError(status, method, path, decoded, reason=reason))
 
     async def request(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
                       query: list[tuple[str, str]] | None = None, ok: frozenset[int] = frozenset()) -> Any:
-        """One call with retries; the decoded body, or None when the status is in `ok` (e.g. 409, 404)."""
+        """One call with retries, in a worker thread; the decoded body, or None when the status is in `ok`."""
         for attempt in range(self.retry.attempts):
-            try:
-                status, decoded = await asyncio.to_thread(self._call, method, path, body, content_type, query or [])
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                if attempt + 1 == self.retry.attempts:
-                    raise KubeError(0, method, path, str(exc)) from exc
-                log.warning("%s %s: %s; retrying", method, path, exc)
-                await asyncio.sleep(self.retry.delay(attempt))
-                continue
-            if 200 <= status < 300:
-                return decoded
-            if status in ok:
-                return None
-            if status in RETRYABLE and attempt + 1 < self.retry.attempts:
-                log.warning("%s %s: HTTP %s; retrying", method, path, status)
-                await asyncio.sleep(self.retry.delay(attempt))
-                continue
-            raise KubeError(status, method, path, decoded)
-        raise AssertionError("unreachable")
+            outcome = await asyncio.to_thread(self._attempt, attempt, method, path, body, content_type, query or [],
+                                              ok)
+            if outcome.error is not None:
+                raise outcome.error
+            if outcome.retry_in is None:
+                return outcome.value
+            await asyncio.sleep(outcome.retry_in)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def request_sync(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
+                     query: list[tuple[str, str]] | None = None, ok: frozenset[int] = frozenset()) -> Any:
+        """:meth:`request` for synchronous callers (the CLI)."""
+        for attempt in range(self.retry.attempts):
+            outcome = self._attempt(attempt, method, path, body, content_type, query or [], ok)
+            if outcome.error is not None:
+                raise outcome.error
+            if outcome.retry_in is None:
+                return outcome.value
+            time.sleep(outcome.retry_in)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def create(self, obj: Mapping[str, Any]) -> bool:
         """Create an object; False if it already existed (409)."""
@@ -208,3 +293,11 @@ class Kube:
             "count": 1,
         }
         await self.request("POST", f"/api/v1/namespaces/{namespace}/events", event, ok=frozenset({409}))
+
+
+def _seconds(value: str | None) -> float | None:
+    """Retry-After in seconds (the API server sends whole seconds); None when absent or a date."""
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None

@@ -13,14 +13,23 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-import ssl
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
+from kubernetes import client as k8s
+
+from tfjob_operator.kube import (
+    MERGE_PATCH,
+    Kube,
+    KubeError,
+    RetryPolicy,
+    api_client,
+    load_api_client,
+    pods_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,103 +91,53 @@ def claimed(lease: Mapping[str, Any] | None, config: LeaderElectionConfig, actio
     return body
 
 
+#: Leader election's budget under the one retry policy: a renewal must settle well within renew_deadline.
+LEASE_RETRY = RetryPolicy(attempts=2, backoff=0.2, max_backoff=1.0, timeout=5.0)
+
+
 class LeaseApi:
-    """The three Lease calls and the pod label, over HTTP (in-cluster credentials or a plain URL)."""
+    """The three Lease calls and the pod label, through the one API layer (`tfjob_operator.kube`): the official
+    client's credentials (in-cluster, with the token the kubelet rotates, or a kubeconfig), `KubeError`, and
+    the one retry policy with leader election's own budget."""
 
-    def __init__(self, base_url: str, *, headers: Mapping[str, str] | None = None,
-                 ssl_context: ssl.SSLContext | None = None, user_agent: str = USER_AGENT,
-                 token_file: Path | None = None):
-        self.base_url = base_url.rstrip("/")
-        self.headers = {"User-Agent": user_agent, **(headers or {})}
-        self.ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
-        #: Re-read before each session: the kubelet rotates projected service-account tokens.
-        self.token_file = token_file
-        self._session: aiohttp.ClientSession | None = None
-
-    @classmethod
-    def in_cluster(cls) -> LeaseApi:
-        """From the pod's service account (token re-read as the kubelet rotates it)."""
-        import os
-
-        host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
-        context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
-        return cls(f"https://{host}:{port}", ssl_context=context, token_file=SERVICE_ACCOUNT_DIR / "token")
-
-    @classmethod
-    def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> LeaseApi:
-        """From a kubeconfig (KUBECONFIG or ~/.kube/config): server, bearer token, CA and client certificate."""
-        from kubernetes import client as k8s
-        from kubernetes import config as k8s_config
-
-        configuration = k8s.Configuration()
-        k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
-        headers = {}
-        token = configuration.get_api_key_with_prefix("authorization")
-        if token:
-            headers["Authorization"] = token
-        ssl_context: ssl.SSLContext | None = None
-        if configuration.host.startswith("https"):
-            ssl_context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-            if not configuration.verify_ssl:
-                ssl_context.check_hostname = False
-                ssl_context.verify_mode = ssl.CERT_NONE
-            if configuration.cert_file:
-                ssl_context.load_cert_chain(configuration.cert_file, configuration.key_file)
-        return cls(configuration.host, headers=headers, ssl_context=ssl_context)
+    def __init__(self, target: str | k8s.ApiClient, *, retry: RetryPolicy = LEASE_RETRY) -> None:
+        api = target if isinstance(target, k8s.ApiClient) else api_client(target, user_agent=USER_AGENT)
+        self.kube = Kube(api, retry)
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None) -> LeaseApi:
         """In-cluster credentials inside a pod, else the kubeconfig (as `kube.load_api_client` chooses)."""
-        import os
+        return cls(load_api_client(kubeconfig, user_agent=USER_AGENT))
 
-        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return cls.in_cluster()
-        return cls.from_kubeconfig(kubeconfig)
+    @property
+    def base_url(self) -> str:
+        return str(self.kube.api.configuration.host)
 
-    def _s(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(headers=self.headers, timeout=aiohttp.ClientTimeout(total=10))
-        return self._session
-
-    def _auth(self) -> dict[str, str]:
-        """Per-request credentials: the token file is read each time (rotated tokens stay valid)."""
-        if self.token_file is None:
-            return {}
-        return {"Authorization": f"Bearer {self.token_file.read_text().strip()}"}
+    @base_url.setter
+    def base_url(self, url: str) -> None:
+        self.kube.api.configuration.host = url
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await asyncio.to_thread(self.kube.api.close)
 
-    def _url(self, namespace: str, name: str | None = None) -> str:
-        base = f"{self.base_url}/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    @staticmethod
+    def _path(namespace: str, name: str | None = None) -> str:
+        base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         return f"{base}/{name}" if name else base
 
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        async with self._s().get(self._url(namespace, name), headers=self._auth(), ssl=self.ssl) as resp:
-            if resp.status == 404:
-                return None
-            resp.raise_for_status()
-            return dict(await resp.json())
+        return await self.kube.get(self._path(namespace, name))
 
     async def write(self, lease: dict[str, Any], *, create: bool) -> bool:
-        """Create or replace (with its resourceVersion); False when another replica got there first."""
+        """Create or replace (with its resourceVersion); False when another replica got there first (409)."""
         ns, name = lease["metadata"]["namespace"], lease["metadata"]["name"]
-        auth = self._auth()
-        call = self._s().post(self._url(ns), json=lease, headers=auth, ssl=self.ssl) if create else (
-            self._s().put(self._url(ns, name), json=lease, headers=auth, ssl=self.ssl))
-        async with call as resp:
-            if resp.status == 409:
-                return False
-            resp.raise_for_status()
-            return True
+        done = await (self.kube.request("POST", self._path(ns), lease, ok=frozenset({409})) if create else
+                      self.kube.request("PUT", self._path(ns, name), lease, ok=frozenset({409})))
+        return done is not None
 
     async def label_pod(self, namespace: str, name: str, value: str | None) -> None:
-        url = f"{self.base_url}/api/v1/namespaces/{namespace}/pods/{name}"
-        patch = {"metadata": {"labels": {LEADER_LABEL: value}}}
-        headers = {"Content-Type": "application/merge-patch+json", **self._auth()}
-        async with self._s().patch(url, json=patch, headers=headers, ssl=self.ssl) as resp:
-            resp.raise_for_status()
+        await self.kube.request("PATCH", pods_path(namespace, name), {"metadata": {"labels": {LEADER_LABEL: value}}},
+                                content_type=MERGE_PATCH)
 
 
 class LeaderElector:
@@ -211,7 +170,7 @@ class LeaderElector:
                     log.info("leader election: %s leads (Lease %s/%s)", self.config.identity,
                              self.config.namespace, self.config.lease_name)
                     return
-            except aiohttp.ClientError as exc:
+            except KubeError as exc:
                 log.warning("leader election: %s", exc)
             await asyncio.sleep(self.config.retry_period)
 
@@ -222,7 +181,7 @@ class LeaderElector:
             await asyncio.sleep(self.config.retry_period)
             try:
                 ok = await self.try_acquire_or_renew()
-            except aiohttp.ClientError as exc:
+            except KubeError as exc:
                 log.warning("leader election: renewal failed: %s", exc)
                 ok = False
             if ok:
@@ -261,5 +220,5 @@ async def run_as_leader(api: LeaseApi, config: LeaderElectionConfig,
         # After a loss, wait only so long for `main` to wind down: a new leader may be acting already.
         await asyncio.wait({holder, worker}, timeout=config.renew_deadline if lost else None)
         if not lost:
-            with contextlib.suppress(aiohttp.ClientError):
+            with contextlib.suppress(KubeError):
                 await asyncio.shield(elector.release())
