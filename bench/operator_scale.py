@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--trace", action="store_true", help="print the first job's requests in order")
+    parser.add_argument("--gang", default="builtin", choices=["builtin", "none"], help="the operator's gang backend")
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="tfjob-bench-"))
     nodes = "4x{cpu:64,memory:256Gi,pods:1000}"
@@ -109,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             "TFJOB_METRICS_PORT": "0",
             "TFJOB_LIVENESS_PORT": "0",
             "TFJOB_LOG_LEVEL": "WARNING",
+            "TFJOB_GANG_BACKEND": args.gang,
         }
         log = (workdir / "operator.log").open("wb")
         operator = subprocess.Popen(
@@ -172,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
             resource = r.resource + (f"/{r.subresource}" if r.subresource else "") if r.resource else r.path
             by_verb[f"{r.verb} {resource}"] += 1
     n = args.jobs
+    if args.trace:
+        print("  requests of bench-000 in order:")
+        for r in records:
+            if r.user_agent.startswith(("tfjob-operator", "kopf")) and (r.name or "").startswith("bench-000"):
+                print(f"    {r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''} {r.name}")
     print(
         f"operator_scale: {n} TFJobs x {args.workers} workers (pods exit 0 at once), local control plane, "
         f"{os.cpu_count()} CPUs"

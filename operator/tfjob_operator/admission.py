@@ -52,6 +52,8 @@ log = logging.getLogger("tfjob_operator.admission")
 ADMISSION_PERIOD_SECONDS = 5.0
 #: Wakes within this window are served by one pass (a gang's pods are created together).
 DEBOUNCE_SECONDS = 0.05
+#: A gang admitted after waiting this long (or after a wait its Queued condition showed) gets a GangAdmitted Event.
+ADMITTED_NEWS_SECONDS = ADMISSION_PERIOD_SECONDS
 #: PriorityClass values looked up by name are trusted this long.
 PRIORITY_CACHE_SECONDS = 60.0
 #: Only pods that may still hold or want capacity.
@@ -274,7 +276,7 @@ class AdmissionLoop:
         self._count_passes(plan, now)
         for skey, reason in plan.queued.items():
             # Still being created, or backing off after a timeout: not a placement that failed.
-            if skey not in self.state.failure_counted and not reason.startswith(("waiting for all", "requeued")):
+            if skey not in self.state.failure_counted and not reason.startswith((builtin.CREATING_PREFIX, "requeued")):
                 never = "cannot fit even on empty nodes" in reason or reason.startswith("no ")
                 metrics.gang_admission_failures.labels("never_fits" if never else "no_room").inc()
                 self.state.failure_counted.add(skey)
@@ -356,7 +358,10 @@ class AdmissionLoop:
             if waited is not None:
                 message += f" after {waited:.1f}s in the queue"
             log.info("%s: %s", skey, message)
-            await self._event(objs.get(key), "Normal", "GangAdmitted", message)
+            if _waited_visibly(self.state.reasons.get(skey)) or (waited or 0.0) >= ADMITTED_NEWS_SECONDS:
+                # News only after a wait the Queued condition showed; admitted at once, the gang's pods running
+                # say it (the happy path posts two Events: JobCreated and the outcome).
+                await self._event(objs.get(key), "Normal", "GangAdmitted", message)
 
     async def _time_out(self, plan: builtin.PassPlan, gangs: Mapping[str, builtin.QueuedGang],
                         objs: Mapping[JobKey, Mapping[str, Any]], now: datetime) -> None:
@@ -448,3 +453,7 @@ class AdmissionLoop:
         if held > 0:
             self.host.metrics.gang_partial_gpu_seconds.inc(float(held))
 
+
+def _waited_visibly(reason: str | None) -> bool:
+    """The last pass left this reason: a shortage or a back-off, not a gang whose pods were still being created."""
+    return reason is not None and not reason.startswith(builtin.CREATING_PREFIX)

@@ -29,6 +29,7 @@ from tfjob_operator import apigroups, constants, reconcile_budget, reconcile_err
 from tfjob_operator.admission import AdmissionLoop
 from tfjob_operator.api import JobConditionType, TFJob
 from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
+from tfjob_operator.gang.builtin import CREATING_PREFIX
 from tfjob_operator.kube import (
     Kube,
     KubeError,
@@ -77,8 +78,13 @@ class _JobState:
     dirty: bool = False
     task: asyncio.Task[None] | None = None
     timer: asyncio.TimerHandle | None = None
-    #: (uid, status) last written: the index may not have caught up with our own write yet.
+    #: (uid, status) last decided: the next reconcile starts from it (the index may not have caught up with our
+    #: own write yet, or the write is held back: see _hold_seconds).
     status: tuple[str | None, dict[str, Any]] | None = None
+    #: (uid, status) last written to the API server (or read from it, until we write).
+    written: tuple[str | None, dict[str, Any]] | None = None
+    #: When a status change that may wait was first held back (monotonic), until it is written.
+    held_since: float | None = None
     #: (uid, annotations) last written, for the same reason (a kubeflow.org job's gang counters live there).
     annotations: tuple[str | None, dict[str, str | None]] | None = None
     recent_events: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -259,6 +265,10 @@ class JobController:
         if view is None:
             self.forget(key)
             return None
+        if state.written is None or state.written[0] != view.uid:
+            # What the server holds, as far as we know: the watch's copy until we write ourselves.
+            state.written = (view.uid, apigroups.status_for_group(
+                apigroups.group_of(view.obj), key[1], view.status.model_dump(mode="json")))
         view = await asyncio.to_thread(_with_own_writes, view, state)
         if not apigroups.managed_here(apigroups.group_of(view.obj), apigroups.manager_of(view.obj),
                                       self.settings.kubeflow_api):
@@ -274,8 +284,10 @@ class JobController:
         decision = await self._decide(view, pods, options)
         if not decision.managed:
             return None
-        await self._act(key, view, decision, state, annotations)
-        return decision.requeue_after
+        held = await self._act(key, view, decision, state, annotations)
+        if held is None:
+            return decision.requeue_after
+        return held if decision.requeue_after is None else min(held, decision.requeue_after)
 
     async def _decide(self, view: JobView, pods: list[dict[str, Any]], options: ReconcileOptions) -> Decision:
         """`reconcile` on a worker thread within the time budget; past it, the job is failed instead. (The thread
@@ -351,7 +363,10 @@ class JobController:
                 queued = None  # released a moment ago; the pod index has not caught up yet
             else:
                 # The loop's reason says what is short ("needs 8 nvidia.com/gpu on ≤ 2 nodes; largest free 6").
-                queued = self.admission.reason_for(job.namespace, job.name) or queued
+                # Until a pass has found the gang short it is not reported Queued: the pass follows the gated pods
+                # within milliseconds and usually releases them, and a Queued/admitted flip would cost two writes.
+                reason = self.admission.reason_for(job.namespace, job.name)
+                queued = reason if reason and not reason.startswith(CREATING_PREFIX) else None
         return GangView(decorate_pod=decorate, group_objects=backend.group_objects, ready_to_create_pods=ready,
                         missing_groups=tuple(missing), queued_reason=queued,
                         recheck_after=GROUP_RECHECK_SECONDS if groups and not ready else None)
@@ -379,18 +394,26 @@ class JobController:
         return ports, True
 
     async def _act(self, key: JobKey, view: JobView, decision: Decision, state: _JobState,
-                   pending: dict[str, str | None]) -> None:
+                   pending: dict[str, str | None]) -> float | None:
         """Status first (a decision such as 'attempt 3' must survive a crash), its Events, then actions in order.
-        `pending` annotations (new loopback ports) are written with the first creation."""
+        `pending` annotations (new loopback ports) are written with the first creation. Returns in how many
+        seconds to come back for a status change held back (see _hold_seconds)."""
         namespace, name = key
         obj = view.obj
         group = apigroups.group_of(obj)
         # Stored as its API keeps it: Kubeflow's CRD would prune our extra fields (the counters go to annotations).
         new_status = apigroups.status_for_group(group, name, decision.status.model_dump(mode="json"))
-        if new_status != apigroups.status_for_group(group, name, view.status.model_dump(mode="json")):
-            written = await self.kube.patch_status(namespace, name, new_status, group=group)
-            if written is None:
-                return  # the job is gone
+        on_server = state.written[1] if state.written is not None and state.written[0] == view.uid else None
+        held = None
+        if new_status == on_server:
+            state.held_since = None
+        else:
+            held = _hold_seconds(on_server or {}, new_status, state)
+            if held is None:
+                if await self.kube.patch_status(namespace, name, new_status, group=group) is None:
+                    return None  # the job is gone
+                state.held_since = None
+                state.written = (view.uid, new_status)
         state.status = (view.uid, new_status)
         # Events right after the status they announce, before the slow part, so a crash rarely loses one.
         for event in decision.of_type(EmitEvent):
@@ -418,6 +441,7 @@ class JobController:
         for action in decision.of_type(DeleteJob):
             log.info("deleting TFJob %s/%s: %s", namespace, name, action.reason)
             await self.kube.delete_job(namespace, name, view.uid, group=group)
+        return held
 
     async def write_progress(self, key: JobKey, progress: dict[str, Any]) -> bool:
         """Merge-patch status.progress, under the job's reconcile lock so a reconcile's full status write and
@@ -432,8 +456,9 @@ class JobController:
             written = await self.kube.patch_status(*key, {"progress": progress})
             if written is None:
                 return False
-            if state.status is not None and state.status[0] == (written.get("metadata") or {}).get("uid"):
-                state.status[1]["progress"] = progress
+            for kept in (state.status, state.written):
+                if kept is not None and kept[0] == (written.get("metadata") or {}).get("uid"):
+                    kept[1]["progress"] = progress
             return True
 
     async def _until_seen(self, key: JobKey, names: set[str], timeout: float = 2.0) -> None:
@@ -482,6 +507,33 @@ class JobController:
 
 
 # ---------------------------------------------------------------- helpers
+
+#: Status fields that follow the pods alone or come with the first reconcile; a change of only these (and of the
+#: Created condition) may wait this long for company.
+HOLDABLE_FIELDS = frozenset({"replicaStatuses", "workers", "lastReconcileTime", "startTime", "observedGeneration",
+                             "state"})
+HOLD_SECONDS = 1.0
+
+
+def _urgent_part(status: Mapping[str, Any]) -> dict[str, Any]:
+    part = {k: v for k, v in status.items() if k not in HOLDABLE_FIELDS}
+    part["conditions"] = [c for c in part.get("conditions") or [] if c.get("type") != "Created"]
+    return part
+
+
+def _hold_seconds(written: Mapping[str, Any], new: Mapping[str, Any], state: _JobState) -> float | None:
+    """None: write the status now. Else the seconds a change may still be held back: pod counts, and Created (the
+    pods follow it within a second, and the Running that comes next carries it). No decision that must survive a
+    crash (an attempt number, an outcome, Queued) is ever held; a crash within the hold loses only counts the next
+    reconcile recomputes and the Created condition (its Event is posted anyway). A job that goes well thus writes
+    its status about three times (Running, Succeeded, the last counts), not once per pod transition."""
+    if _urgent_part(written) != _urgent_part(new):
+        return None
+    now = time.monotonic()
+    if state.held_since is None:
+        state.held_since = now
+    left = state.held_since + HOLD_SECONDS - now
+    return left if left > 0 else None
 
 
 def _with_own_writes(view: JobView, state: _JobState) -> JobView:

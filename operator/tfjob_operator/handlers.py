@@ -30,7 +30,8 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.networking.request_timeout = ops.request_timeout
     settings.networking.error_backoffs = [ops.retry_backoff * 2**i for i in range(ops.retry_attempts)]
     settings.posting.enabled = ops.post_kopf_events
-    # Handler progress in annotations only: the CRD's structural schema would prune status.kopf anyway.
+    # Only watching handlers are registered, so kopf stores no progress nor diff-base: annotations (not status.kopf,
+    # which the CRD's structural schema would prune) should a changing handler ever be added.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage()
     settings.peering.priority = ops.priority
     settings.peering.name = ops.peering_name
@@ -66,20 +67,19 @@ def pods_by_job(namespace: str | None, labels: Mapping[str, str], body: kopf.Bod
     return {(namespace or "default", labels[constants.LABEL_JOB_NAME]): body}
 
 
-@kopf.on.create(constants.PLURAL, group=constants.GROUP, version=constants.VERSION)
-@kopf.on.resume(constants.PLURAL, group=constants.GROUP, version=constants.VERSION)
-@kopf.on.update(constants.PLURAL, group=constants.GROUP, version=constants.VERSION, field="spec")
-async def tfjob_changed(namespace: str | None, name: str, memo: Any, **kwargs: Any) -> None:
-    """A TFJob was created, its spec changed, or the operator (re)started: reconcile it."""
-    _bound(memo, kwargs).trigger((namespace or "default", name))
-
-
 @kopf.on.event(constants.PLURAL, group=constants.GROUP, version=constants.VERSION)
-async def tfjob_event(type: str, namespace: str | None, name: str, memo: Any, **kwargs: Any) -> None:
-    """A deleted TFJob is forgotten (its pods and Service go by garbage collection; no finalizer needed)."""
+async def tfjob_event(type: str | None, namespace: str | None, name: str, memo: Any, **kwargs: Any) -> None:
+    """A TFJob was listed at start, created or changed: reconcile it (a quiet reconcile writes nothing). A deleted
+    one is forgotten (its pods and Service go by garbage collection; no finalizer needed).
+
+    Watching handlers only (no on.create/update/resume): kopf then keeps no handler progress and no diff-base
+    annotation on the job, which would cost a PATCH per job each time. Reconcile is level-triggered anyway."""
     controller = _bound(memo, kwargs)
+    key = (namespace or "default", name)
     if type == "DELETED":
-        controller.job_deleted((namespace or "default", name))
+        controller.job_deleted(key)
+    else:
+        controller.trigger(key)
 
 
 @kopf.on.event("pods", labels={constants.LABEL_JOB_NAME: kopf.PRESENT})
@@ -100,9 +100,6 @@ def register_kubeflow_api(registry: kopf.OperatorRegistry | None = None) -> None
         """Every kubeflow.org/v1 TFJob by (namespace, name); whether it is ours, reconcile decides (managedBy)."""
         return {(namespace or "default", name): body}
 
-    kopf.on.create(group.plural, **where)(tfjob_changed)
-    kopf.on.resume(group.plural, **where)(tfjob_changed)
-    kopf.on.update(group.plural, field="spec", **where)(tfjob_changed)
     kopf.on.event(group.plural, **where)(tfjob_event)
 
 

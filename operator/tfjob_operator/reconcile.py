@@ -825,8 +825,12 @@ def _running(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: str | N
         message = f"all {total} pods of attempt {ctx.status.restartCount} are running"
         if refusal is not None and ctx.is_true(C.RUNNING):
             ctx.transition(C.RUNNING, "ReplicasChangeRefused", refusal)
-        else:
+        elif ctx.status.restartCount > 0:
             ctx.transition(C.RUNNING, "AllPodsRunning", message)
+        else:
+            # The first attempt running is the expected path: the condition (kubectl's STATE) says it, no Event, so
+            # a job that goes well posts two (JobCreated, the outcome). Running again after a restart is news.
+            ctx.set(C.RUNNING, True, "AllPodsRunning", message)
         ctx.set(C.RESTARTING, False, "AllPodsRunning", message)
         ctx.set(C.QUEUED, False, "AllPodsRunning", message)
     elif ctx.options.gang.queued_reason and current:

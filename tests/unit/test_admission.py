@@ -158,7 +158,7 @@ async def test_one_gang_of_two_fits_six_gpus_the_other_waits_with_the_placement_
     reason = loop.reason_for("ns", "second")
     assert reason is not None and reason.startswith("needs 4 nvidia.com/gpu on ≤ 4 nodes; largest free 2")
     assert ("ns", "second") in c.triggered  # its status is rewritten with the reason
-    assert [e[1] for e in kube.events] == ["GangAdmitted"] and "a ×2, b ×2" in kube.events[0][2]
+    assert kube.events == []  # admitted at once: no Event (the happy path posts JobCreated and the outcome)
     assert c.metrics.gang_queue_length._value.get() == 1
 
 
@@ -193,11 +193,12 @@ async def test_admission_latency_counts_from_the_first_gated_pod_seen() -> None:
     pods = c.submit(job_obj("j", 2))
     loop = loop_for(c, [T0])
     loop.notice_pod("ADDED", pods[0])
-    loop.state.queued_since["ns/j"] -= 3.0  # seen three seconds before the pass
+    loop.state.queued_since["ns/j"] -= 6.0  # seen six seconds before the pass
     await loop.pass_once()
     histogram = c.metrics.gang_admission_seconds
-    assert histogram._sum.get() >= 3.0  # type: ignore[attr-defined]
-    assert "after 3." in kube.events[0][2]
+    assert histogram._sum.get() >= 6.0  # type: ignore[attr-defined]
+    # A wait that long is news even though no pass found the gang short: GangAdmitted says how long.
+    assert [e[1] for e in kube.events] == ["GangAdmitted"] and "after 6." in kube.events[0][2]
 
 
 async def test_waits_count_once_per_period_however_often_passes_run() -> None:
@@ -298,8 +299,8 @@ async def test_watchdog_deletes_a_gang_not_bound_in_time_and_backs_off_before_re
     plan = await loop.pass_once()
     assert plan is not None and plan.timed_out == ["ns/stalled"]
     assert sorted(kube.deleted) == ["stalled-worker-0", "stalled-worker-1"]
-    assert [e[1] for e in kube.events] == ["GangAdmitted", "GangScheduleTimeout"]
-    assert "resumes in 10s" in kube.events[1][2]
+    assert [e[1] for e in kube.events] == ["GangScheduleTimeout"]
+    assert "resumes in 10s" in kube.events[0][2]
     # Reconcile recreates the gang gated; it waits out the back-off, then is admitted again.
     c.submit(obj)
     now[0] = T0 + timedelta(seconds=35)
@@ -307,6 +308,7 @@ async def test_watchdog_deletes_a_gang_not_bound_in_time_and_backs_off_before_re
     assert (loop.reason_for("ns", "stalled") or "").startswith("requeued after a schedule timeout")
     now[0] = T0 + timedelta(seconds=42)
     assert (await loop.pass_once()).admitted == ["ns/stalled"]  # type: ignore[union-attr]
+    assert [e[1] for e in kube.events][-1] == "GangAdmitted"  # after a back-off the Queued condition showed
     # A second timeout doubles the wait.
     c.sync(("ns", "stalled"))
     now[0] = T0 + timedelta(seconds=80)

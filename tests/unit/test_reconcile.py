@@ -159,9 +159,9 @@ CASES = [
          pods=[pod("worker-0", "Pending"), pod("worker-1", "Pending")], state="Created", workers="0/2"),
     Case("one pod of the gang still pending: not Running yet", tfjob(status=started(), annotations=recorded(Worker=2)),
          pods=[pod("worker-0"), pod("worker-1", "Pending")], state="Created", workers="1/2"),
-    Case("every pod running: Running", tfjob(CHIEF_W2_PS, status=started(), annotations=recorded(
-         Chief=1, PS=1, Worker=2)), pods=running(*CW2P), state="Running", reason="AllPodsRunning",
-         events=("AllPodsRunning",), workers="4/4"),
+    Case("every pod running: Running, no Event on the first attempt (the happy path posts Created and the outcome)",
+         tfjob(CHIEF_W2_PS, status=started(), annotations=recorded(Chief=1, PS=1, Worker=2)), pods=running(*CW2P),
+         state="Running", reason="AllPodsRunning", workers="4/4"),
     Case("gang backend holds the pods: Queued, nothing created", tfjob(), state="Queued", reason="GangQueued",
          message=("2 GPUs short",), events=("GangQueued",),
          options=ReconcileOptions(gang=GangView(ready_to_create_pods=False, queued_reason="2 GPUs short"))),

@@ -43,6 +43,8 @@ GATE = constants.GANG_SCHEDULING_GATE
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: Annotation the release writes on each pod: when it was released (RFC 3339), for the watchdog.
 ANNOTATION_RELEASED_AT = f"{constants.GROUP}/gang-released-at"
+#: How the reason of a gang whose pods are still being created begins (a wait nobody needs to hear about).
+CREATING_PREFIX = "waiting for all"
 
 
 def is_gated(pod: Mapping[str, Any]) -> bool:
@@ -259,7 +261,7 @@ def plan_pass(
             continue
         expected = gang.job.total_replicas()
         if len(live) < expected:
-            queued[key] = f"waiting for all {expected} pods of the gang to be created ({len(live)} so far)"
+            queued[key] = f"{CREATING_PREFIX} {expected} pods of the gang to be created ({len(live)} so far)"
             continue
         by_key[key] = gang
         queue.append(gang_request(gang.job, gated, priority=gang.priority, arrival=gang.arrival))

@@ -1,0 +1,66 @@
+"""The API requests the operator makes for one 4-worker TFJob, create → Succeeded, by verb and resource.
+
+A count is behaviour, not a timing: a change that adds a request per job (a second status write per pod
+transition, an Event per condition, kopf's bookkeeping annotations) fails here. `bench/operator_scale.py` prints
+the same figures at scale, with the floor beside them.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from operator_harness import Cluster, Operator, py, replica, wait_for
+
+from tfjob_operator import kube
+
+pytestmark = pytest.mark.timeout(120)
+
+WORKERS = 4
+QUICK = py("import time; time.sleep(0.5)")
+
+
+@pytest.fixture(params=["builtin", "none"])
+def backend(request: pytest.FixtureRequest, cluster: Cluster, tmp_path: Path) -> Iterator[str]:
+    start = len(cluster.local.apiserver.requests)
+    op = Operator(cluster.kubeconfig, tmp_path / "operator.log", TFJOB_GANG_BACKEND=request.param).start()
+    # Its start-up (discovery, the initial lists) is per operator, not per job: counting begins once it watches.
+    wait_for(lambda: {r.resource for r in list(cluster.local.apiserver.requests)[start:]
+                      if r.user_agent.startswith("kopf") and r.verb == "watch"} >= {"tfjobs", "pods"},
+             30, what="the operator's watches")
+    yield request.param
+    op.stop()
+
+
+def requests_by_verb(cluster: Cluster, since: int) -> collections.Counter[str]:
+    """The operator's requests since request number `since`, as "verb resource[/subresource]" (watches aside:
+    they are per operator, not per job)."""
+    counts: collections.Counter[str] = collections.Counter()
+    for r in list(cluster.local.apiserver.requests)[since:]:
+        if (r.user_agent.startswith("kopf") or r.user_agent == kube.USER_AGENT) and r.verb != "watch":
+            counts[f"{r.verb} {r.resource}" + (f"/{r.subresource}" if r.subresource else "")] += 1
+    return counts
+
+
+def test_one_job_costs_its_pods_one_service_two_events_and_at_most_three_status_writes(
+        cluster: Cluster, backend: str) -> None:
+    since = len(cluster.local.apiserver.requests)
+    # cleanPodPolicy None: no clean-up deletes racing the workers' own exits, so the count is exact.
+    name = cluster.submit({"Worker": replica(QUICK, WORKERS)}, cleanPodPolicy="None")
+    cluster.wait_state(name, "Succeeded")
+    # The last pod counts reach the status at most a second after the state (counts alone are batched).
+    wait_for(lambda: (cluster.status(name).get("replicaStatuses") or {}).get("Worker", {}).get("succeeded")
+             == WORKERS, 10, what="the final pod counts in the status")
+    counts = requests_by_verb(cluster, since)
+    releases = WORKERS if backend == "builtin" else 0
+    assert counts["create pods"] == WORKERS and counts["create services"] == 1
+    assert counts["patch pods"] == releases  # the builtin gang's release: one merge PATCH per gated pod
+    assert counts["create events"] == 2  # JobCreated and WorkerSucceeded
+    assert counts["patch tfjobs"] == 1  # the recorded gang size and loopback ports, in one PATCH; nothing of kopf's
+    assert counts["patch tfjobs/status"] <= 3  # Running, Succeeded, the last pod counts (Created rides along)
+    # The builtin admission pass reads nodes and pods once; reconcile reads nothing (kopf's indices).
+    reads = {k: v for k, v in counts.items() if k.startswith(("get ", "list "))}
+    assert reads == ({"list nodes": 1, "list pods": 1} if backend == "builtin" else {})
+    assert sum(counts.values()) <= 2 * releases + WORKERS + 1 + 2 + 3 + 1 + len(reads), counts
