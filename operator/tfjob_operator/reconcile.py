@@ -805,8 +805,13 @@ def _create_missing(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: 
     ctx.actions.extend(CreateObject(gang.decorate_pod(job, pod)) for pod in rendered.pods
                        if pod["metadata"]["name"] in missing)
     if not ctx.is_true(C.CREATED):
-        ctx.transition(C.CREATED, "JobCreated",
-                       f"creating the Service and {len(names_needed)} pods of TFJob {job.namespace}/{job.name}")
+        message = f"creating the Service and {len(names_needed)} pods of TFJob {job.namespace}/{job.name}"
+        if present:
+            # Pods exist but Created is not in the status: an operator that stopped within the status hold
+            # (controller.HOLD_SECONDS) created them and announced it already.
+            ctx.set(C.CREATED, True, "JobCreated", message)
+        else:
+            ctx.transition(C.CREATED, "JobCreated", message)
 
 
 def _render(ctx: _Ctx, job: TFJob, names_needed: list[str]) -> Rendered:
