@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--profile", type=Path, help="record the operator with py-spy (collapsed stacks) to this file")
     parser.add_argument("--trace", action="store_true", help="print the first job's requests in order")
     parser.add_argument("--gang", default="builtin", choices=["builtin", "none"], help="the operator's gang backend")
     args = parser.parse_args(argv)
@@ -131,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         jobs_w.start()
         custom = client.CustomObjectsApi(api)
         time.sleep(3)  # let the operator start its watches (its start-up is not what is measured)
+        spy = None
+        if args.profile:
+            spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(operator.pid),
+                                    "--format", "raw", "--rate", "50", "-o", str(args.profile)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         first_request = len(cluster.apiserver.requests)
         submitted: dict[str, float] = {}
         template = {"spec": {"containers": [{"name": "tensorflow", "image": "local", "command": ["true"]}]}}
@@ -156,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         total_seconds = time.monotonic() - started
         time.sleep(2)  # requests that follow success (clean-up) belong to the job too
         records = list(cluster.apiserver.requests)[first_request:]
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(30)
         stop_rss.set()
         pods_w.stop = jobs_w.stop = True
         os.killpg(operator.pid, signal.SIGTERM)
