@@ -8,7 +8,7 @@ import base64
 import kubernetes
 import pytest
 
-from kubelocal.apiserver import protobuf
+from kubelocal.apiserver import protobuf, protobuf_schema
 
 pytestmark = pytest.mark.timeout(120)
 PB = protobuf.MEDIA_TYPE
@@ -59,7 +59,7 @@ def test_a_protobuf_write_is_answered_in_json_when_the_client_prefers_json(http)
 
 
 def test_a_kind_not_served_in_protobuf_is_415(http, widgets):
-    envelope = protobuf._new("runtime.Unknown")
+    envelope = protobuf_schema.new_message("runtime.Unknown")
     envelope.typeMeta.apiVersion, envelope.typeMeta.kind = "emulator.test/v1", "Widget"
     resp = http("POST", "/apis/emulator.test/v1/namespaces/default/widgets",
                 protobuf.MAGIC + envelope.SerializeToString(), PB)
@@ -72,7 +72,7 @@ def test_a_kind_not_served_in_protobuf_is_415(http, widgets):
 
 def test_a_protobuf_field_not_carried_here_is_refused_not_dropped(http, core):
     raw = protobuf.encode({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
-    envelope = protobuf._new("runtime.Unknown")
+    envelope = protobuf_schema.new_message("runtime.Unknown")
     envelope.ParseFromString(raw[4:])
     envelope.raw += b"\xa0\x06\x01"  # field 100, varint 1: not a ConfigMap field
     resp = http("POST", "/api/v1/namespaces/default/configmaps", protobuf.MAGIC + envelope.SerializeToString(), PB)
@@ -81,5 +81,5 @@ def test_a_protobuf_field_not_carried_here_is_refused_not_dropped(http, core):
 
 
 def test_every_listed_field_is_in_the_kubernetes_schemas():
-    protobuf._pool()
-    assert protobuf.SKIPPED == ["core.v1.PodSpec.workloadRef"]  # added after 1.37; refused if sent
+    protobuf_schema.message_pool()
+    assert protobuf_schema.SKIPPED == ["core.v1.PodSpec.workloadRef"]  # added after 1.37; refused if sent
