@@ -202,16 +202,27 @@ def main(argv: list[str] | None = None) -> int:
         f"  submit -> Succeeded:        p50 {percentile(done, 50):.2f}s  p99 {percentile(done, 99):.2f}s  "
         f"({len(done)} jobs)"
     )
-    print("  operator API requests per job (verb resource):")
-    for key, count in sorted(by_verb.items(), key=lambda kv: -kv[1]):
-        print(f"    {key:<40} {count / n:6.2f}")
-    print(f"    {'total':<40} {sum(by_verb.values()) / n:6.2f}")
+    w = args.workers
+    builtin = args.gang == "builtin"
+    # The floor of issue 16: N creates, N releases (builtin), 1 Service, ≤ 3 status writes, ≤ 2 Events.
+    floor = {"create pods": w, "patch pods": w if builtin else 0, "create services": 1, "patch tfjobs/status": 3,
+             "create events": 2, "patch tfjobs": 0}
+    print(f"  operator API requests per job (verb resource)              floor  (gang {args.gang})")
+    for key in sorted(set(by_verb) | set(floor), key=lambda k: -by_verb.get(k, 0)):
+        mark = f"{floor[key]:6d}" if key in floor else "     -"
+        print(f"    {key:<40} {by_verb.get(key, 0) / n:6.2f}   {mark}")
+    cleanup = by_verb.get("delete pods", 0) / n
+    total = sum(by_verb.values()) / n
+    goal = 2 * w + 6 if builtin else w + 6
+    print(f"    {'total':<40} {total:6.2f}   {goal:6d}  (without clean-up deletes of cleanPodPolicy Running, "
+          f"racing pods that exit at once: {total - cleanup:.2f})")
     peak = max(rss) / 2**20 if rss else float("nan")
     print(f"  operator peak RSS: {peak:.0f} MiB")
     print(
         f"SUMMARY jobs={n} workers={args.workers} created_p50={percentile(created, 50):.2f}s "
         f"created_p99={percentile(created, 99):.2f}s succeeded_p50={percentile(done, 50):.2f}s "
         f"succeeded_p99={percentile(done, 99):.2f}s requests_per_job={sum(by_verb.values()) / n:.1f} "
+        f"requests_floor={2 * args.workers + 6 if args.gang == 'builtin' else args.workers + 6} "
         f"peak_rss_mib={peak:.0f} succeeded={states.get('Succeeded', 0)}/{n}"
     )
     return 0 if states.get("Succeeded", 0) == n else 1
