@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from kubelocal.apiserver import ApiServer
+from kubelocal.apiserver import ApiServer, write_kubeconfig
 from kubelocal.apiserver.plugins import ServiceAccountAdmission
 from kubelocal.containers import ImageDefaults
 from kubelocal.controllers import ControllerManager, ControllerSettings
@@ -205,12 +205,19 @@ class LocalCluster:
         await wait_for_default_service_accounts(self.url, ("default", "kube-system"))
         self._kubelet = ProcessKubelet(self.url, nodes=self.nodes, workdir=self.workdir,
                                        max_grace_seconds=self.max_grace_seconds, backoff=self.restart_backoff,
-                                       image=self.image, images=self.images)
+                                       image=self.image, images=self.images,
+                                       cluster_env={"KUBECONFIG": str(self._pod_kubeconfig())})
         self.apiserver.set_log_source(self._kubelet)
         self.apiserver.set_exec_source(self._kubelet)
         await self._kubelet.start()
         self._scheduler = Scheduler(self.url)
         await self._scheduler.start()
+
+    def _pod_kubeconfig(self) -> Path:
+        """The kubeconfig pods use to reach the API server (in place of in-cluster config: plain HTTP here)."""
+        path = self.workdir / "pod-kubeconfig"
+        write_kubeconfig(path, self.url)
+        return path
 
     async def _stop_components(self) -> None:
         if self._scheduler is not None:

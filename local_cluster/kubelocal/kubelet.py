@@ -363,6 +363,9 @@ class PodRuntime:
             specs[c.name] = ct.process_spec(self.pod, c.spec, env, mounts, cwd,
                                             ct.defaults_for(c.spec.get("image"), self.kubelet.images,
                                                             self.kubelet.image))
+            for key, value in self.kubelet.cluster_env.items():  # host paths: never mapped into the pod's mounts
+                if key not in env:
+                    specs[c.name].env[key] = value
             (self.dir / "logs" / c.name).mkdir(parents=True, exist_ok=True)
         return specs
 
@@ -653,12 +656,16 @@ class ProcessKubelet:
                  max_grace_seconds: float = 5.0, backoff: tuple[float, float] = (0.2, 5.0),
                  config_retry_seconds: float = 1.0, heartbeat_seconds: float = 1.0,
                  image: ct.ImageDefaults = ct.ImageDefaults(),
-                 images: Mapping[str, ct.ImageDefaults] | None = None) -> None:
+                 images: Mapping[str, ct.ImageDefaults] | None = None,
+                 cluster_env: Mapping[str, str] | None = None) -> None:
         self.url = url
         #: What every container's image is taken to give it (there is no image locally): ENV and WORKDIR.
         self.image = image
         #: Image repository → what that image gives (ENTRYPOINT as a local command, ENV, WORKDIR).
         self.images = dict(images or {})
+        #: Env every container gets (lowest priority): a real kubelet's KUBERNETES_SERVICE_HOST/PORT; here the
+        #: KUBECONFIG of the local API server (plain HTTP, no service account token to mount).
+        self.cluster_env = dict(cluster_env or {})
         self.workdir = Path(workdir).resolve()
         self.declared_nodes = [dict(n) for n in nodes]
         self.max_grace_seconds = max_grace_seconds

@@ -39,6 +39,7 @@ MUTATING: Key = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"
 VALIDATING: Key = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
 NS_KEY: Key = ("", "namespaces")
 SERVICE_KEY: Key = ("", "services")
+POD_KEY: Key = ("", "pods")
 WEBHOOK_CONFIG_KINDS = {MUTATING, VALIDATING}
 
 
@@ -152,11 +153,29 @@ class AdmissionWebhooks:
         service = self._store.get(SERVICE_KEY, ns, name or "")
         if service is None:
             raise _CallFailed(f'Post "{display}": service "{ns}/{name}" not found')
-        target = port
+        target: Any = port
         for sp in (service.get("spec") or {}).get("ports") or []:
-            if int(sp.get("port") or 0) == port and isinstance(sp.get("targetPort"), int):
-                target = sp["targetPort"]
-        return Target("127.0.0.1", target, f"{name}.{ns}.svc", path, display)
+            if int(sp.get("port") or 0) == port:
+                target = sp.get("targetPort", port)
+        if isinstance(target, str) and not target.isdigit():
+            target = self._named_port(service, target, display)
+        return Target("127.0.0.1", int(target), f"{name}.{ns}.svc", path, display)
+
+    def _named_port(self, service: Mapping[str, Any], port_name: str, display: str) -> int:
+        """A named targetPort: the port of that name on a ready pod the Service selects (its endpoint)."""
+        meta, selector = service["metadata"], (service.get("spec") or {}).get("selector") or {}
+        for stored in self._store.items(POD_KEY, meta.get("namespace")):
+            pod = stored.obj
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            if not selector or any(labels.get(k) != v for k, v in selector.items()):
+                continue
+            if pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            for container in (pod.get("spec") or {}).get("containers") or []:
+                for cp in container.get("ports") or []:
+                    if cp.get("name") == port_name:
+                        return int(cp["containerPort"])
+        raise _CallFailed(f'Post "{display}": no endpoints available for service "{meta.get("name")}"')
 
     def _call(self, hook: Mapping[str, Any], request: AdmissionRequest) -> dict[str, Any] | None:
         """Send the review; the response (None when skipped under failurePolicy Ignore); raise on refusal."""

@@ -1,0 +1,77 @@
+"""The chart's operator on the local control plane, as on a cluster: its Deployment becomes a pod on the
+process kubelet running `tfjob operator` (the operator image maps to the installed command), it rolls out,
+and the API server calls its validating webhook over TLS with the CA the operator patched in.
+
+The chart is rendered by Helm (helm-python-sdk) and applied client-side with kubectl: Helm 4's install
+applies server-side, which the local API server does not serve yet."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from deployhelpers import renderer
+from polling import wait_for
+
+from kubelocal.apiserver import write_kubeconfig
+from kubelocal.cluster import LocalClusterThread
+from tfjob_operator.crd import CRD_PATH
+from tfjob_operator.local.image import local_images, worker_image_defaults
+
+pytestmark = pytest.mark.timeout(240)
+KUBECTL = Path(sys.executable).parent / "kubectl"
+NS = "tfjob-system"
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    workdir = Path(tmp_path_factory.mktemp("chart"))
+    with LocalClusterThread(workdir=workdir, crds=(CRD_PATH,), image=worker_image_defaults(),
+                            images=local_images()) as cluster:
+        path = workdir / "kubeconfig"
+        write_kubeconfig(path, cluster.url)
+        yield path
+
+
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(KUBECTL), f"--kubeconfig={kubeconfig}", *args], input=stdin, capture_output=True,
+                          text=True, timeout=120)
+    if check and proc.returncode:
+        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
+    return proc
+
+
+def _tfjob(name: str, replicas: Any) -> str:
+    return yaml.safe_dump({"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": name}, "spec": {
+        "tfReplicaSpecs": {"Worker": {"replicas": replicas, "template": {"spec": {"containers": [
+            {"name": "tensorflow", "image": "local", "command": ["python", "-c", "print('ok')"]}]}}}}}})
+
+
+def test_the_charts_operator_runs_as_a_pod_and_its_webhook_serves_the_api_server(kubeconfig: Path) -> None:
+    manifests = yaml.safe_dump_all(renderer.render_chart({}))
+    kubectl(kubeconfig, "apply", "-f", "-", stdin=f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NS}}}\n")
+    kubectl(kubeconfig, "apply", "-f", "-", stdin=manifests)
+    out = kubectl(kubeconfig, "rollout", "status", "-n", NS, "deployment/tfjob-operator", "--timeout=120s").stdout
+    assert "successfully rolled out" in out
+    pod = json.loads(kubectl(kubeconfig, "get", "pods", "-n", NS, "-o", "json").stdout)["items"][0]
+    assert pod["spec"]["containers"][0]["args"][0] == "operator" and not pod["spec"]["containers"][0].get("command")
+
+    def ca_patched() -> bool:
+        config = json.loads(kubectl(kubeconfig, "get", "validatingwebhookconfigurations", "-o", "json").stdout)
+        return all(hook.get("clientConfig", {}).get("caBundle") for c in config["items"] for hook in c["webhooks"])
+
+    wait_for(ca_patched, 60, what="the operator to patch its CA into the webhook configuration")
+    refused = wait_for(lambda: (p := kubectl(kubeconfig, "apply", "-f", "-", stdin=_tfjob("bad", 0), check=False))
+                       .returncode and "denied the request" in p.stderr and p, 60,
+                       what="the webhook to refuse a job with 0 workers")
+    assert 'admission webhook' in refused.stderr and "replicas" in refused.stderr
+    kubectl(kubeconfig, "apply", "-f", "-", stdin=_tfjob("good", 2))
+    wait_for(lambda: json.loads(kubectl(kubeconfig, "get", "tfjob", "good", "-o", "json").stdout)
+             .get("status", {}).get("state") == "Succeeded", 90, what="the operator pod to run the job to Succeeded")
