@@ -114,7 +114,7 @@ def test_always_restarts_a_crashing_container_with_crash_loop_back_off(cluster: 
 ENV_DUMP = "import json, os; print(json.dumps(dict(os.environ)))"
 
 
-def test_env_values_field_refs_and_config_maps_reach_the_process(core: Core) -> None:
+def test_env_values_field_refs_and_config_maps_reach_the_process(core: Core, workdir: Path) -> None:
     name = unique("env")
     core.create_namespaced_config_map("default", {"metadata": {"name": f"{name}-cfg"}, "data": {"MODE": "fast"}})
     body = python_pod(name, ENV_DUMP, container={"env": [
@@ -141,7 +141,8 @@ def test_env_values_field_refs_and_config_maps_reach_the_process(core: Core) -> 
         "IP": "127.0.0.1", "MODE": "fast", "TF_CONFIG": '{"cluster": {"worker": ["127.0.0.1:2222"]}}',
         "HOSTNAME": name,
     }
-    assert "KUBECONFIG" not in env  # the kubelet's own environment does not leak into pods
+    # not the kubelet's own KUBECONFIG: the one the cluster gives pods for its API server
+    assert env["KUBECONFIG"] == str(workdir / "pod-kubeconfig")
 
 
 def test_missing_config_map_holds_the_container_in_create_container_config_error(core: Core) -> None:
