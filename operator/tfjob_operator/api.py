@@ -135,7 +135,8 @@ class RunPolicy(_Model):
         None,
         description="Restart the gang when a worker makes no training progress (no step, evaluation step or "
         "checkpoint) for this many seconds: the worker runtime exits 202 and the job records TrainingStalled. "
-        "The first step after start-up gets at least 600 s (TFJOB_FIRST_STEP_GRACE_SECONDS). Default: off.",
+        "The first step after start-up gets at least 600 s (TFJOB_FIRST_STEP_GRACE_SECONDS); set it above the "
+        "longest checkpoint save. ParameterServerStrategy jobs are not watched. Default: off.",
     )
     suspend: KubeBool = Field(
         False, description="true deletes the job's pods and keeps the job; false again recreates them."

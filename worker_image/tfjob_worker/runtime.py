@@ -95,7 +95,9 @@ def run(cfg: RunConfig, view: ClusterView) -> int:
     replicas = 1 if choice.kind in ("ps", "independent", "default") else int(strategy.num_replicas_in_sync)
     global_batch = global_batch_size(cfg.batch_size_per_replica, replicas)
     steps = steps_per_epoch(splits.num_train, global_batch, cfg.steps_per_epoch)
-    reporter.describe(trains=view.role != "evaluator", rank=view.rank, world_size=view.world_size,
+    # ParameterServerStrategy's chief has no per-step hooks (only epoch ends): the stall watchdog stays off there.
+    reporter.describe(trains=view.role != "evaluator" and choice.kind != "ps", rank=view.rank,
+                      world_size=view.world_size,
                       strategy=choice.class_name, collective=choice.collective,
                       device_kind="gpu" if gpus else "cpu", device_count=local_devices,
                       epochs=cfg.epochs, steps_per_epoch=steps)
