@@ -105,20 +105,3 @@ def test_a_bad_stall_timeout_in_the_environment_is_a_usage_error_naming_the_vari
         config.parse_args([], env={"TFJOB_STALL_TIMEOUT_SECONDS": "soon"})
     assert exit_info.value.code == 2
     assert "TFJOB_STALL_TIMEOUT_SECONDS='soon': expected a number >= 0" in capsys.readouterr().err
-
-
-def test_sampling_the_models_step_counters_counts_steps_without_a_per_step_hook():
-    counters = iter([(0, 0, 40), (0, 0, 40), (10, 0, 50), (10, 3, 50)])  # baseline, idle, 10 steps, evaluation
-    reporter = Reporter(fd=None)
-    reporter.describe(trains=True, rank=0, world_size=2, strategy="MWMS", collective="RING", device_kind="cpu",
-                      device_count=1, epochs=3, steps_per_epoch=20, global_batch=64)
-    reporter.sample_with(lambda: next(counters))
-    reporter._sample()
-    before = reporter.report.activity
-    reporter._sample()
-    assert reporter.report.activity == before  # no step, no evaluation: no progress (the stall clock runs)
-    reporter._sample()
-    r = reporter.report
-    assert (r.steps, r.global_step, sum(r.step_buckets)) == (10, 50, 10) and r.examples_per_sec > 0
-    reporter._sample()
-    assert r.activity == before + 2  # evaluation steps are progress too

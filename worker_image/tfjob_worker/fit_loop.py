@@ -36,13 +36,6 @@ def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_
             import tensorflow as tf
 
             self._checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.model.optimizer)
-            if not batch_hooks and job.choice.kind != "ps":  # steps by sampling the model's counters
-                model = self.model
-                job.reporter.sample_with(lambda: (int(model._train_counter.numpy()), int(model._test_counter.numpy()),
-                                                  int(model.optimizer.iterations.numpy())))
-
-        def on_train_end(self, logs: Any = None) -> None:
-            job.reporter.sample_with(None)
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self._epoch = epoch + 1
@@ -98,7 +91,7 @@ def run_fit(job: Job, tf: Any, keras: Any) -> None:
     callbacks = [
         keras.callbacks.BackupAndRestore(job.backup_dir, save_freq=job.cfg.checkpoint_every_steps or "epoch",
                                          delete_checkpoint=True),
-        make_progress_callback(keras, job, recorder, batch_hooks=bool(job.cfg.log_every_steps) and not is_ps),
+        make_progress_callback(keras, job, recorder, batch_hooks=not is_ps),  # ParameterServerStrategy refuses them
         keras.callbacks.TensorBoard(job.tensorboard_dir, update_freq="epoch", profile_batch=0),
     ]
     started = time.perf_counter()

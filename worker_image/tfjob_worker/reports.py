@@ -16,7 +16,6 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,55 +82,18 @@ class Reporter:
         self._live_at = 0.0
         self._last_step_end: float | None = None
         self._steps_per_epoch = 0
-        self._global_batch = 0
-        self._sampler: Callable[[], tuple[int, int, int]] | None = None
-        self._sampled: tuple[int, int, float] | None = None
         self.report = Report()
         if fd is not None:
             threading.Thread(target=self._send_changes, name="tfjob-reports", daemon=True).start()
 
     # ---- what the trainer says -------------------------------------------------------------------
     def describe(self, *, trains: bool, rank: int | None, world_size: int, strategy: str, collective: str | None,
-                 device_kind: str, device_count: int, epochs: int, steps_per_epoch: int,
-                 global_batch: int = 0) -> None:
+                 device_kind: str, device_count: int, epochs: int, steps_per_epoch: int) -> None:
         """Who this process is (sent with the start-up report)."""
         r = self.report
         r.trains, r.rank, r.world_size, r.strategy = trains, rank, world_size, strategy
         r.collective, r.device_kind, r.device_count, r.epochs = collective or "none", device_kind, device_count, epochs
         self._steps_per_epoch = steps_per_epoch
-        self._global_batch = global_batch
-
-    def sample_with(self, read: Callable[[], tuple[int, int, int]] | None) -> None:
-        """Count steps by sampling, every MIN_INTERVAL from the sender thread, instead of a per-step hook:
-        `read()` gives (training steps, evaluation steps, global step) from the model's own step counters.
-        A Keras per-batch callback costs a small model up to a third of its throughput; sampling costs
-        nothing per step. The step-time histogram then holds each window's mean step time, once per step."""
-        with self._lock:
-            self._sampler, self._sampled = read, None
-
-    def _sample(self) -> None:
-        read = self._sampler
-        if read is None:
-            return
-        try:
-            train, test, global_step = read()
-        except Exception:  # the model is being torn down: nothing to count
-            return
-        now = time.perf_counter()
-        with self._lock:
-            previous, self._sampled = self._sampled, (train, test, now)
-            if previous is None or train < previous[0]:
-                return  # first sample, or a new fit() restarted the counter: a baseline only
-            r, steps, seconds = self.report, train - previous[0], now - previous[2]
-            if steps:
-                r.step_buckets[bisect.bisect_left(STEP_BUCKETS, seconds / steps)] += steps
-                r.step_seconds_sum += seconds
-                r.steps += steps
-                r.global_step = global_step
-                if self._global_batch:
-                    r.examples_per_sec = steps * self._global_batch / seconds
-            if steps or test != previous[1]:
-                self._alive()
 
     def done(self) -> None:
         """Start-up is over (every peer is here, or the role waits for none): the supervisor stops its timer."""
@@ -212,7 +174,6 @@ class Reporter:
     def _send_changes(self) -> None:
         while self._fd is not None:
             time.sleep(MIN_INTERVAL)
-            self._sample()
             if self._dirty:
                 self.send()
 

@@ -100,7 +100,7 @@ def run(cfg: RunConfig, view: ClusterView) -> int:
                       world_size=view.world_size,
                       strategy=choice.class_name, collective=choice.collective,
                       device_kind="gpu" if gpus else "cpu", device_count=local_devices,
-                      epochs=cfg.epochs, steps_per_epoch=steps, global_batch=global_batch)
+                      epochs=cfg.epochs, steps_per_epoch=steps)
     if choice.kind != "ps":  # MWMS's constructor returns only once every peer has joined
         reporter.done()
     output_dir, backup_dir = cfg.output_dir, cfg.backup_dir
