@@ -58,7 +58,8 @@ async def _serve(cluster: LocalCluster, kubeconfig: Path) -> int:
 def _banner(cluster: LocalCluster, kubeconfig: Path) -> str:
     nodes = "\n".join("  " + line for line in describe_nodes(cluster.nodes).splitlines())
     return (
-        f"Local Kubernetes control plane at {cluster.url} (API emulator, scheduler stand-in, process kubelet)\n"
+        f"Local Kubernetes control plane at {cluster.url} "
+        "(API emulator, controllers, scheduler stand-in, process kubelet)\n"
         f"Nodes:\n{nodes}\n"
         + "".join(f"TFJob CRD installed from {path}\n" for path in cluster.crds) +
         f"Pods run as processes on this machine; their files live under {cluster.workdir}\n"
