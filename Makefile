@@ -44,6 +44,7 @@ crd: setup
 bench: setup
 	$(BIN)/python bench/emulator_throughput.py
 	$(BIN)/python bench/operator_scale.py
+	$(BIN)/python bench/local_scale.py
 	$(BIN)/python bench/gang_replay.py
 	$(BIN)/python bench/runtime_overhead.py
 
