@@ -84,10 +84,11 @@ class RequestHandler:
 
         request[RECORD] = record
         try:
-            delay = self.faults.take_delay(request.method, request.path_qs)
+            agent = request.headers.get("User-Agent", "")
+            delay = self.faults.take_delay(request.method, request.path_qs, agent)
             if delay:
                 await asyncio.sleep(delay)
-            fail = self.faults.take_failure(request.method, request.path_qs)
+            fail = self.faults.take_failure(request.method, request.path_qs, agent)
             if fail is not None:
                 raise ApiError(
                     fail,

@@ -64,6 +64,7 @@ class ApiServer:
         self.authorizers: list[Authorizer] = [RBACAuthorizer(self.store), AlwaysAllow()]
         self.faults = FaultInjector()
         self.faults._drop_watches = self._drop_watches
+        self.faults._expire_watches = lambda: self._drop_watches(compact=True)
         self.requests: list[RequestRecord] = []
         self.ctx = RestContext(self.store, self.registry, self.admission)
         self.crd_cleanup = CrdCleanup(self.ctx)
@@ -136,10 +137,12 @@ class ApiServer:
         """Run pods/{name}/exec commands in the container environments `source` (the kubelet) knows."""
         self.handler.exec_source = source
 
-    def _drop_watches(self) -> int:
+    def _drop_watches(self, *, compact: bool = False) -> int:
         watchers = self.store.all_watchers()
 
         def drop() -> None:
+            if compact:
+                self.store.compact()
             for _, watcher in watchers:
                 watcher.close(drop=True)
 

@@ -269,5 +269,13 @@ class Store:
     def unwatch(self, key: Key, watcher: Watcher) -> None:
         self.collection(key).watchers.discard(watcher)
 
+    def compact(self) -> None:
+        """Forget every event so far, as etcd compaction does: a watch or list resumed from an older
+        resourceVersion then gets 410 Expired, and the client must list again."""
+        for col in self._collections.values():
+            col.history.clear()
+            col.compacted_rv = self.rv
+            col.truncated = True
+
     def all_watchers(self) -> list[tuple[Key, Watcher]]:
         return [(k, w) for k, col in self._collections.items() for w in col.watchers]
