@@ -152,7 +152,8 @@ def unconverged(jobs: Mapping[str, Mapping[str, Any] | None], names: Iterable[st
         if state not in FINISHED:
             out.append(f"{name}: {state or 'no state'}")
         elif state == "Failed":
-            failed = next((c for c in status.get("conditions") or [] if c.get("type") == "Failed"), {})
+            failed: Mapping[str, Any] = next(
+                (c for c in status.get("conditions") or [] if c.get("type") == "Failed"), {})
             if not failed.get("reason"):
                 out.append(f"{name}: Failed without a reason")
     return out

@@ -558,6 +558,25 @@ def test_drop_watches_cuts_open_streams(api, http):
     assert time.monotonic() - started < 5
 
 
+def test_injected_faults_can_be_limited_to_one_client_by_user_agent(api, core, http):
+    api.server.faults.fail("GET", r"/configmaps$", 500, count=1, agent=r"^the-operator/")
+    assert core.list_namespaced_config_map("default").items == []  # another client: untouched
+    assert http("GET", "/api/v1/namespaces/default/configmaps", headers={"User-Agent": "the-operator/1"}
+                ).status_code == 500
+    assert core.list_namespaced_config_map("default").items == []  # the one fault was used up
+
+
+def test_expired_watches_must_list_again(api, core, http):
+    """expire_watches compacts the history (as etcd does): resuming from an older resourceVersion is 410."""
+    listed = core.list_namespaced_config_map("default").metadata.resource_version
+    core.create_namespaced_config_map("default", {"metadata": {"name": "after-list"}})
+    api.server.faults.expire_watches()
+    resp = http("GET", f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={listed}&timeoutSeconds=5")
+    (line,) = resp.text.splitlines()
+    event = json.loads(line)
+    assert (event["type"], event["object"]["code"], event["object"]["reason"]) == ("ERROR", 410, "Expired")
+
+
 async def _count_watchers(api: ApiServerThread) -> int:
     return len(api.server.store.all_watchers())
 
