@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from chaos_world import SEED, record, scaled
-from operator_harness import Cluster, Operator
+from operator_harness import Cluster, Operator, wait_for
 from test_operator_kills import a_job, chaos_cluster, check
 
 from kubelocal.apiserver.faults import FaultInjector
@@ -52,6 +52,12 @@ def test_jobs_finish_cleanly_through_api_faults(chaos_cluster: Cluster, tmp_path
     sizes: dict[str, int] = {}
     try:
         with record(cluster) as rec:
+            # Faults start once the operator serves jobs: before, its only request is a discovery probe once a
+            # second, which would take the queued faults one by one (30 s of start-up instead of chaos).
+            specs, policy, size = a_job(rng)
+            first = cluster.submit(specs, **policy)
+            sizes[first] = size
+            wait_for(lambda: cluster.status(first), 60, what="the operator serving jobs")
             for step in range(FAULTS):
                 if step % 3 == 0:
                     specs, policy, size = a_job(rng)
