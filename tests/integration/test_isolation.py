@@ -4,10 +4,11 @@ success; its reconciles (parse, render, decide) run on worker threads, not on th
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import Cluster, Operator, py, replica, wait_for
+from operator_harness import Cluster, Operator, local_cluster, py, replica, wait_for
 
 from tfjob_operator import limits, reconcile_budget
 
@@ -37,3 +38,18 @@ def test_a_job_over_its_budget_fails_while_a_normal_job_beside_it_succeeds(
     after = cluster.submit({"Worker": replica(py("pass"), 1)})
     cluster.wait_state(after, "Succeeded", timeout=60)
     assert operator.proc is not None and operator.proc.poll() is None
+
+
+def test_a_reconcile_over_its_time_budget_fails_the_job_instead_of_holding_the_operator(tmp_path: Path) -> None:
+    """A budget cut in the middle of deciding: 300 pods take far longer than 0.05 s to render."""
+    with local_cluster(tmp_path) as cluster:
+        op = Operator(cluster.kubeconfig, tmp_path / "operator.log", TFJOB_RECONCILE_BUDGET_SECONDS="0.05").start()
+        try:
+            name = cluster.submit({"Worker": replica(py("pass"), 300)})
+            failed = wait_for(lambda: cluster.condition(name, "Failed"), 60, what="the job failed")
+            assert failed["reason"] == reconcile_budget.REASON
+            assert "TFJOB_RECONCILE_BUDGET_SECONDS" in failed["message"] and "0.05 s" in failed["message"]
+            assert cluster.pods(name) == []
+        finally:
+            op.stop()
+        assert op.proc is not None and op.proc.returncode == 0, op.log()[-3000:]
