@@ -21,9 +21,9 @@ import logging
 import socket
 import time
 from collections import ChainMap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from tfjob_operator import apigroups, constants, reconcile_budget, reconcile_errors
 from tfjob_operator.admission import AdmissionLoop
@@ -61,6 +61,7 @@ from tfjob_operator.settings import Addressing, OperatorSettings
 log = logging.getLogger("tfjob_operator")
 
 JobKey = tuple[str, str]  # (namespace, name)
+T = TypeVar("T")
 
 #: Triggers for one job within this many seconds are served by one reconcile.
 RECONCILE_DEBOUNCE_SECONDS = 0.05
@@ -280,8 +281,16 @@ class JobController:
             await self._act(key, view, reconcile_budget.fail(view.obj, over, utcnow()), state, {})
             return None
         # An over-budget job that has finished is never rendered again (its gang view would render every pod).
-        options, annotations = await self._options(view, pods, state, None if over else job)
-        decision = await self._decide(view, pods, options)
+        budget = _TimeBudget(self.settings.reconcile_budget_seconds)
+        try:
+            options, annotations = await self._options(view, pods, state, None if over else job, budget)
+            decision = await budget.run(reconcile, view, pods, utcnow(), options)
+        except _OverBudget:
+            meta = view.obj.get("metadata") or {}
+            log.warning("reconcile of %s/%s over its time budget (%g s): failing the job", meta.get("namespace"),
+                        meta.get("name"), budget.seconds)
+            decision, annotations = reconcile_budget.fail(
+                view.obj, reconcile_budget.over_seconds(budget.spent, budget.seconds), utcnow()), {}
         if not decision.managed:
             return None
         held = await self._act(key, view, decision, state, annotations)
@@ -289,22 +298,8 @@ class JobController:
             return decision.requeue_after
         return held if decision.requeue_after is None else min(held, decision.requeue_after)
 
-    async def _decide(self, view: JobView, pods: list[dict[str, Any]], options: ReconcileOptions) -> Decision:
-        """`reconcile` on a worker thread within the time budget; past it, the job is failed instead. (The thread
-        cannot be stopped; it ends on its own, and the limits of `limits.py` bound how long that can take.)"""
-        budget = self.settings.reconcile_budget_seconds
-        started = time.monotonic()
-        try:
-            return await asyncio.wait_for(asyncio.to_thread(reconcile, view, pods, utcnow(), options), budget)
-        except TimeoutError:
-            meta = view.obj.get("metadata") or {}
-            log.warning("reconcile of %s/%s over its time budget (%.0f s): failing the job", meta.get("namespace"),
-                        meta.get("name"), budget)
-            return reconcile_budget.fail(view.obj, reconcile_budget.over_seconds(time.monotonic() - started, budget),
-                                         utcnow())
-
     async def _options(self, view: JobView, pods: list[dict[str, Any]], state: _JobState,
-                       job: TFJob | None) -> tuple[ReconcileOptions, dict[str, str | None]]:
+                       job: TFJob | None, budget: _TimeBudget) -> tuple[ReconcileOptions, dict[str, str | None]]:
         """What reconcile needs beside the job and its pods: the job rendered once (with its loopback ports, if
         any) and the gang view; and the annotations to write with the first pod creation (new loopback ports).
         `job` is None for an invalid job, or one over its budget: nothing is rendered."""
@@ -320,7 +315,7 @@ class JobController:
                 annotations[constants.ANNOTATION_LOOPBACK_PORTS] = json.dumps(ports, sort_keys=True)
         effective, _ = effective_job(job)
         # A finished job in loopback mode has no ports: the rendering then only sizes the gang objects.
-        rendered = await asyncio.to_thread(render, effective, RenderOptions(
+        rendered = await budget.run(render, effective, RenderOptions(
             attempt=view.status.restartCount, cluster_domain=self.settings.cluster_domain, loopback_ports=ports))
         options = ReconcileOptions(
             cluster_domain=self.settings.cluster_domain,
@@ -534,6 +529,31 @@ def _hold_seconds(written: Mapping[str, Any], new: Mapping[str, Any], state: _Jo
         state.held_since = now
     left = state.held_since + HOLD_SECONDS - now
     return left if left > 0 else None
+
+
+class _OverBudget(Exception):
+    """The reconcile's CPU work (rendering, deciding) took longer than its time budget."""
+
+
+@dataclass
+class _TimeBudget:
+    """Seconds one reconcile may spend on CPU work, counted over every step run through it (API waits are not:
+    they are the cluster's, and are retried with back-off)."""
+
+    seconds: float
+    spent: float = 0.0
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on a worker thread, within what is left of the budget; raises _OverBudget past it. (The
+        thread cannot be stopped; it ends on its own, and the limits of `limits.py` bound how long that takes.)"""
+        started = time.monotonic()
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(fn, *args), max(self.seconds - self.spent, 0.0))
+        except TimeoutError:
+            raise _OverBudget from None
+        finally:
+            self.spent += time.monotonic() - started
+
 
 
 def _with_own_writes(view: JobView, state: _JobState) -> JobView:
