@@ -2,8 +2,8 @@
 process kubelet running `tfjob operator` (the operator image maps to the installed command), it rolls out,
 and the API server calls its validating webhook over TLS with the CA the operator patched in.
 
-The chart is rendered by Helm (helm-python-sdk) and applied client-side with kubectl: Helm 4's install
-applies server-side, which the local API server does not serve yet."""
+The chart is rendered by Helm (helm-python-sdk) and applied client-side with kubectl, as a user without Helm
+would; test_helm_on_local_cluster.py installs it with Helm itself."""
 
 from __future__ import annotations
 
