@@ -154,13 +154,17 @@ class Cluster:
         return self.local.call(coro)
 
 
+#: Tests lose nodes on purpose and want it noticed in seconds (a cluster's default is 40 s).
+TEST_CONTROLLERS = ControllerSettings(node_monitor_grace=4.0)
+
+
 @contextlib.contextmanager
 def local_cluster(tmp: Path, nodes: str | None = None, image: ImageDefaults = ImageDefaults(),
                   controllers: ControllerSettings | None = None) -> Iterator[Cluster]:
     """A local control plane with the TFJob CRD; `image` stands in for the pods' image (ENV, WORKDIR),
     `controllers` tunes the controllers beside the API server (e.g. a lagging garbage collector)."""
     with LocalClusterThread(workdir=tmp, nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,),
-                            image=image, controllers=controllers) as local:
+                            image=image, controllers=controllers or TEST_CONTROLLERS) as local:
         kubeconfig = tmp / "kubeconfig"
         write_kubeconfig(kubeconfig, local.url)
         yield Cluster(local, kubeconfig, tmp)

@@ -10,6 +10,7 @@ import pytest
 from local_helpers import core_api
 
 from kubelocal.cluster import LocalClusterThread
+from kubelocal.controllers import ControllerSettings
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +18,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClusterTh
     """Two ordinary nodes plus a tainted `lossy` node that only node-loss tests use."""
     workdir = tmp_path_factory.mktemp("cluster")
     with LocalClusterThread(nodes="2x{cpu:8,memory:16Gi};lossy{cpu:2,memory:4Gi,taint:lossy=true:NoSchedule}",
-                            workdir=workdir, crds=(), restart_backoff=(0.1, 0.4), max_grace_seconds=3.0) as c:
+                            workdir=workdir, crds=(), restart_backoff=(0.1, 0.4), max_grace_seconds=3.0,
+                            controllers=ControllerSettings(node_monitor_grace=4.0)) as c:
         yield c
 
 

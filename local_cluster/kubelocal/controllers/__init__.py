@@ -27,8 +27,10 @@ USER_AGENT = "kubelocal-controller-manager"
 class ControllerSettings:
     #: Seconds the garbage collector waits before acting on a vanished owner (0: as soon as it sees it).
     gc_delay: float = 0.0
-    #: A node whose Lease is older than this is unreachable (kube's node-monitor-grace-period, 40 s).
-    node_monitor_grace: float = 4.0
+    #: A node whose Lease is older than this is unreachable: kube's node-monitor-grace-period (40 s). Tests that
+    #: lose nodes on purpose set a few seconds; a shorter default marks busy nodes unreachable under load (a
+    #: heartbeat delayed while the machine is saturated) and evicts healthy pods.
+    node_monitor_grace: float = 40.0
     #: Upper bound on tolerationSeconds for NoExecute eviction (None: honour them, e.g. 300 s).
     toleration_cap: float | None = 0.0
 
