@@ -13,6 +13,7 @@ import yaml
 
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
+from tfjob_operator.limits import MAX_DEPTH
 from tfjob_operator.render import RenderOptions, render
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
@@ -39,6 +40,8 @@ def load_manifests(path: str) -> list[Any]:
         raise InvalidSpec([f"{where}: not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x}); "
                            "save the file as UTF-8"]) from None
     try:
+        if _nested_deeper_than(text, MAX_DEPTH):
+            raise RecursionError  # refused before PyYAML's recursive composer meets it
         return [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -47,6 +50,25 @@ def load_manifests(path: str) -> list[Any]:
         raise InvalidSpec([f"{where}: not valid YAML{at}: {problem}"]) from None
     except RecursionError:
         raise InvalidSpec([f"{where}: nested too deeply to read (a TFJob needs about 15 levels)"]) from None
+
+
+_OPENS = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMappingStartToken,
+          yaml.FlowSequenceStartToken)
+_CLOSES = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+
+
+def _nested_deeper_than(text: str, limit: int) -> bool:
+    """Whether collections nest deeper than `limit`, from PyYAML's scanner, which is iterative: whether the
+    recursive composer could read the text depends on the interpreter's recursion limit, this does not."""
+    depth = 0
+    for token in yaml.scan(text):
+        if isinstance(token, _OPENS):
+            depth += 1
+            if depth > limit:
+                return True
+        elif isinstance(token, _CLOSES):
+            depth -= 1
+    return False
 
 
 def _doc_name(doc: Any, index: int) -> str:

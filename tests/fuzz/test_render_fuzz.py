@@ -125,6 +125,17 @@ def test_issue_reproducer_is_refused_naming_the_field(raw: bytes) -> None:
     assert REPRODUCERS[name][1] in stderr
 
 
+def test_deep_nesting_is_refused_whatever_the_interpreters_recursion_limit() -> None:
+    raw, words = REPRODUCERS["1000-nested-brackets"]
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(20000)  # as some libraries do: PyYAML could then read 1000 levels
+    try:
+        code, stdout, stderr = render_in_process(raw)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert code == 2 and stdout == "" and words in stderr
+
+
 def test_alias_bomb_is_refused_without_expanding_it() -> None:
     from fuzz_documents import ALIAS_BOMB
 
