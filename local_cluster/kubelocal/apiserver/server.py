@@ -29,7 +29,7 @@ from .authorization import AlwaysAllow, Authorizer
 from .crd_cleanup import CrdCleanup
 from .faults import FaultInjector, LogSource, RequestRecord
 from .handler import RequestHandler
-from .plugins import AdmissionWebhooks, BuiltinDefaults, BuiltinValidation, CelValidationRules
+from .plugins import AdmissionWebhooks, BuiltinDefaults, BuiltinValidation, CelValidationRules, ResourceQuotaAdmission
 from .rbac import RBACAuthorizer
 from .registry import Registry
 from .remotecommand import ExecSource
@@ -60,7 +60,8 @@ class ApiServer:
         self.admission.register(BuiltinDefaults())
         self.admission.register(BuiltinValidation())
         self.admission.register(CelValidationRules())
-        self.admission.register(AdmissionWebhooks(self.store))  # last, as kube-apiserver orders them
+        self.admission.register(AdmissionWebhooks(self.store))
+        self.admission.register(ResourceQuotaAdmission(self.store))  # last, as kube-apiserver orders them
         self.authorizers: list[Authorizer] = [RBACAuthorizer(self.store), AlwaysAllow()]
         self.faults = FaultInjector()
         self.faults._drop_watches = self._drop_watches

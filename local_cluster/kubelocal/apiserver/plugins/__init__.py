@@ -6,7 +6,9 @@ ServiceAccount plugin is registered by `LocalCluster`, which also runs the contr
 from .builtin_defaults import BuiltinDefaults
 from .builtin_validation import BuiltinValidation
 from .cel_rules import CelValidationRules
+from .resourcequota import ResourceQuotaAdmission
 from .serviceaccount import ServiceAccountAdmission
 from .webhooks import AdmissionWebhooks
 
-__all__ = ["AdmissionWebhooks", "BuiltinDefaults", "BuiltinValidation", "CelValidationRules", "ServiceAccountAdmission"]
+__all__ = ["AdmissionWebhooks", "BuiltinDefaults", "BuiltinValidation", "CelValidationRules", "ResourceQuotaAdmission",
+           "ServiceAccountAdmission"]
