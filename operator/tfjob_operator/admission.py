@@ -43,7 +43,8 @@ from tfjob_operator.gang.queue import (
 )
 from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import JobView, is_terminal
+from tfjob_operator.observed import JobView
+from tfjob_operator.resources import is_terminal
 from tfjob_operator.settings import OperatorSettings
 
 log = logging.getLogger("tfjob_operator.admission")

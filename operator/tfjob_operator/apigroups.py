@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from tfjob_operator import constants
+
+if TYPE_CHECKING:
+    from tfjob_operator.api import TFJob
 
 
 class KubeflowApi(StrEnum):
@@ -170,3 +173,15 @@ def counters_from_annotations(annotations: Mapping[str, str]) -> dict[str, int]:
 def counter_annotations(restart_count: int, failure_restarts: int) -> dict[str, str | None]:
     """The annotations that hold a `kubeflow.org/v1` job's gang counters."""
     return {ANNOTATION_RESTART_COUNT: str(restart_count), ANNOTATION_FAILURE_RESTARTS: str(failure_restarts)}
+
+
+def owner_reference(job: TFJob) -> dict[str, Any]:
+    """Controller reference to the TFJob (of its own API group), so Kubernetes garbage-collects the object with it."""
+    return {
+        "apiVersion": job.apiVersion,
+        "kind": constants.KIND,
+        "name": job.name,
+        "uid": job.metadata.uid or "",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }

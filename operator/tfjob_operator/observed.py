@@ -28,7 +28,6 @@ def latest(store: Any) -> Mapping[str, Any] | None:
 #: Conditions that end a job for good.
 FINISHED_CONDITIONS = frozenset({JobConditionType.SUCCEEDED, JobConditionType.FAILED})
 #: Pod phases after which a pod runs nothing and holds no capacity.
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 def prior_status(obj: Mapping[str, Any]) -> TFJobStatus:
@@ -52,11 +51,6 @@ def finished(status: TFJobStatus) -> bool:
 def is_finished(obj: Mapping[str, Any]) -> bool:
     """:func:`finished` of the status the job object carries."""
     return finished(prior_status(obj))
-
-
-def is_terminal(pod: Mapping[str, Any]) -> bool:
-    """The pod ended (Succeeded or Failed)."""
-    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
 def owned_by(pod: Mapping[str, Any], job_name: str, job_uid: str | None) -> bool:

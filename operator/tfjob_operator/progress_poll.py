@@ -21,7 +21,8 @@ import aiohttp
 
 from tfjob_operator import apigroups, resources
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import is_terminal, latest, prior_status
+from tfjob_operator.observed import latest, prior_status
+from tfjob_operator.resources import is_terminal
 from tfjob_operator.times import now as utcnow
 from tfjob_operator.training_progress import (
     chief_pod,

@@ -54,18 +54,6 @@ def chief_pod_name(job: TFJob) -> str:
     return pod_name(job.name, rtype, 0)
 
 
-def owner_reference(job: TFJob) -> dict[str, Any]:
-    """Controller reference to the TFJob (of its own API group), so Kubernetes garbage-collects the object with it."""
-    return {
-        "apiVersion": job.apiVersion,
-        "kind": constants.KIND,
-        "name": job.name,
-        "uid": job.metadata.uid or "",
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
 def selector_labels(job: TFJob) -> dict[str, str]:
     return {constants.LABEL_JOB_NAME: job.name}
 
@@ -100,7 +88,7 @@ def render_service(job: TFJob) -> dict[str, Any]:
             "name": job.name,
             "namespace": job.namespace,
             "labels": selector_labels(job),
-            "ownerReferences": [owner_reference(job)],
+            "ownerReferences": [apigroups.owner_reference(job)],
         },
         "spec": {
             "clusterIP": "None",
@@ -178,7 +166,7 @@ def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOption
         "name": name,
         "namespace": job.namespace,
         "labels": labels,
-        "ownerReferences": [owner_reference(job)],
+        "ownerReferences": [apigroups.owner_reference(job)],
     }
     if meta.get("annotations"):
         metadata["annotations"] = dict(meta["annotations"])

@@ -12,8 +12,6 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
-from tfjob_operator.observed import is_terminal
-
 GPU: str = "nvidia.com/gpu"
 
 #: Resources every comparison considers; anything else a pod requests is compared too when present.
@@ -44,6 +42,15 @@ def subtract(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> Resources:
 def covers(available: Mapping[str, Decimal], wanted: Mapping[str, Decimal]) -> bool:
     """True when every wanted quantity is available (an absent resource counts as zero)."""
     return all(value <= available.get(name, Decimal(0)) for name, value in wanted.items() if value > 0)
+
+
+#: Pod phases after which a pod holds nothing and is never restarted.
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def is_terminal(pod: Mapping[str, Any]) -> bool:
+    """The pod ended (Succeeded or Failed)."""
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
 def pod_requests(pod: Mapping[str, Any]) -> Resources:

@@ -28,9 +28,8 @@ from decimal import Decimal
 from functools import cache
 from typing import Any, ClassVar
 
-from tfjob_operator import constants, resources
+from tfjob_operator import apigroups, constants, resources
 from tfjob_operator.api import TFJob
-from tfjob_operator.render import owner_reference
 
 #: Annotation on a TFJob: a node label; all the job's pods must land on nodes sharing one value of it
 #: (an NVLink island, a rack). Built-in backend only.
@@ -238,5 +237,5 @@ def podgroup_metadata(job: TFJob, options: GangOptions) -> dict[str, Any]:
         "name": group_name(job),
         "namespace": job.namespace,
         "labels": {**options.group_labels, constants.LABEL_JOB_NAME: job.name},
-        "ownerReferences": [owner_reference(job)],
+        "ownerReferences": [apigroups.owner_reference(job)],
     }

@@ -35,7 +35,7 @@ from tfjob_operator import constants, resources
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang import base
 from tfjob_operator.gang.placement import AdmissionPolicy, GangRequest, admit
-from tfjob_operator.observed import is_terminal
+from tfjob_operator.resources import is_terminal
 from tfjob_operator.times import format_time, parse_time
 
 GATE = constants.GANG_SCHEDULING_GATE
