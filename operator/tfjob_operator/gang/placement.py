@@ -206,6 +206,8 @@ class Cluster:
         ).reshape(len(ordered), len(self.resource_names))
         self.node_index: dict[str, int] = {n.name: i for i, n in enumerate(self.nodes)}
         self.free: Matrix = self.alloc.copy()
+        #: Allocatable, at least 1: the divisor of the best-fit share (computed once, not per placement).
+        self.alloc_floor: Matrix = np.maximum(self.alloc, 1)
         for node_name, amounts in used.items():
             if node_name in self.node_index:
                 self.take(node_name, amounts)
@@ -368,21 +370,27 @@ class _Pass:
                 return None
             allowed = c.allowed(cls, group)
             wanted = len(cls.pod_names)
-            rows = self.avail[allowed] if used is None else self.avail[allowed] - used[allowed]
+            # Every node allowed (the common case): a view of the matrix, not a fancy-indexed copy.
+            base = self.avail if allowed.size == len(c.nodes) else self.avail[allowed]
+            rows = base if used is None else base - used[allowed]
             counts = (rows[:, idx] // amounts).min(axis=1) if idx.size else np.full(allowed.size, wanted)
-            fit = counts > 0
+            fit = np.flatnonzero(counts > 0)
             counts = np.minimum(counts[fit], wanted)
             if int(counts.sum()) < wanted:
                 return None
-            nodes, rows = allowed[fit], rows[fit]
+            nodes = allowed[fit]
             # Best fit: fewest GPUs left after one pod, then the smallest cpu+memory share left.
-            left = rows.copy()
-            left[:, idx] -= amounts
-            gpu_left = np.clip(left[:, c.gpu], 0, None) if c.gpu is not None else np.zeros(nodes.size, np.int64)
+            # Only the columns the ranking reads are computed (rows may be a view of the free matrix).
+            taken = dict(zip(idx.tolist(), amounts.tolist(), strict=True))
+
+            def left(i: int) -> npt.NDArray[np.int64]:
+                return rows[fit, i] - taken.get(i, 0)  # noqa: B023 (used at once, inside this iteration)
+
+            gpu_left = np.maximum(left(c.gpu), 0) if c.gpu is not None else np.zeros(nodes.size, np.int64)
             share = np.zeros(nodes.size)
             for i in (c.cpu, c.memory):
                 if i is not None:
-                    share += left[:, i] / np.maximum(c.alloc[nodes, i], 1)
+                    share += left(i) / c.alloc_floor[nodes, i]
             order = np.lexsort((nodes, share, gpu_left))
             if used is None:
                 used = np.zeros_like(self.avail)
