@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tfjob_operator import resources
+from tfjob_operator.observed import is_terminal
 from tfjob_operator.resources import GPU
 
 #: Quantities are compared as integers in thousandths (cpu in millicores, memory in milli-bytes).
@@ -575,3 +576,56 @@ def admit(
     ``builtin.in_flight_reservations``); ``passes_waited``: the previous result's ``passes_waited``.
     """
     return admit_in(Cluster.from_objects(nodes, bound_pods, reservations), queue, policy, passes_waited)
+
+
+class ClusterState:
+    """Free capacity kept between passes and moved by pod and node events, instead of rebuilt from lists per pass.
+
+    Pod events (bound, finished, deleted) move one pod's requests in and out of the kept :class:`Cluster` (its
+    requests are parsed once, when it starts holding capacity); node events (rare) drop the matrix, and the next
+    :meth:`cluster` rebuilds it from the kept nodes and pods. The result equals ``Cluster.from_objects`` over the
+    same nodes and pods (pinned by a property test). Terminal and unbound pods hold nothing.
+    """
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, Mapping[str, Any]] = {}
+        #: pod key (namespace/name) → (node name, requests) for every pod that holds capacity.
+        self._held: dict[str, tuple[str, resources.Resources]] = {}
+        self._cluster: Cluster | None = None
+
+    def node_event(self, event_type: str, node: Mapping[str, Any]) -> None:
+        name = str((node.get("metadata") or {}).get("name", ""))
+        if event_type == "DELETED":
+            self._nodes.pop(name, None)
+        else:
+            self._nodes[name] = node
+        self._cluster = None  # allocatable, labels, taints or readiness may have changed: rebuild on demand
+
+    def pod_event(self, event_type: str, pod: Mapping[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        holds = event_type != "DELETED" and bool(node_name) and not is_terminal(pod)
+        old = self._held.get(key)
+        # Parsed once per event, not per pass; requests may change in place (pod resize), so compare them.
+        entry = (str(node_name), resources.pod_requests(pod)) if holds else None
+        if entry == old:
+            return
+        if old is not None:
+            del self._held[key]
+            if self._cluster is not None and old[0] in self._cluster.node_index:
+                self._cluster.give(old[0], old[1])
+        if entry is not None:
+            self._held[key] = entry
+            if self._cluster is not None and entry[0] in self._cluster.node_index:
+                self._cluster.take(entry[0], entry[1])
+
+    def cluster(self) -> Cluster:
+        """The kept Cluster (rebuilt only after a node event). Passes must not mutate it (admit_in does not)."""
+        if self._cluster is None:
+            cluster = Cluster(list(self._nodes.values()), {})
+            for node_name, amounts in self._held.values():
+                if node_name in cluster.node_index:
+                    cluster.take(node_name, amounts)
+            self._cluster = cluster
+        return self._cluster

@@ -1,0 +1,62 @@
+"""The free capacity admission keeps between passes equals a rebuild from the same nodes and pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gangfixtures import node, pod
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
+
+from tfjob_operator.gang.placement import Cluster, ClusterState
+
+NODES = ["n0", "n1"]
+PODS = ["p0", "p1", "p2"]
+
+node_events = st.tuples(
+    st.just("node"), st.sampled_from(["ADDED", "MODIFIED", "DELETED"]), st.sampled_from(NODES),
+    st.integers(0, 8), st.sampled_from(["16", "32", "7500m"]),
+)
+pod_events = st.tuples(
+    st.just("pod"), st.sampled_from(["ADDED", "MODIFIED", "DELETED"]), st.sampled_from(PODS),
+    st.sampled_from([*NODES, *NODES, None, "gone-node"]),
+    st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]),
+    st.integers(0, 4), st.sampled_from(["250m", "1", "3500m"]),
+)
+
+
+@seed(16)
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(st.lists(st.one_of(node_events, pod_events, st.just(("pass",))), max_size=40))
+def test_incremental_free_capacity_equals_a_rebuild_after_any_pod_and_node_events(events: list[tuple[Any, ...]]) -> None:
+    state = ClusterState()
+    nodes: dict[str, dict[str, Any]] = {}
+    pods: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if event[0] == "pass":
+            state.cluster()  # a pass in between: later events move the kept matrix instead of a fresh one
+        elif event[0] == "node":
+            _, kind, name, gpu, cpu = event
+            obj = node(name, gpu=gpu, cpu=cpu)
+            if kind == "DELETED":
+                nodes.pop(name, None)
+            else:
+                nodes[name] = obj
+            state.node_event(kind, obj)
+        else:
+            _, kind, name, node_name, phase, gpu, cpu = event
+            obj = pod(name, gpu=gpu, cpu=cpu, node_name=node_name, phase=phase)
+            if kind == "DELETED":
+                pods.pop(name, None)
+            elif name in pods and pods[name]["spec"].get("nodeName") and pods[name]["spec"]["nodeName"] != node_name:
+                continue  # the API server never moves a bound pod to another node
+            else:
+                pods[name] = obj
+            state.pod_event(kind, obj)
+    kept = state.cluster()
+    rebuilt = Cluster.from_objects(list(nodes.values()), list(pods.values()))
+    assert [n.name for n in kept.nodes] == [n.name for n in rebuilt.nodes]
+    assert kept.resource_names == rebuilt.resource_names
+    assert np.array_equal(kept.free, rebuilt.free)
+    assert np.array_equal(kept.alloc, rebuilt.alloc)
