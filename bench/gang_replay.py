@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from tfjob_operator.gang.placement import AdmissionPolicy, Cluster, GangRequest, admit_in
+from tfjob_operator.gang.placement import AdmissionPolicy, Cluster, ClusterState, GangRequest, admit_in
 
 TRACE = (Path(__file__).resolve().parents[1] / "third_party" / "traces" / "microsoft-itp-elasticflow"
          / "raw-traces.tar.gz")
@@ -343,8 +343,11 @@ def admission_pass_time(
 ) -> tuple[float, float, int]:
     """Seconds for one pass of `n_jobs` queued trace gangs over `n_nodes` half-busy 8-GPU nodes.
 
-    Returns (seconds for admit_in on a prepared Cluster, seconds including Cluster.from_objects, admitted);
-    both include parsing every queued pod's requests, as the operator's pass does.
+    Returns (incremental, rebuild, admitted). Incremental is the pass as kept state runs it: the free capacity is
+    a :class:`ClusterState` fed by pod and node events before the pass, and each queued gang's pod requests
+    were parsed when its job was (once per resourceVersion), so the pass is `admit_in` alone. Rebuild parses
+    nodes, bound pods and every queued pod afresh (`Cluster.from_objects` and new GangRequests), as a pass
+    without kept state does. Best of three each (the machine may be shared).
     """
     rng = random.Random(8)
     nodes = [node_dict(f"n{i:04d}", 8) for i in range(n_nodes)]
@@ -360,18 +363,28 @@ def admission_pass_time(
         per = min(num_gpu, g)
         pods = tuple(pod_dict(f"q{k}-worker-{i}", per) for i in range(num_gpu // per))
         queue.append(GangRequest(f"q{k}", pods, arrival=float(k)))
-    best: tuple[float, float, int] | None = None
-    for _ in range(3):  # best of three: the machine may be shared
+    waited = {q.key: 100 for q in queue}
+    state = ClusterState()
+    for node in nodes:
+        state.node_event("ADDED", node)
+    for pod in bound:
+        state.pod_event("ADDED", pod)
+    state.cluster()  # built at the first pass, then kept
+    for q in queue:
+        _ = q.classes  # parsed with the job, not in the pass
+    incremental = rebuild = float("inf")
+    admitted = -1
+    for _ in range(3):
+        began = time.perf_counter()
+        result = admit_in(state.cluster(), queue, AdmissionPolicy(), waited)
+        incremental = min(incremental, time.perf_counter() - began)
         fresh = [GangRequest(q.key, q.pods, arrival=q.arrival) for q in queue]  # no cached pod parsing
         began = time.perf_counter()
-        cluster = Cluster.from_objects(nodes, bound)
-        built = time.perf_counter()
-        result = admit_in(cluster, fresh, AdmissionPolicy(), {q.key: 100 for q in fresh})
-        done = time.perf_counter()
-        if best is None or done - began < best[1]:
-            best = (done - built, done - began, len(result.admitted))
-    assert best is not None
-    return best
+        again = admit_in(Cluster.from_objects(nodes, bound), fresh, AdmissionPolicy(), waited)
+        rebuild = min(rebuild, time.perf_counter() - began)
+        assert again.admitted == result.admitted and again.waiting == result.waiting  # kept state decides alike
+        admitted = len(result.admitted)
+    return incremental, rebuild, admitted
 
 
 def plot(outcomes: dict[int, dict[str, Outcome]], path: Path, title: str) -> None:
@@ -492,11 +505,11 @@ def main() -> None:
     print("\nadmission pass, 1000 queued trace jobs x 1000 nodes (8 GPUs each, about half busy):")
     pass_times = {}
     for g in (8, 1):
-        core, full, admitted = admission_pass_time(rows, g, 1000, 1000)
-        pass_times[g] = core
+        incremental, rebuild, admitted = admission_pass_time(rows, g, 1000, 1000)
+        pass_times[g] = incremental
         print(
-            f"  G={g}: {core:.2f} s on a prepared Cluster, {full:.2f} s including parsing the objects; "
-            f"{admitted} admitted"
+            f"  G={g}: {1000 * incremental:.0f} ms with state kept between passes (as the operator's pass), "
+            f"{1000 * rebuild:.0f} ms rebuilding it and parsing every pod; {admitted} admitted"
         )
 
     parts = []
@@ -510,8 +523,8 @@ def main() -> None:
             "deadlocks"
         )
     print(
-        f"\nsummary: {'; '.join(parts)}; admission pass 1000 jobs x 1000 nodes {pass_times[8]:.2f} s (G=8) / "
-        f"{pass_times[1]:.2f} s (G=1); replay {replay_seconds:.0f} s"
+        f"\nsummary: {'; '.join(parts)}; admission pass 1000 jobs x 1000 nodes {1000 * pass_times[8]:.0f} ms (G=8) / "
+        f"{1000 * pass_times[1]:.0f} ms (G=1) with kept state; replay {replay_seconds:.0f} s"
     )
 
 

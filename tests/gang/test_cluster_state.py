@@ -29,7 +29,9 @@ pod_events = st.tuples(
 @seed(16)
 @settings(max_examples=500, deadline=None, derandomize=True)
 @given(st.lists(st.one_of(node_events, pod_events, st.just(("pass",))), max_size=40))
-def test_incremental_free_capacity_equals_a_rebuild_after_any_pod_and_node_events(events: list[tuple[Any, ...]]) -> None:
+def test_incremental_free_capacity_equals_a_rebuild_after_any_pod_and_node_events(
+    events: list[tuple[Any, ...]],
+) -> None:
     state = ClusterState()
     nodes: dict[str, dict[str, Any]] = {}
     pods: dict[str, dict[str, Any]] = {}
