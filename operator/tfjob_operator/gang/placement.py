@@ -33,8 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tfjob_operator import resources
-from tfjob_operator.observed import is_terminal
-from tfjob_operator.resources import GPU
+from tfjob_operator.resources import GPU, is_terminal
 
 #: Quantities are compared as integers in thousandths (cpu in millicores, memory in milli-bytes).
 _SCALE = Decimal(1000)
