@@ -82,3 +82,20 @@ def test_a_job_submitted_before_its_namespace_has_a_default_account_waits_for_it
 def _state(cluster: Cluster, ns: str) -> str | None:
     job = cluster.custom.get_namespaced_custom_object("tfjob.dev", "v1", ns, "tfjobs", "early")
     return (job.get("status") or {}).get("state")  # type: ignore[no-any-return]
+
+
+def test_a_gang_whose_pods_exceed_the_namespaces_quota_fails_clearly_and_leaves_nothing_running(
+        cluster: Cluster) -> None:
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "team-cpu"},
+             "spec": {"hard": {"requests.cpu": "2"}}}  # room for two of the three workers
+    cluster.core.create_namespaced_resource_quota("default", quota)
+    try:
+        worker = replica(FOREVER, 3)
+        worker["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+        name = cluster.submit({"Worker": worker})
+        status = cluster.wait_state(name, "Failed")
+        failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+        assert "exceeded quota: team-cpu" in failed["message"], failed
+        wait_for(lambda: not _running(cluster, name), 30, what="no pod of the refused gang left running")
+    finally:
+        cluster.core.delete_namespaced_resource_quota("team-cpu", "default", _preload_content=False)
