@@ -55,7 +55,8 @@ def test_resubmitting_a_job_under_the_same_name_while_its_pods_terminate_runs_th
 
 
 def test_a_job_deleted_by_its_ttl_can_be_submitted_again_under_the_same_name(cluster: Cluster) -> None:
-    name = cluster.submit({"Worker": replica(QUICK, 2)}, ttlSecondsAfterFinished=0)
+    # A TTL of a few seconds leaves a window to see Succeeded; with 0 the job can be gone before a poll sees it.
+    name = cluster.submit({"Worker": replica(QUICK, 2)}, ttlSecondsAfterFinished=2)
     cluster.wait_state(name, "Succeeded")
     wait_for(lambda: cluster.job(name) is None, 30, what="the TTL to delete the job")
     cluster.submit({"Worker": replica(QUICK, 2)}, name=name)
