@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,3 +31,31 @@ def chart_env(objects: list[dict[str, Any]]) -> dict[str, Any]:
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+KUBECTL = Path(sys.executable).parent / "kubectl"
+
+
+@contextlib.contextmanager
+def chart_cluster(workdir: Path) -> Iterator[Path]:
+    """What `tfjob local up` starts (the CRD, the controllers, the image table mapping the chart's operator image
+    to the installed `tfjob`), as a kubeconfig path."""
+    from kubelocal.apiserver import write_kubeconfig
+    from kubelocal.cluster import LocalClusterThread
+    from tfjob_operator.crd import CRD_PATH
+    from tfjob_operator.local.image import local_images, worker_image_defaults
+
+    with LocalClusterThread(workdir=workdir, crds=(CRD_PATH,), image=worker_image_defaults(),
+                            images=local_images()) as cluster:
+        path = workdir / "kubeconfig"
+        write_kubeconfig(path, cluster.url)
+        yield path
+
+
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(KUBECTL), f"--kubeconfig={kubeconfig}", *args], input=stdin, capture_output=True,
+                          text=True, timeout=120)
+    if check and proc.returncode:
+        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
+    return proc

@@ -8,44 +8,23 @@ would; test_helm_on_local_cluster.py installs it with Helm itself."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from deployhelpers import renderer
+from deployhelpers import chart_cluster, kubectl, renderer
 from polling import wait_for
 
-from kubelocal.apiserver import write_kubeconfig
-from kubelocal.cluster import LocalClusterThread
-from tfjob_operator.crd import CRD_PATH
-from tfjob_operator.local.image import local_images, worker_image_defaults
-
 pytestmark = pytest.mark.timeout(240)
-KUBECTL = Path(sys.executable).parent / "kubectl"
 NS = "tfjob-system"
 
 
 @pytest.fixture(scope="module")
 def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    workdir = Path(tmp_path_factory.mktemp("chart"))
-    with LocalClusterThread(workdir=workdir, crds=(CRD_PATH,), image=worker_image_defaults(),
-                            images=local_images()) as cluster:
-        path = workdir / "kubeconfig"
-        write_kubeconfig(path, cluster.url)
+    with chart_cluster(Path(tmp_path_factory.mktemp("chart"))) as path:
         yield path
-
-
-def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(KUBECTL), f"--kubeconfig={kubeconfig}", *args], input=stdin, capture_output=True,
-                          text=True, timeout=120)
-    if check and proc.returncode:
-        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
-    return proc
 
 
 def _tfjob(name: str, replicas: Any) -> str:

@@ -6,45 +6,25 @@ upgrade with a changed value rolls the operator, and an uninstall leaves nothing
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm
 import pytest
 import yaml
+from deployhelpers import chart_cluster, kubectl
 from polling import wait_for
 
-from kubelocal.apiserver import write_kubeconfig
-from kubelocal.cluster import LocalClusterThread
-from tfjob_operator.crd import CRD_PATH
-from tfjob_operator.local.image import local_images, worker_image_defaults
-
-helm = pytest.importorskip("helm_python")
 pytestmark = pytest.mark.timeout(240)
-KUBECTL = Path(sys.executable).parent / "kubectl"
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "tfjob-operator"
 NS = "tfjob-system"
 
 
 @pytest.fixture()
 def kubeconfig(tmp_path: Path) -> Iterator[Path]:
-    # What `tfjob local up` starts: the CRD, the controllers, and the image table mapping the chart's image.
-    with LocalClusterThread(workdir=tmp_path, crds=(CRD_PATH,), image=worker_image_defaults(),
-                            images=local_images()) as cluster:
-        path = tmp_path / "kubeconfig"
-        write_kubeconfig(path, cluster.url)
+    with chart_cluster(tmp_path) as path:
         yield path
-
-
-def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(KUBECTL), f"--kubeconfig={kubeconfig}", *args], input=stdin, capture_output=True,
-                          text=True, timeout=120)
-    if check and proc.returncode:
-        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
-    return proc
 
 
 def get(kubeconfig: Path, *args: str) -> Any:
