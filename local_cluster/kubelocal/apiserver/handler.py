@@ -17,14 +17,14 @@ from . import apply, nonresource, objects, options, portforward, protobuf, remot
 from . import patch as patching
 from .authorization import Attributes, Authorizer, Decision, authorize, forbidden, user_from_headers
 from .codec import json_response, object_response, read_body, read_body_or_none, warning_headers
-from .errors import ApiError, details, status_body, success_status
+from .errors import ApiError, status_body
 from .faults import RECORD, FaultInjector, LogSource, RequestRecord
 from .registry import ResourceType
 from .requestinfo import RequestInfo, parse_request
 from .rest import create, delete, read, update
 from .rest.context import RestContext
 from .store import dumps
-from .strategy import NS_KEY, RETURNS_DELETED_OBJECT
+from .strategy import NS_KEY
 from .tables import to_table, wants_table
 from .watch import serve_watch
 
@@ -228,10 +228,7 @@ class RequestHandler:
         if method == "DELETE":
             opts = await self._delete_options(request)
             obj, removed = delete.delete(ctx, rt, ns, name, opts, user=user)
-            if removed and not (rt.key in RETURNS_DELETED_OBJECT or rt.is_custom):
-                status = success_status(details(name, rt.group, rt.plural, uid=obj["metadata"]["uid"]))
-                return object_response(request, status)
-            return object_response(request, obj)
+            return object_response(request, *delete.response(rt, obj, removed, opts))
         raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
 
     @staticmethod

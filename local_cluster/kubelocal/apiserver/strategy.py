@@ -19,19 +19,6 @@ NS_KEY: Key = ("", "namespaces")
 POD_KEY: Key = ("", "pods")
 SERVICE_KEY: Key = ("", "services")
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
-# Kinds whose REST storage answers a DELETE with the deleted object (`ReturnDeletedObject: true` in
-# kube-apiserver's pkg/registry), not a Status; custom resources do too.
-RETURNS_DELETED_OBJECT: frozenset[Key] = frozenset(
-    {
-        POD_KEY,
-        SERVICE_KEY,
-        ("", "serviceaccounts"),
-        ("", "persistentvolumes"),
-        ("", "persistentvolumeclaims"),
-        ("storage.k8s.io", "storageclasses"),
-    }
-)
-
 
 def check_type(rt: ResourceType, obj: dict[str, Any]) -> None:
     """The body's kind/apiVersion must be the URL's (or absent); afterwards both are set."""

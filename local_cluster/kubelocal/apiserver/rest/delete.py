@@ -14,11 +14,47 @@ from .. import objects
 from ..admission import AdmissionRequest, Operation
 from ..authorization import ADMIN, UserInfo
 from ..codec import is_dry_run
-from ..errors import ApiError, conflict, not_found
+from ..errors import ApiError, conflict, details, not_found, success_status
 from ..registry import ResourceType
 from ..selectors import Selector
-from ..strategy import CRD_KEY, NS_KEY, POD_KEY
+from ..store import Key
+from ..strategy import CRD_KEY, NS_KEY, POD_KEY, SERVICE_KEY
 from .context import RestContext
+
+# Kinds whose REST storage answers a DELETE that removed the object with the object itself, not a Status
+# (`ReturnDeletedObject: true` in kube-apiserver's pkg/registry; the OpenAPI, and so the official clients,
+# then type the DELETE response as the kind: `delete_namespaced_resource_quota` -> V1ResourceQuota).
+# Custom resources do too. Kinds not served here are listed so that serving them later stays right.
+RETURNS_DELETED_OBJECT: frozenset[Key] = frozenset(
+    {
+        POD_KEY,
+        SERVICE_KEY,
+        ("", "serviceaccounts"),
+        ("", "persistentvolumes"),
+        ("", "persistentvolumeclaims"),
+        ("", "resourcequotas"),
+        ("", "podtemplates"),
+        ("storage.k8s.io", "storageclasses"),
+        ("storage.k8s.io", "csidrivers"),
+        ("storage.k8s.io", "csinodes"),
+        ("storage.k8s.io", "volumeattachments"),
+        ("storage.k8s.io", "volumeattributesclasses"),
+    }
+)
+
+
+def response(
+    rt: ResourceType, obj: dict[str, Any], removed: bool, opts: Mapping[str, Any]
+) -> tuple[dict[str, Any], int]:
+    """The body and code of a DELETE answer, as kube-apiserver's finalizeDelete and delete handler give them:
+    an object still there (finalizers, grace period, a Terminating namespace) is returned as it now is; one
+    removed is returned by the kinds that return the deleted object, and as a Status by the others. 202 only
+    when the object stays and the caller asked for cascading with `orphanDependents: false`."""
+    code = 202 if not removed and opts.get("orphanDependents") is False else 200
+    if removed and not (rt.key in RETURNS_DELETED_OBJECT or rt.is_custom):
+        meta = obj["metadata"]
+        return success_status(details(meta["name"], rt.group, rt.plural, uid=meta["uid"])), code
+    return obj, code
 
 
 def delete_options(query: Mapping[str, str], body: Any) -> dict[str, Any]:
@@ -76,8 +112,6 @@ def delete(
     )
     ctx.admission.admit(admission)
     ctx.admission.validate(admission)
-    if dry_run:
-        return old, False
     meta = old["metadata"]
     policy = opts.get("propagationPolicy") or "Background"
     finalizers = list(meta.get("finalizers") or [])
@@ -89,13 +123,14 @@ def delete(
             finalizers.append("foregroundDeletion")
         if policy == "Orphan" and "orphan" not in finalizers:
             finalizers.append("orphan")
-    if rt.key == NS_KEY and meta.get("deletionTimestamp") and not finalizers \
-            and not (old.get("spec") or {}).get("finalizers"):
-        # the namespace controller has drained and finalized it: this DELETE removes it
-        final = ctx.store.remove(rt.key, ns, name)
-        assert final is not None
-        return final, True
-    if not finalizers and grace == 0 and rt.key not in (NS_KEY,):
+    # A dry run answers what the real DELETE would (the removed object, or the object marked for deletion)
+    # and stores nothing: the answer's body then follows the same per-kind rule (see `response`).
+    finalized_ns = rt.key == NS_KEY and meta.get("deletionTimestamp") and not finalizers \
+        and not (old.get("spec") or {}).get("finalizers")
+    if finalized_ns or (not finalizers and grace == 0 and rt.key != NS_KEY):
+        # the namespace controller has drained and finalized it (namespace), or nothing holds it (the rest)
+        if dry_run:
+            return old, True
         final = ctx.store.remove(rt.key, ns, name)
         assert final is not None
         return final, True
@@ -113,6 +148,8 @@ def delete(
         nmeta["deletionGracePeriodSeconds"] = grace
     elif current_grace is None:
         nmeta["deletionGracePeriodSeconds"] = grace
+    if dry_run:
+        return new, False
     if objects.canonical(new) != objects.canonical(old):
         ctx.store.write(rt.key, new)
     if rt.key == CRD_KEY:
