@@ -41,12 +41,10 @@ demo: setup
 crd: setup
 	$(BIN)/tfjob crd > crds/tfjob.yaml
 
+# Every bench in bench/ with the sizes and time shares of bench/run_all.py (15 minutes on 2 cores); prints one
+# table (figure, value, goal, met) and writes bench/results/<bench>.txt, summary.txt and the plots.
 bench: setup
-	$(BIN)/python bench/emulator_throughput.py
-	$(BIN)/python bench/operator_scale.py
-	$(BIN)/python bench/local_scale.py
-	$(BIN)/python bench/gang_replay.py
-	$(BIN)/python bench/runtime_overhead.py
+	$(BIN)/python bench/run_all.py
 
 clean:
 	rm -rf $(VENV) $(KUBEFLOW_SDK_VENV) .tfjob-local .pytest_cache .mypy_cache .ruff_cache

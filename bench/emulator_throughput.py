@@ -75,8 +75,8 @@ def main() -> None:
         plain_patch = args.objects / (time.perf_counter() - start)
         print(f"patch ({args.objects} objects, no watchers busy): {plain_patch:.1f} req/s")
         print(
-            f"emulator: list {list_rate:.1f} req/s, watch fan-out {fanout_rate:.0f} events/s, "
-            f"patch {plain_patch:.0f} req/s"
+            f"SUMMARY objects={args.objects} list_rps={list_rate:.1f} watch_events_per_s={fanout_rate:.0f} "
+            f"patch_rps={plain_patch:.0f} patch_watched_rps={patch_rate:.0f}"
         )
         client.close()
 

@@ -527,6 +527,16 @@ def main() -> None:
         f"\nsummary: {'; '.join(parts)}; admission pass 1000 jobs x 1000 nodes {1000 * pass_times[8]:.0f} ms (G=8) / "
         f"{1000 * pass_times[1]:.0f} ms (G=1) with kept state; replay {replay_seconds:.0f} s"
     )
+    jcts = " ".join(
+        f"jct_{p.replace('-', '_')}_g{g}={statistics.mean(outcomes[g][p].jct_hours()):.1f}h"
+        for g in (8, 1)
+        for p in POLICIES
+    )
+    print(
+        f"SUMMARY jobs={len(rows)} admission_pass_g8={1000 * pass_times[8]:.0f}ms "
+        f"admission_pass_g1={1000 * pass_times[1]:.0f}ms {jcts} "
+        f"partial_gpu_hours_no_gang_g1={outcomes[1]['no-gang'].partial_gpu_hours:.0f} replay={replay_seconds:.0f}s"
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@ verb and resource (from the API server's request log), and the operator's peak R
 `tfjob operator` in its own process, as in production; the pods are real (trivial) processes.
 
     .venv/bin/python bench/operator_scale.py [--jobs 100] [--workers 4]
+    .venv/bin/python bench/operator_scale.py --sweep 100,250,500,1000 [--plot bench/results/operator_scale.png]
+
+The sweep runs each size on a fresh control plane and operator, prints a table, plots latency and operator peak
+RSS against the number of jobs, and ends with one SUMMARY line whose keys carry the size (jobs100_created_p99=...).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +34,7 @@ from kubelocal.cluster import LocalClusterThread
 from tfjob_operator.crd import CRD_PATH
 
 BENCH_UA = "tfjob-bench"
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -91,15 +97,34 @@ def peak_rss(pid: int, stop: threading.Event, out: list[int]) -> None:
         stop.wait(0.2)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=100)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--timeout", type=float, default=600.0)
-    parser.add_argument("--profile", type=Path, help="record the operator with py-spy (collapsed stacks) to this file")
-    parser.add_argument("--trace", action="store_true", help="print the first job's requests in order")
-    parser.add_argument("--gang", default="builtin", choices=["builtin", "none"], help="the operator's gang backend")
-    args = parser.parse_args(argv)
+@dataclass
+class Result:
+    """One run's figures (seconds, requests per job, MiB)."""
+
+    jobs: int
+    workers: int
+    created_p50: float
+    created_p99: float
+    succeeded_p50: float
+    succeeded_p99: float
+    requests_per_job: float
+    requests_floor: int
+    peak_rss_mib: float
+    succeeded: int
+    seconds: float
+
+    def summary(self, prefix: str = "") -> str:
+        return (
+            f"{prefix}created_p50={self.created_p50:.2f}s {prefix}created_p99={self.created_p99:.2f}s "
+            f"{prefix}succeeded_p50={self.succeeded_p50:.2f}s {prefix}succeeded_p99={self.succeeded_p99:.2f}s "
+            f"{prefix}requests_per_job={self.requests_per_job:.1f} {prefix}requests_floor={self.requests_floor} "
+            f"{prefix}peak_rss_mib={self.peak_rss_mib:.0f} {prefix}succeeded={self.succeeded}/{self.jobs}"
+        )
+
+
+def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path | None = None,
+             trace: bool = False) -> Result:
+    """N jobs x W workers on a fresh control plane and operator; prints the figures, returns them."""
     workdir = Path(tempfile.mkdtemp(prefix="tfjob-bench-"))
     nodes = "4x{cpu:64,memory:256Gi,pods:1000}"
     with LocalClusterThread(workdir=workdir, nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,)) as cluster:
@@ -112,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             "TFJOB_METRICS_PORT": "0",
             "TFJOB_LIVENESS_PORT": "0",
             "TFJOB_LOG_LEVEL": "WARNING",
-            "TFJOB_GANG_BACKEND": args.gang,
+            "TFJOB_GANG_BACKEND": gang,
         }
         log = (workdir / "operator.log").open("wb")
         operator = subprocess.Popen(
@@ -122,59 +147,63 @@ def main(argv: list[str] | None = None) -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        rss: list[int] = []
-        stop_rss = threading.Event()
-        threading.Thread(target=peak_rss, args=(operator.pid, stop_rss, rss), daemon=True).start()
-        api = config.new_client_from_config(str(kubeconfig))
-        api.user_agent = BENCH_UA
-        pods_w, jobs_w = Watcher(api, "pods"), Watcher(api, "tfjobs")
-        pods_w.start()
-        jobs_w.start()
-        custom = client.CustomObjectsApi(api)
-        time.sleep(3)  # let the operator start its watches (its start-up is not what is measured)
-        spy = None
-        if args.profile:
-            spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(operator.pid),
-                                    "--format", "raw", "--rate", "50", "-o", str(args.profile)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        first_request = len(cluster.apiserver.requests)
-        submitted: dict[str, float] = {}
-        template = {"spec": {"containers": [{"name": "tensorflow", "image": "local", "command": ["true"]}]}}
-        started = time.monotonic()
-        for i in range(args.jobs):
-            name = f"bench-{i:03d}"
-            body = {
-                "apiVersion": "tfjob.dev/v1",
-                "kind": "TFJob",
-                "metadata": {"name": name},
-                "spec": {
-                    "tfReplicaSpecs": {
-                        "Worker": {"replicas": args.workers, "restartPolicy": "ExitCode", "template": template}
-                    }
-                },
-            }
-            submitted[name] = time.monotonic()
-            custom.create_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", body)
-        submit_seconds = time.monotonic() - started
-        deadline = time.monotonic() + args.timeout
-        while len(jobs_w.finished) < args.jobs and time.monotonic() < deadline:
-            time.sleep(0.2)
-        total_seconds = time.monotonic() - started
-        time.sleep(2)  # requests that follow success (clean-up) belong to the job too
-        records = list(cluster.apiserver.requests)[first_request:]
-        if spy is not None:
-            spy.send_signal(signal.SIGINT)
-            spy.wait(30)
-        stop_rss.set()
-        pods_w.stop = jobs_w.stop = True
-        os.killpg(operator.pid, signal.SIGTERM)
-        operator.wait(20)
+        # The operator has its own session, so a bench stopped by Ctrl-C (or bench/run_all.py) must end it here.
+        try:
+            rss: list[int] = []
+            stop_rss = threading.Event()
+            threading.Thread(target=peak_rss, args=(operator.pid, stop_rss, rss), daemon=True).start()
+            api = config.new_client_from_config(str(kubeconfig))
+            api.user_agent = BENCH_UA
+            pods_w, jobs_w = Watcher(api, "pods"), Watcher(api, "tfjobs")
+            pods_w.start()
+            jobs_w.start()
+            custom = client.CustomObjectsApi(api)
+            time.sleep(3)  # let the operator start its watches (its start-up is not what is measured)
+            spy = None
+            if profile:
+                spy = subprocess.Popen(
+                    [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(operator.pid),
+                     "--format", "raw", "--rate", "50", "-o", str(profile)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            first_request = len(cluster.apiserver.requests)
+            submitted: dict[str, float] = {}
+            template = {"spec": {"containers": [{"name": "tensorflow", "image": "local", "command": ["true"]}]}}
+            started = time.monotonic()
+            for i in range(jobs):
+                name = f"bench-{i:03d}"
+                body = {
+                    "apiVersion": "tfjob.dev/v1",
+                    "kind": "TFJob",
+                    "metadata": {"name": name},
+                    "spec": {
+                        "tfReplicaSpecs": {
+                            "Worker": {"replicas": workers, "restartPolicy": "ExitCode", "template": template}
+                        }
+                    },
+                }
+                submitted[name] = time.monotonic()
+                custom.create_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", body)
+            submit_seconds = time.monotonic() - started
+            deadline = time.monotonic() + timeout
+            while len(jobs_w.finished) < jobs and time.monotonic() < deadline:
+                time.sleep(0.2)
+            total_seconds = time.monotonic() - started
+            time.sleep(2)  # requests that follow success (clean-up) belong to the job too
+            records = list(cluster.apiserver.requests)[first_request:]
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(30)
+            stop_rss.set()
+            pods_w.stop = jobs_w.stop = True
+        finally:
+            os.killpg(operator.pid, signal.SIGTERM)
+            operator.wait(20)
 
     created, done = [], []
     states = collections.Counter(state for _, state in jobs_w.finished.values())
     for name, t0 in submitted.items():
         pod_times = [t for pod, t in pods_w.first_seen.items() if pod.startswith(f"{name}-")]
-        if len(pod_times) >= args.workers:
+        if len(pod_times) >= workers:
             created.append(max(pod_times) - t0)
         if name in jobs_w.finished:
             done.append(jobs_w.finished[name][0] - t0)
@@ -183,15 +212,15 @@ def main(argv: list[str] | None = None) -> int:
         if r.user_agent.startswith(("tfjob-operator", "kopf")):
             resource = r.resource + (f"/{r.subresource}" if r.subresource else "") if r.resource else r.path
             by_verb[f"{r.verb} {resource}"] += 1
-    n = args.jobs
-    if args.trace:
+    n = jobs
+    if trace:
         print("  requests of bench-000 in order:")
         for r in records:
             if r.user_agent.startswith(("tfjob-operator", "kopf")) and (r.name or "").startswith("bench-000"):
                 print(f"    {r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''} {r.name}")
     print(
-        f"operator_scale: {n} TFJobs x {args.workers} workers (pods exit 0 at once), local control plane, "
-        f"{os.cpu_count()} CPUs"
+        f"operator_scale: {n} TFJobs x {workers} workers (pods exit 0 at once), local control plane, "
+        f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
     print(f"  submitted in {submit_seconds:.1f}s; all finished after {total_seconds:.1f}s; states {dict(states)}")
     print(
@@ -202,12 +231,12 @@ def main(argv: list[str] | None = None) -> int:
         f"  submit -> Succeeded:        p50 {percentile(done, 50):.2f}s  p99 {percentile(done, 99):.2f}s  "
         f"({len(done)} jobs)"
     )
-    w = args.workers
-    builtin = args.gang == "builtin"
+    w = workers
+    builtin = gang == "builtin"
     # The floor of issue 16: N creates, N releases (builtin), 1 Service, ≤ 3 status writes, ≤ 2 Events.
     floor = {"create pods": w, "patch pods": w if builtin else 0, "create services": 1, "patch tfjobs/status": 3,
              "create events": 2, "patch tfjobs": 0}
-    print(f"  operator API requests per job (verb resource)              floor  (gang {args.gang})")
+    print(f"  operator API requests per job (verb resource)              floor  (gang {gang})")
     for key in sorted(set(by_verb) | set(floor), key=lambda k: -by_verb.get(k, 0)):
         mark = f"{floor[key]:6d}" if key in floor else "     -"
         print(f"    {key:<40} {by_verb.get(key, 0) / n:6.2f}   {mark}")
@@ -217,15 +246,86 @@ def main(argv: list[str] | None = None) -> int:
     print(f"    {'total':<40} {total:6.2f}   {goal:6d}  (without clean-up deletes of cleanPodPolicy Running, "
           f"racing pods that exit at once: {total - cleanup:.2f})")
     peak = max(rss) / 2**20 if rss else float("nan")
-    print(f"  operator peak RSS: {peak:.0f} MiB")
-    print(
-        f"SUMMARY jobs={n} workers={args.workers} created_p50={percentile(created, 50):.2f}s "
-        f"created_p99={percentile(created, 99):.2f}s succeeded_p50={percentile(done, 50):.2f}s "
-        f"succeeded_p99={percentile(done, 99):.2f}s requests_per_job={sum(by_verb.values()) / n:.1f} "
-        f"requests_floor={2 * args.workers + 6 if args.gang == 'builtin' else args.workers + 6} "
-        f"peak_rss_mib={peak:.0f} succeeded={states.get('Succeeded', 0)}/{n}"
-    )
-    return 0 if states.get("Succeeded", 0) == n else 1
+    print(f"  operator peak RSS: {peak:.0f} MiB", flush=True)
+    return Result(n, w, percentile(created, 50), percentile(created, 99), percentile(done, 50),
+                  percentile(done, 99), total, goal, peak, states.get("Succeeded", 0), total_seconds)
+
+
+def plot(results: list[Result], path: Path) -> None:
+    """Latency (created p50/p99, Succeeded p99) and operator peak RSS against the number of jobs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [r.jobs for r in results]
+    fig, (lat, mem) = plt.subplots(1, 2, figsize=(11, 4.2))
+    lat.plot(xs, [r.created_p50 for r in results], "o-", label="submit → all pods created, p50")
+    lat.plot(xs, [r.created_p99 for r in results], "o-", label="submit → all pods created, p99")
+    lat.plot(xs, [r.succeeded_p99 for r in results], "s--", label="submit → Succeeded, p99")
+    lat.set_xlabel("TFJobs submitted at once")
+    lat.set_ylabel("seconds")
+    lat.set_title("latency")
+    lat.legend(fontsize=8)
+    lat.grid(alpha=0.3)
+    mem.plot(xs, [r.peak_rss_mib for r in results], "o-", color="tab:red")
+    mem.set_xlabel("TFJobs submitted at once")
+    mem.set_ylabel("MiB")
+    mem.set_title("operator peak RSS")
+    mem.grid(alpha=0.3)
+    for ax in (lat, mem):
+        ax.set_xticks(xs)
+        ax.set_ylim(bottom=0)
+    w = results[0].workers
+    fig.suptitle(f"operator_scale: N TFJobs x {w} workers, pods exit at once; {os.cpu_count()} CPUs, "
+                 f"load average {os.getloadavg()[0]:.1f} at the end")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def sizes(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--sweep takes job counts separated by commas (e.g. 100,250), not {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"--sweep needs at least one job count >= 1, got {text!r}")
+    return values
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the jobs (per size)")
+    parser.add_argument("--sweep", type=sizes, metavar="N,N,...",
+                        help="run each number of jobs on a fresh control plane (e.g. 100,250,500,1000) and plot")
+    parser.add_argument("--plot", type=Path, default=RESULTS / "operator_scale.png", help="where --sweep's plot goes")
+    parser.add_argument("--profile", type=Path, help="record the operator with py-spy (collapsed stacks) to this file")
+    parser.add_argument("--trace", action="store_true", help="print the first job's requests in order")
+    parser.add_argument("--gang", default="builtin", choices=["builtin", "none"], help="the operator's gang backend")
+    args = parser.parse_args(argv)
+    if not args.sweep:
+        r = run_once(args.jobs, args.workers, args.timeout, args.gang, args.profile, args.trace)
+        print(f"SUMMARY jobs={r.jobs} workers={r.workers} {r.summary()}")
+        return 0 if r.succeeded == r.jobs else 1
+    results = []
+    for n in args.sweep:
+        results.append(run_once(n, args.workers, args.timeout, args.gang))
+        print()
+    print(f"sweep: N TFJobs x {args.workers} workers   created p50/p99 s   Succeeded p50/p99 s   "
+          "requests/job   peak RSS MiB   Succeeded   wall s")
+    for r in results:
+        print(f"  {r.jobs:>5}   {r.created_p50:>16.2f} {r.created_p99:>5.2f}   {r.succeeded_p50:>14.2f} "
+              f"{r.succeeded_p99:>6.2f}   {r.requests_per_job:>12.1f}   {r.peak_rss_mib:>12.0f}   "
+              f"{r.succeeded:>5}/{r.jobs:<5} {r.seconds:>6.0f}")
+    plot(results, args.plot)
+    print(f"plot: {args.plot}")
+    print(f"SUMMARY workers={args.workers} " + " ".join(r.summary(f"jobs{r.jobs}_") for r in results))
+    return 0 if all(r.succeeded == r.jobs for r in results) else 1
 
 
 if __name__ == "__main__":

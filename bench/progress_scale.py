@@ -87,8 +87,9 @@ def main() -> None:
                 time.sleep(remaining)
             idle_reads, idle_writes = rate(port, 2 * args.interval)
             print(f"  idle (figures still): {idle_reads:.1f} reads/s, {idle_writes:.2f} writes/s")
-            print(f"summary: {args.jobs} jobs @ {args.interval:g}s: {writes:.1f} writes/s training "
-                  f"(bound {args.jobs / args.interval:.1f}), {idle_writes:.2f} idle")
+            print(f"SUMMARY jobs={args.jobs} interval={args.interval:g}s with_progress={args.jobs - len(missing)}/"
+                  f"{args.jobs} writes_per_s_training={writes:.1f} writes_bound={args.jobs / args.interval:.1f} "
+                  f"writes_per_s_idle={idle_writes:.2f} reads_per_s_idle={idle_reads:.1f}")
         finally:
             op.stop()
 

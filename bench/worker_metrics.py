@@ -64,7 +64,7 @@ def main() -> None:
     print(f"scrape of /metrics: {size} bytes, p50 {p50:.2f} ms, p99 {p99:.2f} ms over {args.scrapes} scrapes "
           "(new connection each, same machine)")
     print(f"trainer's per-step report (Reporter.step_end): {per_step:.2f} µs per step over {args.steps} steps")
-    print(f"summary: scrape p50 {p50:.2f} ms ({size} B); per-step cost {per_step:.2f} µs")
+    print(f"SUMMARY scrape_p50={p50:.2f}ms scrape_p99={p99:.2f}ms scrape_bytes={size} step_cost={per_step:.2f}us")
 
 
 if __name__ == "__main__":

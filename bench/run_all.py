@@ -1,0 +1,319 @@
+"""Run every benchmark in bench/ within a time budget and print one table: figure, value, goal, met or not.
+
+    .venv/bin/python bench/run_all.py [--only NAME ...] [--results DIR] [--list]     (`make bench` runs it)
+
+Each bench runs in its own process with the sizes in BENCHES and its share of the 15-minute budget. Its full
+output goes live to the terminal and to <results>/<bench>.txt; its figures come from the one `SUMMARY key=value
+...` line every bench ends with. A bench that fails or outlives its share (SIGINT, then SIGKILL to its process
+group) shows as such in the table and the runner goes on with the next. The table is written to
+<results>/summary.txt.
+
+The goals live here and nowhere else (FIGURES): benches print figures, this table judges them. A goal's bound is
+a number or, for a floor the bench computes from its own sizes, the SUMMARY key that holds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import math
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS = BENCH_DIR / "results"
+BUDGET_SECONDS = 15 * 60
+# After SIGINT a bench gets this long to stop its control plane, operator and pods before SIGKILL.
+STOP_GRACE_SECONDS = 20.0
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One benchmark process: `bench/<name>.py` with `args` ({results} is the results directory)."""
+
+    name: str
+    args: tuple[str, ...]
+    share: float  # seconds of the budget it may use
+    sizes: str  # what the args mean, for the table's reader
+
+
+@dataclass(frozen=True)
+class Goal:
+    op: str  # "<=", "<", ">=", ">", or "all" for a `done/total` figure
+    bound: float | str = math.nan  # a number, or the SUMMARY key of a bound the bench computed
+    unit: str = ""
+
+    def text(self, summary: dict[str, str]) -> str:
+        if self.op == "all":
+            return "all"
+        bound = self.bound if isinstance(self.bound, float) else summary.get(self.bound, f"{self.bound}?")
+        return f"{self.op} {_fmt(bound) if isinstance(bound, float) else bound}{(' ' + self.unit) if self.unit else ''}"
+
+
+@dataclass(frozen=True)
+class Figure:
+    bench: str
+    key: str  # SUMMARY key; a shell-style pattern matches keys that carry their size (get_p99_burst_*)
+    label: str
+    goal: Goal | None = None
+
+
+# Sizes fit the 15 minutes on 2 cores (measured: see the README's performance section); each bench's own
+# defaults stay the full-size runs of its docstring.
+BENCHES: tuple[Bench, ...] = (
+    Bench("emulator_throughput", (), 60, "1000 objects, 10 watchers"),
+    Bench("worker_metrics", (), 30, "2000 scrapes, 200,000 steps"),
+    Bench("gang_replay", ("--png", "{results}/gang_replay.png"), 150,
+          "ITP cluster03 (3,011 jobs) on 64 x 8 GPUs; admission pass 1000 jobs x 1000 nodes"),
+    Bench("operator_scale", ("--sweep", "100,250,500,1000", "--timeout", "120", "--plot",
+                             "{results}/operator_scale.png"), 330,
+          "TFJobs x 4 workers, pods exit at once: sweep 100, 250, 500, 1000 jobs"),
+    Bench("local_scale", ("--pods", "10000", "--finished", "500", "--burst-jobs", "250", "--plot",
+                          "{results}/local_scale.png"), 150,
+          "10,000 gated creates; after 500 finished pods; GET p99 during a 250 x 4 burst"),
+    Bench("progress_scale", ("--jobs", "20", "--train", "20"), 75, "20 jobs, progress every 5 s, 20 s training"),
+    Bench("runtime_overhead", (), 240, "the bench's defaults: interleaved repeats, 1 and 2 workers"),
+)
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("operator_scale", "jobs100_created_p99", "operator 100x4: submit -> all pods created p99",
+           Goal("<=", 1.0, "s")),
+    Figure("operator_scale", "jobs100_succeeded_p99", "operator 100x4: submit -> Succeeded p99"),
+    Figure("operator_scale", "jobs100_requests_per_job", "operator 100x4: API requests per job",
+           Goal("<=", "jobs100_requests_floor")),
+    Figure("operator_scale", "jobs100_peak_rss_mib", "operator 100x4: operator peak RSS, MiB"),
+    Figure("operator_scale", "jobs1000_created_p99", "operator 1000x4: submit -> all pods created p99",
+           Goal("<=", 5.0, "s")),
+    Figure("operator_scale", "jobs1000_succeeded_p99", "operator 1000x4: submit -> Succeeded p99"),
+    Figure("operator_scale", "jobs1000_requests_per_job", "operator 1000x4: API requests per job",
+           Goal("<=", "jobs1000_requests_floor")),
+    Figure("operator_scale", "jobs1000_peak_rss_mib", "operator 1000x4: operator peak RSS, MiB", Goal("<", 200.0)),
+    Figure("operator_scale", "jobs1000_succeeded", "operator 1000x4: jobs Succeeded", Goal("all")),
+    Figure("local_scale", "total", "local plane: 10,000 gated creates, total", Goal("<=", 10.0, "s")),
+    Figure("local_scale", "ratio", "local plane: last / first 500-create bucket", Goal("<=", 1.2)),
+    Figure("local_scale", "get_p99_burst_*", "local plane: GET p99 during a burst of pods", Goal("<=", 50.0, "ms")),
+    Figure("gang_replay", "admission_pass_g8", "admission pass, 1000 jobs x 1000 nodes (8 GPUs/worker)",
+           Goal("<=", 50.0, "ms")),
+    Figure("gang_replay", "admission_pass_g1", "admission pass, 1000 jobs x 1000 nodes (1 GPU/worker)",
+           Goal("<=", 50.0, "ms")),
+    Figure("gang_replay", "jct_builtin_g1", "trace replay: mean JCT, builtin gang (1 GPU/worker)"),
+    Figure("gang_replay", "jct_no_gang_g1", "trace replay: mean JCT, no gang (1 GPU/worker)"),
+    Figure("runtime_overhead", "ratio", "runtime / plain tf-keras throughput, >= 20 ms step", Goal(">=", 0.98)),
+    Figure("runtime_overhead", "recovery", "worker SIGKILL -> resumed epoch"),
+    Figure("emulator_throughput", "list_rps", "emulator: list of 1000 objects, req/s"),
+    Figure("emulator_throughput", "patch_rps", "emulator: patch, req/s"),
+    Figure("emulator_throughput", "watch_events_per_s", "emulator: watch fan-out, events/s"),
+    Figure("progress_scale", "writes_per_s_training", "progress: status writes/s while training",
+           Goal("<=", "writes_bound")),
+    Figure("progress_scale", "writes_per_s_idle", "progress: status writes/s idle", Goal("<=", 0.0)),
+    Figure("worker_metrics", "scrape_p50", "worker /metrics scrape p50"),
+    Figure("worker_metrics", "step_cost", "trainer's per-step report cost"),
+)
+
+_SUMMARY_TOKEN = re.compile(r"(?<![\w.])([A-Za-z_]\w*)=(\S+)")
+_NUMBER = re.compile(r"^([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)(\S*)$")
+_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "min": 60.0}
+
+
+def parse_summary(output: str) -> dict[str, str]:
+    """The key=value figures of the last line that starts with SUMMARY; words around them are ignored."""
+    for line in reversed(output.splitlines()):
+        if line.startswith("SUMMARY"):
+            return {k: v.rstrip(";,)") for k, v in _SUMMARY_TOKEN.findall(line)}
+    return {}
+
+
+def parse_number(text: str) -> tuple[float, str] | None:
+    """`1.23s` -> (1.23, "s"); `162` -> (162.0, ""); None if the text is not a number with a unit."""
+    m = _NUMBER.match(text.strip())
+    return (float(m.group(1)), m.group(2)) if m else None
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+@dataclass
+class Outcome:
+    """How one bench's process ended and what it printed."""
+
+    bench: str
+    seconds: float = 0.0
+    returncode: int | None = None
+    timed_out: bool = False
+    share: float = 0.0
+    error: str = ""  # could not start
+    summary: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and not self.error and self.returncode == 0
+
+    def status(self) -> str:
+        if self.error:
+            return f"did not run: {self.error}"
+        if self.timed_out:
+            return f"exceeded its share of {self.share:.0f} s (stopped)"
+        if self.returncode != 0:
+            return f"failed (exit {self.returncode})"
+        return "ok"
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    value: str
+    goal: str
+    verdict: str  # met, NOT met, "-" (no goal), or why there is no figure
+
+
+def _compare(value: float, op: str, bound: float) -> bool:
+    return {"<=": value <= bound, "<": value < bound, ">=": value >= bound, ">": value > bound}[op]
+
+
+def judge(figure: Figure, outcome: Outcome | None) -> Row:
+    """One table row: the figure's value from its bench's SUMMARY and whether it meets its goal."""
+    summary = outcome.summary if outcome else {}
+    goal_text = figure.goal.text(summary) if figure.goal else "-"
+    keys = [k for k in summary if fnmatch.fnmatchcase(k, figure.key)]
+    if outcome is None:
+        return Row(figure.label, "-", goal_text, "not run")
+    if not keys:
+        why = outcome.status() if not outcome.ok else f"no {figure.key} in its SUMMARY"
+        return Row(figure.label, "-", goal_text, why)
+    raw = summary[keys[0]]
+    if figure.goal is None:
+        return Row(figure.label, raw, goal_text, "-")
+    verdict = _verdict(raw, figure.goal, summary)
+    if not outcome.ok:
+        verdict += f"; bench {outcome.status()}"
+    return Row(figure.label, raw, goal_text, verdict)
+
+
+def _verdict(raw: str, goal: Goal, summary: dict[str, str]) -> str:
+    if goal.op == "all":
+        done, _, total = raw.partition("/")
+        return "met" if total and done == total else "NOT met"
+    value = parse_number(raw)
+    bound = parse_number(summary.get(goal.bound, "")) if isinstance(goal.bound, str) else (goal.bound, goal.unit)
+    if value is None or bound is None or math.isnan(value[0]):
+        return "no figure" if value is None or math.isnan(value[0]) else f"no {goal.bound} in its SUMMARY"
+    (v, v_unit), (b, b_unit) = value, (bound[0], bound[1] or goal.unit)
+    if v_unit in _SECONDS and b_unit in _SECONDS:
+        v, b = v * _SECONDS[v_unit], b * _SECONDS[b_unit]
+    elif v_unit and b_unit and v_unit != b_unit:
+        return f"unit {v_unit} vs goal's {b_unit}"
+    return "met" if _compare(v, goal.op, b) else "NOT met"
+
+
+def table(outcomes: dict[str, Outcome], figures: Iterable[Figure] = FIGURES) -> list[Row]:
+    return [judge(f, outcomes.get(f.bench)) for f in figures if f.bench in outcomes]
+
+
+def render(rows: Sequence[Row], outcomes: Sequence[Outcome], header: str = "") -> str:
+    """The summary as Markdown: figures with goals, then how each bench ran."""
+    lines = [header, ""] if header else []
+    lines += ["| figure | value | goal | met |", "|---|---|---|---|"]
+    lines += [f"| {r.label} | {r.value} | {r.goal} | {r.verdict} |" for r in rows]
+    lines += ["", "| bench | seconds | share | run |", "|---|---|---|---|"]
+    lines += [f"| {o.bench} | {o.seconds:.0f} | {o.share:.0f} | {o.status()} |" for o in outcomes]
+    return "\n".join(lines) + "\n"
+
+
+def _stop(proc: subprocess.Popen[str], flag: threading.Event) -> None:
+    """Out of time: SIGINT lets the bench tear down its cluster and pods; SIGKILL the group if it lingers."""
+    flag.set()
+    for sig, wait in ((signal.SIGINT, STOP_GRACE_SECONDS), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(bench: Bench, results: Path, echo: Callable[[str], None], script_dir: Path = BENCH_DIR) -> Outcome:
+    """Run one bench, teeing its output to <results>/<name>.txt; stop it when its share is spent."""
+    outcome = Outcome(bench.name, share=bench.share)
+    cmd = [sys.executable, "-u", str(script_dir / f"{bench.name}.py"), *(a.format(results=results) for a in bench.args)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    started = time.monotonic()
+    with (results / f"{bench.name}.txt").open("w") as out:
+        out.write(f"# {shlex.join(cmd)}\n# {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, "
+                  f"load average {_load()} at start; share {bench.share:.0f} s\n")
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                    start_new_session=True)
+        except OSError as e:
+            outcome.error = str(e)
+            return outcome
+        timed_out = threading.Event()
+        timer = threading.Timer(bench.share, _stop, (proc, timed_out))
+        timer.daemon = True
+        timer.start()
+        captured = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            captured.append(line)
+            out.write(line)
+            out.flush()
+            echo(line)
+        proc.wait()
+        timer.cancel()
+        outcome.seconds = time.monotonic() - started
+        outcome.returncode = proc.returncode
+        outcome.timed_out = timed_out.is_set()
+        outcome.summary = parse_summary("".join(captured))
+        out.write(f"# {outcome.status()} after {outcome.seconds:.0f} s; load average {_load()}\n")
+    return outcome
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", metavar="NAME", choices=[b.name for b in BENCHES],
+                        help="run these benches only")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where <bench>.txt, summary.txt and plots go")
+    parser.add_argument("--list", action="store_true", help="print the benches, sizes and time shares; run nothing")
+    args = parser.parse_args(argv)
+    benches = [b for b in BENCHES if not args.only or b.name in args.only]
+    if args.list:
+        for b in benches:
+            print(f"{b.name:<20} {b.share:4.0f} s  {b.sizes}")
+        print(f"{'total':<20} {sum(b.share for b in benches):4.0f} s  (budget {BUDGET_SECONDS} s)")
+        return 0
+    args.results.mkdir(parents=True, exist_ok=True)
+    load_before, started = _load(), time.monotonic()
+    outcomes: dict[str, Outcome] = {}
+    for b in benches:
+        print(f"\n=== {b.name} ({b.sizes}; share {b.share:.0f} s)", flush=True)
+        outcomes[b.name] = run(b, args.results, lambda line: print(line, end="", flush=True))
+        print(f"=== {b.name}: {outcomes[b.name].status()} in {outcomes[b.name].seconds:.0f} s", flush=True)
+    total = time.monotonic() - started
+    header = (f"`make bench` {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: {len(benches)} benches in {total / 60:.1f} min "
+              f"(budget {BUDGET_SECONDS // 60} min) on {os.cpu_count()} CPUs; load average {load_before} before, "
+              f"{_load()} after")
+    text = render(table(outcomes), list(outcomes.values()), header)
+    (args.results / "summary.txt").write_text(text)
+    print("\n" + text, end="", flush=True)
+    return 0 if all(o.ok for o in outcomes.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
