@@ -227,12 +227,17 @@ class JobController:
         view = self.view(key)
         if view is None:
             return None
+        # Only what cannot raise again: the job's parsed run policy and its pods as indexed (no render, no gang).
+        pods = [copy.deepcopy(dict(p)) for p in (self.pods.get(key) or [])]
+        run_policy = view.job.spec.runPolicy if view.job is not None else None
+        decision = reconcile_errors.give_up(view.obj, exc, state.failures, utcnow(), pods, run_policy)
         try:
-            await self._act(key, view, reconcile_errors.give_up(view.obj, exc, state.failures, utcnow()), state, {})
+            held = await self._act(key, view, decision, state, {})
         except Exception as write_error:  # still inside the error path: never kill the drain task
             log.warning("could not mark %s/%s failed: %s", *key, write_error)
             return delay
-        return None
+        # No retry until the job changes or the resync comes by; but the TTL of the failed job still counts.
+        return _next_delay(held, decision)
 
     async def resync_forever(self) -> None:
         """Safety net: every job is reconciled at least every resync_seconds (no writes when nothing changed)."""
@@ -277,9 +282,10 @@ class JobController:
         pods = [copy.deepcopy(dict(p)) for p in (self.pods.get(key) or [])]
         job = view.job
         over = reconcile_budget.over_bytes(job, self.settings.reconcile_budget_bytes) if job is not None else None
+        run_policy = job.spec.runPolicy if job is not None else None
         if over is not None and not view.finished:
-            await self._act(key, view, reconcile_budget.fail(view.obj, over, utcnow()), state, {})
-            return None
+            decision = reconcile_budget.fail(view.obj, over, utcnow(), pods, run_policy)
+            return _next_delay(await self._act(key, view, decision, state, {}), decision)
         # An over-budget job that has finished is never rendered again (its gang view would render every pod).
         budget = _TimeBudget(self.settings.reconcile_budget_seconds)
         try:
@@ -290,13 +296,10 @@ class JobController:
             log.warning("reconcile of %s/%s over its time budget (%g s): failing the job", meta.get("namespace"),
                         meta.get("name"), budget.seconds)
             decision, annotations = reconcile_budget.fail(
-                view.obj, reconcile_budget.over_seconds(budget.spent, budget.seconds), utcnow()), {}
+                view.obj, reconcile_budget.over_seconds(budget.spent, budget.seconds), utcnow(), pods, run_policy), {}
         if not decision.managed:
             return None
-        held = await self._act(key, view, decision, state, annotations)
-        if held is None:
-            return decision.requeue_after
-        return held if decision.requeue_after is None else min(held, decision.requeue_after)
+        return _next_delay(await self._act(key, view, decision, state, annotations), decision)
 
     async def _options(self, view: JobView, pods: list[dict[str, Any]], state: _JobState,
                        job: TFJob | None, budget: _TimeBudget) -> tuple[ReconcileOptions, dict[str, str | None]]:
@@ -577,6 +580,13 @@ def _all_pod_names(job: TFJob) -> list[str]:
     for rtype_name, n in (recorded_replicas(job) or {}).items():
         counts[rtype_name] = max(counts.get(rtype_name, 0), n)
     return [pod_name(job.name, rtype, i) for rtype, _ in job.replica_specs() for i in range(counts[rtype.value])]
+
+
+def _next_delay(held: float | None, decision: Decision) -> float | None:
+    """When to reconcile again: for a status change held back, or what the decision asked (a TTL, a deadline)."""
+    if held is None:
+        return decision.requeue_after
+    return held if decision.requeue_after is None else min(held, decision.requeue_after)
 
 
 def _parse_ports(raw: str | None) -> dict[str, int]:

@@ -26,6 +26,7 @@ from tfjob_operator.api import (
     ReplicaStatus,
     ReplicaType,
     RestartPolicy,
+    RunPolicy,
     SuccessPolicy,
     TFJob,
     TFJobStatus,
@@ -433,13 +434,23 @@ def _invalid(ctx: _Ctx, obj: Mapping[str, Any], observed: list[ObservedPod], mes
     _ttl(ctx, ttl if isinstance(ttl, int) and ttl >= 0 else None)
 
 
-def fail_job(obj: Mapping[str, Any], reason: str, message: str, now: datetime) -> Decision:
-    """The job marked Failed with this reason (and its Warning Event), whatever else it holds; no other action.
-    For a job the operator cannot reconcile at all (see `reconcile_errors`)."""
+def fail_job(obj: Mapping[str, Any], reason: str, message: str, now: datetime,
+             pods: Sequence[Mapping[str, Any]] = (), run_policy: RunPolicy | None = None) -> Decision:
+    """The job marked Failed with this reason (and its Warning Event), whatever else it holds; then, as for any
+    finished job, its pods cleaned up per `run_policy.cleanPodPolicy` and its TTL honoured. For a job the
+    operator cannot reconcile at all (see `reconcile_errors`): nothing here renders or parses beyond the pods,
+    so a reconcile that keeps raising still stops the job's pods. No run policy (a spec that does not parse)
+    cleans as an invalid spec does: the pods still running."""
     prior = prior_status(obj)
     ctx = _Ctx(prior.model_copy(deep=True), now, ReconcileOptions())
-    if not _finished(ctx):
-        _finish(ctx, C.FAILED, reason, message, "Warning", [], CleanPodPolicy.NONE)
+    meta = obj.get("metadata") or {}
+    observed = [observe_pod(p) for p in pods if owned_by(p, str(meta.get("name") or ""), meta.get("uid"))]
+    policy = run_policy.cleanPodPolicy if run_policy is not None else CleanPodPolicy.RUNNING
+    if _finished(ctx):
+        _cleanup(ctx, observed, policy)
+    else:
+        _finish(ctx, C.FAILED, reason, message, "Warning", observed, policy)
+    _ttl(ctx, run_policy.ttlSecondsAfterFinished if run_policy is not None else None)
     return _decision(ctx, obj, prior)
 
 

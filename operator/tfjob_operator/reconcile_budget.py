@@ -11,11 +11,11 @@ anything is rendered (sizes only), so an over-budget job costs almost nothing to
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from tfjob_operator.api import TFJob
+from tfjob_operator.api import RunPolicy, TFJob
 from tfjob_operator.reconcile import Decision, fail_job
 
 #: Condition and Event reason of a job whose reconcile would exceed its budget.
@@ -61,9 +61,11 @@ def over_seconds(spent: float, budget: float) -> str:
             f"shrink the pod template; if the job is small, report it with the operator's log (spent {spent:.1f} s)")
 
 
-def fail(obj: Mapping[str, Any], why: str, now: datetime) -> Decision:
-    """The job Failed with reason ReconcileBudgetExceeded and this message (a condition and a Warning Event)."""
-    return fail_job(obj, REASON, f"the operator will not reconcile this job: {why}", now)
+def fail(obj: Mapping[str, Any], why: str, now: datetime, pods: Sequence[Mapping[str, Any]] = (),
+         run_policy: RunPolicy | None = None) -> Decision:
+    """The job Failed with reason ReconcileBudgetExceeded and this message (a condition and a Warning Event); its
+    pods cleaned up per its cleanPodPolicy like any Failed job's (`fail_job`)."""
+    return fail_job(obj, REASON, f"the operator will not reconcile this job: {why}", now, pods, run_policy)
 
 
 def _mib(n: int) -> str:

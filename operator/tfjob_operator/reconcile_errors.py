@@ -7,10 +7,11 @@ job's, and are retried with back-off for as long as they last.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from tfjob_operator.api import RunPolicy
 from tfjob_operator.reconcile import Decision, fail_job
 
 #: Unexpected errors in a row after which the job is failed (with back-off 1, 2, 4, 8 s that is ~15 s).
@@ -24,10 +25,12 @@ def gives_up(failures_in_a_row: int) -> bool:
     return failures_in_a_row >= MAX_UNEXPECTED_ERRORS
 
 
-def give_up(obj: Mapping[str, Any], error: BaseException, failures_in_a_row: int, now: datetime) -> Decision:
-    """The job Failed with reason ReconcileError, the error named, and what to do about it."""
+def give_up(obj: Mapping[str, Any], error: BaseException, failures_in_a_row: int, now: datetime,
+            pods: Sequence[Mapping[str, Any]] = (), run_policy: RunPolicy | None = None) -> Decision:
+    """The job Failed with reason ReconcileError, the error named, and what to do about it; its pods cleaned up
+    per its cleanPodPolicy like any Failed job's (`fail_job`)."""
     text = " ".join(str(error).split())[:300] or "(no message)"
     message = (f"the operator could not reconcile this job ({failures_in_a_row} attempts): "
                f"{type(error).__name__}: {text}. This is an operator bug: report it with the operator's log; "
                "delete and resubmit the job once fixed")
-    return fail_job(obj, REASON, message, now)
+    return fail_job(obj, REASON, message, now, pods, run_policy)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
-from tfjob_operator.reconcile import EmitEvent
+from tfjob_operator.api import CleanPodPolicy, RunPolicy
+from tfjob_operator.constants import LABEL_JOB_NAME
+from tfjob_operator.reconcile import DeleteJob, DeletePod, EmitEvent
 from tfjob_operator.reconcile_errors import MAX_UNEXPECTED_ERRORS, REASON, give_up, gives_up
 
 NOW = datetime(2026, 11, 24, 20, 0, tzinfo=UTC)
@@ -37,3 +40,37 @@ def test_a_finished_job_keeps_its_outcome() -> None:
     decision = give_up(job, RuntimeError("x"), 9, NOW)
     assert [(c.type, c.reason) for c in decision.status.conditions] == [("Succeeded", "JobSucceeded")]
     assert decision.of_type(EmitEvent) == []
+
+
+def _pod(name: str, phase: str) -> dict[str, Any]:
+    return {"metadata": {"name": f"m-{name}", "labels": {LABEL_JOB_NAME: "m"},
+                         "ownerReferences": [{"uid": "uid-m", "controller": True, "kind": "TFJob", "name": "m"}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "tensorflow"}]}, "status": {"phase": phase}}
+
+
+PODS = [_pod("worker-0", "Running"), _pod("worker-1", "Succeeded"), _pod("ps-0", "Pending")]
+RUNNING_JOB = {"metadata": {"name": "m", "uid": "uid-m"}, "spec": {},
+               "status": {"conditions": [{"type": "Running", "status": "True", "reason": "AllPodsRunning"}]}}
+SUCCEEDED_JOB = {**RUNNING_JOB, "status": {"conditions": [{"type": "Succeeded", "status": "True", "reason": "X"}],
+                                           "completionTime": "2026-11-24T19:59:00Z"}}
+
+
+@pytest.mark.parametrize(("job", "policy", "deleted"), [
+    (RUNNING_JOB, CleanPodPolicy.RUNNING, ["m-worker-0", "m-ps-0"]),
+    (RUNNING_JOB, CleanPodPolicy.ALL, ["m-worker-0", "m-worker-1", "m-ps-0"]),
+    (RUNNING_JOB, CleanPodPolicy.NONE, []),
+    (RUNNING_JOB, None, ["m-worker-0", "m-ps-0"]),  # a spec that does not parse: the running pods, as InvalidSpec
+    (SUCCEEDED_JOB, CleanPodPolicy.ALL, ["m-worker-0", "m-worker-1", "m-ps-0"]),  # finished before: cleaned too
+], ids=["running", "all", "none", "unparsed-spec", "already-finished"])
+def test_giving_up_cleans_the_pods_per_clean_pod_policy(job: dict[str, Any], policy: CleanPodPolicy | None,
+                                                        deleted: list[str]) -> None:
+    run_policy = None if policy is None else RunPolicy(cleanPodPolicy=policy)
+    decision = give_up(job, RuntimeError("x"), 5, NOW, PODS, run_policy)
+    assert [a.name for a in decision.of_type(DeletePod)] == deleted
+
+
+def test_giving_up_honours_the_ttl_of_the_failed_job() -> None:
+    later = give_up(RUNNING_JOB, RuntimeError("x"), 5, NOW, PODS, RunPolicy(ttlSecondsAfterFinished=60))
+    assert later.requeue_after == pytest.approx(60) and later.of_type(DeleteJob) == []
+    gone = give_up(RUNNING_JOB, RuntimeError("x"), 5, NOW, PODS, RunPolicy(ttlSecondsAfterFinished=0))
+    assert len(gone.of_type(DeleteJob)) == 1
