@@ -36,7 +36,7 @@ from kubelocal.kubeclient import (
     post_event,
     wait_event,
 )
-from kubelocal.lifeline import die_with_parent
+from kubelocal.lifeline import ChildProcess, Lifeline, spawn
 from kubelocal.resources import node_allocatable
 
 log = logging.getLogger(__name__)
@@ -164,7 +164,7 @@ class Run:
     forced_reason: str | None = None
     termination_file: Path | None = None
     exited: asyncio.Event = field(default_factory=asyncio.Event)
-    proc: asyncio.subprocess.Process | None = field(default=None, repr=False)
+    proc: ChildProcess | None = field(default=None, repr=False)
 
     def terminated(self) -> dict[str, Any]:
         out: dict[str, Any] = {"exitCode": self.code, "reason": self.reason, "startedAt": self.started_at,
@@ -402,9 +402,7 @@ class PodRuntime:
             spec.termination_file.unlink(missing_ok=True)
         with run.log_path.open("ab") as log_file:
             try:
-                proc = await asyncio.create_subprocess_exec(
-                    *spec.argv, cwd=spec.cwd, env=spec.env, stdin=subprocess.DEVNULL, stdout=log_file,
-                    stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent())
+                proc = spawn(spec.argv, cwd=spec.cwd, env=spec.env, stdout=log_file, lifeline=self.kubelet.lifeline)
             except OSError as exc:
                 run.code, run.reason, run.finished_at = START_ERROR_EXIT, "StartError", now_rfc3339()
                 run.message = f"failed to start container process: exec: {spec.argv[0]!r}: {exc.strerror}"
@@ -457,6 +455,7 @@ class PodRuntime:
                 c.probe_task.cancel()
             # Like a container's PID 1 exiting: whatever the process left in its group goes too.
             _killpg(proc.pid, signal.SIGKILL)
+            self.kubelet.lifeline.forget(proc.pid)
             self.kubelet.processes.pop(proc.pid, None)
             run.exited.set()  # also when cancelled at shutdown, so no log follower waits forever
         return run.code
@@ -673,7 +672,9 @@ class ProcessKubelet:
         self.config_retry_seconds = config_retry_seconds
         self.heartbeat_seconds = heartbeat_seconds
         self.client = KubeClient(url, USER_AGENT, max_connections=8)
-        self.processes: dict[int, asyncio.subprocess.Process] = {}
+        self.processes: dict[int, ChildProcess] = {}
+        #: Kills every pod's process group if this process dies without stopping them (e.g. SIGKILLed).
+        self.lifeline = Lifeline()
         self.lost_nodes: set[str] = set()
         self._runtimes: dict[str, PodRuntime] = {}
         self._retired: list[PodRuntime] = []  # forgotten runtimes whose tasks may still be winding down
@@ -692,6 +693,7 @@ class ProcessKubelet:
 
     async def start(self) -> None:
         """Register the declared nodes (Ready), then start serving pods."""
+        self.lifeline.start()
         with contextlib.suppress(ApiError):  # kube-apiserver makes this system namespace; 409 if it exists
             await self.client.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                           "metadata": {"name": LEASE_NAMESPACE}})
@@ -723,6 +725,7 @@ class ProcessKubelet:
         await asyncio.gather(*leftovers, return_exceptions=True)
         for pid in list(self.processes):
             _killpg(pid, signal.SIGKILL)
+        self.lifeline.close()
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)

@@ -12,7 +12,9 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
+from polling import wait_for
 
 from tfjob_operator.local.up import EXIT_USAGE, run_local_up
 
@@ -33,6 +35,36 @@ spec:
 """
 
 
+#: A pod whose process starts a child of its own (same process group), then both sleep.
+FAMILY = ("import subprocess, sys, time; "
+          "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)  # local-up-lifeline']); "
+          "time.sleep(600)  # local-up-lifeline")
+FAMILY_POD = f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: family
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: python:3.11
+    command: [python, -c, "{FAMILY}"]
+"""
+
+
+def start_local_up(tmp_path: Path, nodes: str) -> tuple[subprocess.Popen[str], Path, queue.Queue[str]]:
+    """`tfjob local up` in its own process, once its banner is out; its output lines arrive on the queue."""
+    kubeconfig = tmp_path / "kubeconfig"
+    code = ("import sys; from pathlib import Path; from tfjob_operator.local.up import run_local_up; "
+            f"sys.exit(run_local_up(0, Path({str(kubeconfig)!r}), {nodes!r}, Path({str(tmp_path)!r})))")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True).start()
+    return proc, kubeconfig, lines
+
+
 def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
     done = subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), *args], input=stdin, capture_output=True,
                           text=True, timeout=60)
@@ -41,14 +73,7 @@ def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
 
 
 def test_local_up_serves_kubectl_until_sigterm(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    code = ("import sys; from pathlib import Path; from tfjob_operator.local.up import run_local_up; "
-            f"sys.exit(run_local_up(0, Path({str(kubeconfig)!r}), '2x{{cpu:4,gpu:1}}', Path({str(tmp_path)!r})))")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    lines: queue.Queue[str] = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True)
-    reader.start()
+    proc, kubeconfig, lines = start_local_up(tmp_path, "2x{cpu:4,gpu:1}")
     try:
         banner = []
         deadline = time.monotonic() + 60
@@ -65,11 +90,49 @@ def test_local_up_serves_kubectl_until_sigterm(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
-        reader.join(10)
     rest = []
     while not lines.empty():
         rest.append(lines.get())
     assert "stopping" in "".join(rest)
+
+
+def test_when_local_up_is_sigkilled_its_pod_processes_and_their_children_exit(tmp_path: Path) -> None:
+    proc, kubeconfig, lines = start_local_up(tmp_path, "1x{cpu:4}")
+    try:
+        deadline = time.monotonic() + 60
+        while "Press Ctrl-C" not in lines.get(timeout=max(0.1, deadline - time.monotonic())):
+            pass
+        kubectl(kubeconfig, "apply", "-f", "-", stdin=FAMILY_POD)
+        me = psutil.Process(proc.pid)
+
+        def family() -> list[psutil.Process]:
+            found = [p for p in me.children(recursive=True) if "local-up-lifeline" in " ".join(_cmdline(p))]
+            return found if len(found) == 2 else []
+
+        pod_processes = wait_for(family, timeout=60, interval=0.2, what="the pod's process and its child running")
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    wait_for(lambda: not _alive(pod_processes), timeout=15, interval=0.2,
+             what=f"the pod's processes to exit: {[p.pid for p in _alive(pod_processes)]}")
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
+
+
+def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    out = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
 
 
 def test_local_up_refuses_a_bad_node_spec_before_starting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
