@@ -242,6 +242,39 @@ async def post_event(client: KubeClient, obj: Mapping[str, Any], kind: str, reas
         await client.post(f"/api/v1/namespaces/{ns}/events", event)
 
 
+class EventRecorder:
+    """Records Events in the background, as client-go's event broadcaster does: the component never waits for
+    one; at most `workers` posts are in flight, and while `max_queued` wait, new ones are dropped (counted)."""
+
+    def __init__(self, client: KubeClient, component: str, *, workers: int = 4, max_queued: int = 1000) -> None:
+        self.client = client
+        self.component = component
+        self.workers = workers
+        self.dropped = 0
+        self._queue: asyncio.Queue[tuple[Mapping[str, Any], str, str, str, str | None]] = asyncio.Queue(max_queued)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def record(self, obj: Mapping[str, Any], kind: str, reason: str, message: str, *, host: str | None = None) -> None:
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._post(), name=f"{self.component}-events")
+                           for _ in range(self.workers)]
+        try:
+            self._queue.put_nowait((obj, kind, reason, message, host))
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    async def _post(self) -> None:
+        while True:
+            obj, kind, reason, message, host = await self._queue.get()
+            await post_event(self.client, obj, kind, reason, message, component=self.component, host=host)
+
+    async def close(self) -> None:
+        """Stop posting; Events still queued are dropped (the component is going away)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
 
 class _Gone(Exception):
     """The server no longer keeps the resourceVersion we resume from: list again."""

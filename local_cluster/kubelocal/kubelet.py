@@ -26,6 +26,7 @@ import aiohttp
 
 from kubelocal import containers as ct
 from kubelocal import times
+from kubelocal.controllers.node_lifecycle import ready_status
 from kubelocal.kubeclient import (
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
@@ -577,24 +578,25 @@ class PodRuntime:
     async def push_status(self) -> None:
         """Send the current status unless it is what we sent last."""
         async with self._write_lock:
-            if self.abandoned:
-                return
-            body = {"status": self.status()}
-            if body == self._last_sent:
-                return
             path = f"/api/v1/namespaces/{self.namespace}/pods/{self.name}/status"
             for attempt in range(5):
-                try:
-                    await self.kubelet.client.patch(path, body, STRATEGIC_MERGE_PATCH)
-                    self._last_sent = body
-                    return
-                except ApiError as exc:
-                    if exc.status in (404, 409, 410, 422):
-                        if exc.status == 422:
-                            log.warning("pod %s/%s: status rejected: %s", self.namespace, self.name, exc)
+                async with self.kubelet.status_slots:
+                    if self.abandoned:
                         return
-                except (TimeoutError, OSError) as exc:
-                    log.debug("pod %s/%s: status update failed (%s), retrying", self.namespace, self.name, exc)
+                    body = {"status": self.status()}  # the state now, not when the write was asked for
+                    if body == self._last_sent:
+                        return
+                    try:
+                        await self.kubelet.client.patch(path, body, STRATEGIC_MERGE_PATCH)
+                        self._last_sent = body
+                        return
+                    except ApiError as exc:
+                        if exc.status in (404, 409, 410, 422):
+                            if exc.status == 422:
+                                log.warning("pod %s/%s: status rejected: %s", self.namespace, self.name, exc)
+                            return
+                    except (TimeoutError, OSError) as exc:
+                        log.debug("pod %s/%s: status update failed (%s), retrying", self.namespace, self.name, exc)
                 await asyncio.sleep(0.1 * (attempt + 1))
 
     async def _write_loop(self) -> None:
@@ -656,7 +658,7 @@ class ProcessKubelet:
                  config_retry_seconds: float = 1.0, heartbeat_seconds: float = 1.0,
                  image: ct.ImageDefaults = ct.ImageDefaults(),
                  images: Mapping[str, ct.ImageDefaults] | None = None,
-                 cluster_env: Mapping[str, str] | None = None) -> None:
+                 cluster_env: Mapping[str, str] | None = None, status_concurrency: int = 6) -> None:
         self.url = url
         #: What every container's image is taken to give it (there is no image locally): ENV and WORKDIR.
         self.image = image
@@ -672,6 +674,12 @@ class ProcessKubelet:
         self.config_retry_seconds = config_retry_seconds
         self.heartbeat_seconds = heartbeat_seconds
         self.client = KubeClient(url, USER_AGENT, max_connections=8)
+        # Leases and node status on their own connections, as the kubelet's heartbeat client: a backlog of pod
+        # status writes during a burst must not delay a renewal until the node looks unreachable.
+        self.heartbeat_client = KubeClient(url, USER_AGENT, max_connections=2)
+        #: Pod status writes in flight at once. A pod computes its status once it holds a slot, so under a
+        #: backlog it sends its latest state and skips the ones it went through while waiting.
+        self.status_slots = asyncio.Semaphore(status_concurrency)
         self.processes: dict[int, ChildProcess] = {}
         #: Kills every pod's process group if this process dies without stopping them (e.g. SIGKILLed).
         self.lifeline = Lifeline()
@@ -730,6 +738,7 @@ class ProcessKubelet:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.client.close()
+        await self.heartbeat_client.close()
 
     async def _register(self, node: Mapping[str, Any]) -> None:
         name = node["metadata"]["name"]
@@ -746,7 +755,8 @@ class ProcessKubelet:
 
     async def _heartbeat(self) -> None:
         """Renew each served node's Lease; the node lifecycle controller marks a node whose Lease goes
-        stale unreachable (a lost node's kubelet simply stops renewing)."""
+        stale unreachable (a lost node's kubelet simply stops renewing). A served node marked so meanwhile
+        is posted Ready again, as the kubelet's node status update does."""
         while True:
             await asyncio.sleep(self.heartbeat_seconds)
             for node in self.declared_nodes:
@@ -754,17 +764,21 @@ class ProcessKubelet:
                 if name not in self.lost_nodes:
                     with contextlib.suppress(*_TRANSIENT):
                         await self._renew_lease(name)
+                        cached = self._nodes.cache.get(("", name))
+                        if cached is not None and ready_status(cached) != "True":
+                            await self.heartbeat_client.patch(f"/api/v1/nodes/{name}/status", {"status": {
+                                "conditions": ready_conditions(True)}}, MERGE_PATCH)
 
     async def _renew_lease(self, node: str) -> None:
         path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases"
         stamp = times.format_micro_time()
         spec = {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": stamp}
         try:
-            await self.client.patch(f"{path}/{node}", {"spec": spec}, MERGE_PATCH)
+            await self.heartbeat_client.patch(f"{path}/{node}", {"spec": spec}, MERGE_PATCH)
         except ApiError as exc:
             if exc.status != 404:
                 raise
-            await self.client.post(path, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            await self.heartbeat_client.post(path, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                                           "metadata": {"name": node}, "spec": {**spec, "acquireTime": stamp}})
 
     # -- events ---------------------------------------------------------------------------------------------

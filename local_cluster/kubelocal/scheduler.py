@@ -26,10 +26,10 @@ from typing import Any
 from kubelocal.kubeclient import (
     STRATEGIC_MERGE_PATCH,
     ApiError,
+    EventRecorder,
     Informer,
     KubeClient,
     now_rfc3339,
-    post_event,
     wait_event,
 )
 from kubelocal.resources import (
@@ -203,8 +203,9 @@ class Scheduler:
     """The shell: watches pods and nodes over HTTP, binds via `pods/binding`, reports via `pods/status`.
 
     Watch events feed the cache and the queue (constant work each); a pass pops queued pods in slices of
-    `slice_size` and awaits its API calls between slices, so the API server sharing this event loop keeps
-    answering requests while a burst is scheduled.
+    `slice_size`, yielding between slices. As kube-scheduler's binding cycle, a bind runs in the background
+    (at most `concurrency` API calls at once) while the next pods are decided against the assumed placement;
+    its Event is recorded in the background (an EventRecorder), so the next bind never waits for one.
     """
 
     def __init__(self, url: str, *, name: str = SCHEDULER_NAME, resync_seconds: float = 10.0,
@@ -221,6 +222,8 @@ class Scheduler:
         self.queue = SchedulingQueue(max_unschedulable_seconds)
         self._limit = asyncio.Semaphore(concurrency)
         self._tasks: list[asyncio.Task[None]] = []
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self.events = EventRecorder(self.client, name)
         self.binds = 0  # for benchmarks and tests
         #: Scheduling attempts by result ("scheduled", "unschedulable"), as kube-scheduler's
         #: scheduler_schedule_attempts_total; the queue's `moves` say which events retried parked pods.
@@ -239,6 +242,10 @@ class Scheduler:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        for task in list(self._in_flight):
+            task.cancel()
+        await asyncio.gather(*self._in_flight, return_exceptions=True)
+        await self.events.close()
         await self.client.close()
 
     def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
@@ -276,19 +283,19 @@ class Scheduler:
                 log.exception("scheduling pass failed")
 
     async def schedule_once(self) -> None:
-        """Decide for every active pod, highest priority then oldest first, a slice at a time."""
+        """Decide for every active pod, highest priority then oldest first, a slice at a time; the API calls
+        the decisions need run in the background."""
         while self.queue.active:
-            jobs = []
             for _ in range(self.slice_size):
                 pod = self.queue.pop()
                 if pod is None:
                     break
-                jobs.extend(self._decide(pod))
-            # Awaiting here is the slice boundary: request serving (and watch delivery) runs meanwhile.
-            if jobs:
-                await asyncio.gather(*jobs)
-            else:
-                await asyncio.sleep(0)
+                for job in self._decide(pod):
+                    task = asyncio.ensure_future(job)
+                    self._in_flight.add(task)
+                    task.add_done_callback(self._in_flight.discard)
+            # The slice boundary: the kubelet and the controllers on this loop (and watch delivery) run meanwhile.
+            await asyncio.sleep(0)
 
     def _decide(self, pod: Mapping[str, Any]) -> list[Awaitable[None]]:
         decision = schedule_pod(pod, self.cache.sorted_nodes(), self.cache.usage)
@@ -325,7 +332,7 @@ class Scheduler:
                     self._wake.set()
                 return
             self.binds += 1  # the binding itself sets PodScheduled=True, as kube-apiserver does
-            await self._event(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
+        self.events.record(pod, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
 
     async def _mark_unschedulable(self, pod: Mapping[str, Any], message: str) -> None:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -339,8 +346,4 @@ class Scheduler:
             except (TimeoutError, ApiError, OSError) as exc:
                 log.debug("marking %s/%s unschedulable failed: %s", ns, name, exc)
                 return
-            await self._event(pod, "Warning", "FailedScheduling", message)
-
-    async def _event(self, pod: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
-        await post_event(self.client, pod, kind, reason, message, component=self.name)
-
+        self.events.record(pod, "Warning", "FailedScheduling", message)

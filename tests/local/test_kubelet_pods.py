@@ -336,6 +336,24 @@ def test_node_loss_kills_processes_and_leaves_pods_terminating_until_the_node_re
                                or []), what="the unreachable taints to be lifted")
 
 
+def test_a_node_marked_unreachable_while_its_kubelet_lives_is_posted_ready_again_and_untainted(core: Core) -> None:
+    # What the node lifecycle controller writes when a Lease renewal came late (e.g. under a burst of pods).
+    core.patch_node_status("lossy", {"status": {"conditions": [
+        {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+         "message": "Kubelet stopped posting node status."}]}})
+    taints = [t.to_dict() for t in core.read_node("lossy").spec.taints or []]
+    core.patch_node("lossy", {"spec": {"taints": [*taints, {"key": "node.kubernetes.io/unreachable",
+                                                             "effect": "NoSchedule"}]}})
+
+    def ready_and_untainted() -> bool:
+        node = core.read_node("lossy")
+        ready = next(c for c in node.status.conditions if c.type == "Ready")
+        return ready.status == "True" and not any(t.key == "node.kubernetes.io/unreachable"
+                                                  for t in node.spec.taints or [])
+
+    wait_until(ready_and_untainted, timeout=20, what="the kubelet to post Ready and the controller to lift the taint")
+
+
 def test_eviction_api_deletes_the_pod_gracefully_and_stops_its_processes(core: Core, workdir: Path) -> None:
     name = create(core, python_pod(unique("apievict"), PIDS, terminationGracePeriodSeconds=1))
     pod = wait_until(phase_is(core, name, "Running"), what=f"{name} to run")
