@@ -15,6 +15,7 @@ import psutil
 import pytest
 from e2e_helpers import REPO
 from polling import wait_for
+from processes import alive, cmdline
 
 SLEEPER = "import time; time.sleep(600)  # tfjob-local-signals"
 #: A pod that takes its whole grace period to stop, so the clean-up after a stop signal lasts a while.
@@ -30,18 +31,6 @@ def job(code: str) -> dict[str, Any]:
     }
 
 
-def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
-    """The processes still running (a zombie has exited; only its parent has not read its status yet)."""
-    out = []
-    for proc in procs:
-        try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                out.append(proc)
-        except psutil.NoSuchProcess:
-            pass
-    return out
-
-
 def start_with_pods_running(tmp_path: Path, code: str = SLEEPER) -> tuple[subprocess.Popen[str], list[psutil.Process]]:
     """`tfjob local` running the two-pod job; returns it and every process it started (operator, pods)."""
     manifest = tmp_path / "sleepers.yaml"
@@ -53,8 +42,8 @@ def start_with_pods_running(tmp_path: Path, code: str = SLEEPER) -> tuple[subpro
 
     def started() -> list[psutil.Process]:
         kids = me.children(recursive=True)
-        pods = [p for p in kids if "tfjob-local-signals" in " ".join(_cmdline(p))]
-        operators = [p for p in kids if "operator" in _cmdline(p)]
+        pods = [p for p in kids if "tfjob-local-signals" in " ".join(cmdline(p))]
+        operators = [p for p in kids if "operator" in cmdline(p)]
         return kids if len(pods) == 2 and operators else []
 
     try:
@@ -62,13 +51,6 @@ def start_with_pods_running(tmp_path: Path, code: str = SLEEPER) -> tuple[subpro
     except BaseException:
         local.kill()
         raise
-
-
-def _cmdline(proc: psutil.Process) -> list[str]:
-    try:
-        return proc.cmdline()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return []
 
 
 @pytest.mark.timeout(180)

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 from polling import wait_for
+from processes import alive, cmdline
 
 from tfjob_operator.local.up import EXIT_USAGE, run_local_up
 
@@ -106,33 +107,16 @@ def test_when_local_up_is_sigkilled_its_pod_processes_and_their_children_exit(tm
         me = psutil.Process(proc.pid)
 
         def family() -> list[psutil.Process]:
-            found = [p for p in me.children(recursive=True) if "local-up-lifeline" in " ".join(_cmdline(p))]
+            found = [p for p in me.children(recursive=True) if "local-up-lifeline" in " ".join(cmdline(p))]
             return found if len(found) == 2 else []
 
         pod_processes = wait_for(family, timeout=60, interval=0.2, what="the pod's process and its child running")
     finally:
         proc.kill()
         proc.wait(timeout=30)
-    wait_for(lambda: not _alive(pod_processes), timeout=15, interval=0.2,
-             what=f"the pod's processes to exit: {[p.pid for p in _alive(pod_processes)]}")
+    wait_for(lambda: not alive(pod_processes), timeout=15, interval=0.2,
+             what=f"the pod's processes to exit: {[p.pid for p in alive(pod_processes)]}")
 
-
-def _cmdline(proc: psutil.Process) -> list[str]:
-    try:
-        return proc.cmdline()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return []
-
-
-def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
-    out = []
-    for p in procs:
-        try:
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
-        except psutil.NoSuchProcess:
-            pass
-    return out
 
 
 def test_local_up_refuses_a_bad_node_spec_before_starting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
