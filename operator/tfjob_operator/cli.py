@@ -255,11 +255,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return EXIT_CLUSTER if failed else 0
 
 
+def _api(args: argparse.Namespace) -> Any:
+    from tfjob_operator.jobs import API_CHOICES
+
+    return API_CHOICES[args.api] if args.api else None
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from tfjob_operator.jobs import describe, get_job, job_pods
 
     clients = _clients(args)
-    print(describe(get_job(clients, args.name), job_pods(clients, args.name)))
+    job = get_job(clients, args.name, _api(args))
+    print(describe(job, job_pods(clients, args.name, job["metadata"].get("uid"))))
     return 0
 
 
@@ -268,7 +275,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
     clients = _clients(args)
     try:
-        pod = pick_pod(clients, args.name, args.replica)
+        pod = pick_pod(clients, args.name, args.replica, _api(args))
     except LookupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -279,7 +286,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_wait(args: argparse.Namespace) -> int:
     from tfjob_operator.jobs import wait_for
 
-    code, message = wait_for(_clients(args), args.name, args.condition, args.timeout)
+    code, message = wait_for(_clients(args), args.name, args.condition, args.timeout, _api(args))
     print(message, file=sys.stdout if code == 0 else sys.stderr)
     return code
 
@@ -306,7 +313,7 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
     from tfjob_operator.jobs import get_job
 
     clients = _clients(args)
-    obj = get_job(clients, args.name)
+    obj = get_job(clients, args.name, _api(args))
     try:
         location = tensorboard.chief_logdir(parse_tfjob({k: v for k, v in obj.items() if k != "status"}))
     except (tensorboard.NoLogs, InvalidSpec) as exc:
@@ -395,6 +402,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--context", help="kubeconfig context")
         p.add_argument("-n", "--namespace", help="namespace (default: the context's)")
 
+    def api_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--api", choices=["tfjob.dev", "kubeflow.org"],
+                       help="the TFJob API the name is in (default: tfjob.dev/v1, else Kubeflow's kubeflow.org/v1 "
+                            "when the operator serves it; a name taken in both is tfjob.dev's unless "
+                            "--api kubeflow.org)")
+
     p = sub.add_parser("submit", help="create the TFJobs of a file (validated first, like the webhook)")
     p.add_argument("file")
     cluster_args(p)
@@ -403,6 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="a job's state, conditions and pods")
     p.add_argument("name")
     cluster_args(p)
+    api_arg(p)
     p.set_defaults(func=_cluster_command(cmd_status))
 
     p = sub.add_parser("logs", help="a job's logs: the chief by default, or --replica worker-1")
@@ -410,6 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replica", help="replica as <type>-<index>, e.g. worker-1, ps-0")
     p.add_argument("-f", "--follow", action="store_true", help="keep streaming as lines arrive")
     cluster_args(p)
+    api_arg(p)
     p.set_defaults(func=_cluster_command(cmd_logs))
 
     p = sub.add_parser(
@@ -419,6 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=["created", "queued", "running", "restarting", "suspended", "succeeded", "failed"])
     p.add_argument("--timeout", type=float, default=600)
     cluster_args(p)
+    api_arg(p)
     p.set_defaults(func=_cluster_command(cmd_wait))
 
     p = sub.add_parser("tensorboard", help="serve the chief's TensorBoard logs of a job run by tfjob local "
@@ -429,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=6006, help="TensorBoard's port (default 6006)")
     p.add_argument("--print", action="store_true", help="print the tensorboard command instead of running it")
     cluster_args(p)
+    api_arg(p)
     p.set_defaults(func=_cluster_command(cmd_tensorboard))
     return parser
 

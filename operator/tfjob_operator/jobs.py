@@ -20,8 +20,9 @@ from kubernetes.client.exceptions import ApiException
 
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
+from tfjob_operator.apigroups import KUBEFLOW, TFJOB_DEV, ApiGroup, group_of
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, api_client, pods_path, tfjob_path, tfjobs_path
-from tfjob_operator.observed import FINISHED_CONDITIONS
+from tfjob_operator.observed import FINISHED_CONDITIONS, owned_by, prior_status
 
 #: Exit code of `tfjob wait` when the timeout passes first (the same as coreutils `timeout`).
 EXIT_TIMEOUT = 124
@@ -36,9 +37,26 @@ CLI_RETRY = RetryPolicy(attempts=3, backoff=0.5, max_backoff=4.0, timeout=REQUES
 CLI_USER_AGENT = "tfjob-cli/0.1"
 
 
+#: The APIs `status`, `wait`, `logs` and `tensorboard` look a job name up in, by `--api`: by default ours first,
+#: then Kubeflow's (a job made with Kubeflow's SDK or manifests is found by its name alone, once the operator
+#: serves `kubeflow.org/v1`); a name taken in both APIs is ours unless `--api kubeflow.org` says otherwise.
+API_CHOICES: dict[str, ApiGroup] = {TFJOB_DEV.group: TFJOB_DEV, KUBEFLOW.group: KUBEFLOW}
+
+
+def job_ref(group: ApiGroup, name: str) -> str:
+    """How a person names the job in kubectl's terms: `tfjob/x`, `tfjobs.kubeflow.org/x`."""
+    return f"tfjob/{name}" if group == TFJOB_DEV else f"{group.plural}.{group.group}/{name}"
+
+
 def _hint(status: int | None, action: str, kind_name: str, namespace: str) -> str:
     if status == 404 and action == "create":
         return f"is the TFJob CRD installed (kubectl apply -f crds/tfjob.yaml), and does namespace {namespace} exist?"
+    if status == 404 and kind_name.startswith("tfjobs.kubeflow.org/"):
+        return (f"check the name and the namespace (kubectl get tfjobs.kubeflow.org -n {namespace}); is Kubeflow's "
+                "TFJob API served (TFJOB_KUBEFLOW_API, tfjob local up --kubeflow)?")
+    if status == 404 and action == "find":
+        return (f"check the name and the namespace (kubectl get tfjobs -n {namespace}); no kubeflow.org/v1 TFJob "
+                "of that name either")
     if status == 404:
         return f"check the name and the namespace (kubectl get tfjobs -n {namespace})"
     if status == 409:
@@ -115,21 +133,37 @@ def submit(clients: Clients, job: TFJob) -> dict[str, Any]:
     return dict(result)
 
 
-def get_job(clients: Clients, name: str) -> dict[str, Any]:
+def get_job(clients: Clients, name: str, api: ApiGroup | None = None) -> dict[str, Any]:
+    """The job named `name` in API `api`; with none, in ours, else in Kubeflow's (see API_CHOICES)."""
+    namespace = clients.namespace
+    if api is not None:
+        try:
+            return dict(clients.kube.request_sync("GET", tfjob_path(namespace, name, group=api)))
+        except KubeError as exc:
+            raise _explain(exc, "get", job_ref(api, name), namespace) from None
     try:
-        result = clients.kube.request_sync("GET", tfjob_path(clients.namespace, name))
+        return dict(clients.kube.request_sync("GET", tfjob_path(namespace, name)))
     except KubeError as exc:
-        raise _explain(exc, "get", f"tfjob/{name}", clients.namespace) from None
-    return dict(result)
+        if exc.status != 404:
+            raise _explain(exc, "get", job_ref(TFJOB_DEV, name), namespace) from None
+        ours = exc
+    try:
+        return dict(clients.kube.request_sync("GET", tfjob_path(namespace, name, group=KUBEFLOW)))
+    except KubeError as exc:
+        if exc.status not in (403, 404):  # not served, or not ours to read: the answer is our API's 404
+            raise _explain(exc, "get", job_ref(KUBEFLOW, name), namespace) from None
+    raise ours.explained(f"get {job_ref(TFJOB_DEV, name)}", _hint(404, "find", "tfjob", namespace)) from None
 
 
-def job_pods(clients: Clients, name: str) -> list[dict[str, Any]]:
+def job_pods(clients: Clients, name: str, uid: str | None = None) -> list[dict[str, Any]]:
+    """The job's pods by its job-name label; with the job's uid, only those it controls (the same name may be
+    taken in both TFJob APIs)."""
     try:
         pods = clients.kube.request_sync("GET", pods_path(clients.namespace),
                                          query=[("labelSelector", f"{constants.LABEL_JOB_NAME}={name}")])
     except KubeError as exc:
         raise _explain(exc, "list", f"pods of tfjob/{name}", clients.namespace) from None
-    out: list[dict[str, Any]] = list((pods or {}).get("items") or [])
+    out: list[dict[str, Any]] = [p for p in (pods or {}).get("items") or [] if owned_by(p, name, uid)]
     return sorted(out, key=lambda p: p["metadata"]["name"])
 
 
@@ -156,11 +190,18 @@ def progress_text(status: dict[str, Any]) -> str | None:
 
 
 def describe(job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
-    """`tfjob status` text: state, conditions with reasons, then one line per pod."""
+    """`tfjob status` text: state, conditions with reasons, then one line per pod. A `kubeflow.org/v1` job says
+    so; its CRD keeps no state, workers or counters in the status: they are read as the operator keeps them
+    (the last true condition, the pods, the annotations)."""
     status = job.get("status") or {}
+    group = group_of(job)
+    true = [c["type"] for c in status.get("conditions") or [] if c.get("status") == "True"]
+    state = status.get("state") or (true[-1] if true else "Pending")
+    workers = status.get("workers") or _workers_from_pods(job, pods)
+    api = "" if group == TFJOB_DEV else f" ({group.api_version})"
     lines = [
-        f"TFJob {job['metadata']['namespace']}/{job['metadata']['name']}: {status.get('state') or 'Pending'}"
-        f"  workers {status.get('workers') or '-'}  restarts {status.get('restartCount', 0)}",
+        f"TFJob {job['metadata']['namespace']}/{job['metadata']['name']}{api}: {state}"
+        f"  workers {workers}  restarts {prior_status(job).restartCount}",
     ]
     progress = progress_text(status)
     if progress:
@@ -175,6 +216,17 @@ def describe(job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
     if not pods:
         lines.append("  (none)")
     return "\n".join(lines)
+
+
+def _workers_from_pods(job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
+    """Running/total worker pods, as the `workers` status field says it (for a job whose status has none)."""
+    spec = ((job.get("spec") or {}).get("tfReplicaSpecs") or {}).get("Worker") or {}
+    total = spec.get("replicas", 1) if isinstance(spec, dict) else None
+    if not isinstance(total, int):
+        return "-"
+    running = sum(1 for p in pods if (p["metadata"].get("labels") or {}).get(constants.LABEL_REPLICA_TYPE) == "worker"
+                  and (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"))
+    return f"{running}/{total}"
 
 
 def pod_fields(pod: dict[str, Any]) -> dict[str, str]:
@@ -199,9 +251,11 @@ def pod_line(pod: dict[str, Any]) -> str:
             f"{f['exit']}").rstrip()
 
 
-def pick_pod(clients: Clients, name: str, replica: str | None) -> str:
-    """The pod for `--replica worker-1` (newest attempt), or the chief / worker 0 when none is given."""
-    pods = job_pods(clients, name)
+def pick_pod(clients: Clients, name: str, replica: str | None, api: ApiGroup | None = None) -> str:
+    """The pod for `--replica worker-1` (newest attempt), or the chief / worker 0 when none is given, of the job
+    found as `get_job` finds it."""
+    job = get_job(clients, name, api)
+    pods = job_pods(clients, name, job["metadata"].get("uid"))
     if replica:
         wanted = f"{name}-{replica.lower()}"
         matches = [p for p in pods if p["metadata"]["name"] == wanted]
@@ -230,48 +284,54 @@ def stream_logs(clients: Clients, pod: str, follow: bool, out: TextIO = sys.stdo
         resp.release_conn()
 
 
-def wait_for(clients: Clients, name: str, wanted: str, timeout: float) -> tuple[int, str]:
-    """Watch the job until condition `wanted` is true (exit 0), it ends otherwise (1), or time runs out (124)."""
+def wait_for(clients: Clients, name: str, wanted: str, timeout: float,
+             api: ApiGroup | None = None) -> tuple[int, str]:
+    """Watch the job (found as `get_job` finds it) until condition `wanted` is true (exit 0), it ends otherwise
+    (1), or time runs out (124)."""
     wanted = wanted.capitalize()
     deadline = time.monotonic() + timeout
-    for job in _watch_job(clients, name, deadline):
+    ref = job_ref(api or TFJOB_DEV, name)
+    for job in _watch_job(clients, name, deadline, api):
+        ref = job_ref(group_of(job), name)
         conds = true_conditions(job)
         if wanted in conds:
-            return 0, f"tfjob/{name} condition met: {wanted}"
+            return 0, f"{ref} condition met: {wanted}"
         ended = [c for c in conds if c in FINISHED_CONDITIONS]
         if ended:  # finished, and not the way we wait for
             message = next((c.get("message") for c in job["status"]["conditions"] if c["type"] == ended[-1]), "")
-            return EXIT_OTHER_END, f"tfjob/{name} is {ended[-1]}, not {wanted}: {message}"
-    return EXIT_TIMEOUT, f"timed out after {timeout:g}s waiting for tfjob/{name} to be {wanted}"
+            return EXIT_OTHER_END, f"{ref} is {ended[-1]}, not {wanted}: {message}"
+    return EXIT_TIMEOUT, f"timed out after {timeout:g}s waiting for {ref} to be {wanted}"
 
 
-def _watch_job(clients: Clients, name: str, deadline: float) -> Iterator[dict[str, Any]]:
+def _watch_job(clients: Clients, name: str, deadline: float, api: ApiGroup | None) -> Iterator[dict[str, Any]]:
     """The job now, then every change, until the deadline; restarts the watch when the server closes it."""
-    job = get_job(clients, name)
+    job = get_job(clients, name, api)
+    group = group_of(job)  # found: the watch stays on that API
+    ref = job_ref(group, name)
     yield job
     version = job["metadata"]["resourceVersion"]
     while (left := deadline - time.monotonic()) > 0:
         stream = watch.Watch()
         try:
             for event in stream.stream(
-                clients.custom.list_namespaced_custom_object, constants.GROUP, constants.VERSION,
-                clients.namespace, constants.PLURAL, field_selector=f"metadata.name={name}",
+                clients.custom.list_namespaced_custom_object, group.group, group.version,
+                clients.namespace, group.plural, field_selector=f"metadata.name={name}",
                 resource_version=version, timeout_seconds=max(1, int(min(left, 60))),
             ):
                 if event["type"] == "DELETED":
-                    raise KubeError(404, "WATCH", tfjob_path(clients.namespace, name), None, what=f"watch tfjob/{name}",
-                                    detail="the job was deleted while waiting")
+                    raise KubeError(404, "WATCH", tfjob_path(clients.namespace, name, group=group), None,
+                                    what=f"watch {ref}", detail="the job was deleted while waiting")
                 obj = event["object"]
                 version = obj["metadata"]["resourceVersion"]
                 yield obj
                 if time.monotonic() >= deadline:
                     return
         except urllib3.exceptions.HTTPError as exc:
-            raise _explain(exc, "watch", f"tfjob/{name}", clients.namespace) from None
+            raise _explain(exc, "watch", ref, clients.namespace) from None
         except ApiException as exc:
             if exc.status != 410:
-                raise _explain(exc, "watch", f"tfjob/{name}", clients.namespace) from None
-            job = get_job(clients, name)  # our version is too old: start again from now
+                raise _explain(exc, "watch", ref, clients.namespace) from None
+            job = get_job(clients, name, group)  # our version is too old: start again from now
             version = job["metadata"]["resourceVersion"]
             yield job
         finally:

@@ -62,7 +62,8 @@ def test_status_and_wait_of_a_missing_job_say_404_and_where_to_look(cluster: Clu
     for args in (("status", "nope"), ("wait", "nope", "--timeout", "5")):
         line = one_error_line(tfjob(cluster.kubeconfig, *args))
         assert line.startswith("error: get tfjob/nope: HTTP 404 Not Found: ")
-        assert line.endswith("; check the name and the namespace (kubectl get tfjobs -n default)")
+        assert line.endswith("; check the name and the namespace (kubectl get tfjobs -n default); no kubeflow.org/v1 "
+                             "TFJob of that name either")
 
 
 @pytest.mark.parametrize(("status", "reason", "hint"), [

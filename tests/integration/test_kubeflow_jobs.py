@@ -4,6 +4,8 @@ the local control plane with Kubeflow's published CRD (which prunes any status f
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -97,3 +99,51 @@ def test_unknown_managed_by_fails_a_kubeflow_job_as_invalid_spec(cluster: Cluste
     name = cluster.submit({"Worker": replica(QUICK, 1)}, group=KF, managedBy="example.com/mine")
     failed = wait_kubeflow_state(cluster, name, "Failed")["conditions"][-1]
     assert failed["reason"] == "InvalidSpec" and "spec.runPolicy.managedBy: 'example.com/mine'" in failed["message"]
+
+
+# --- the CLI's job helpers find kubeflow.org/v1 jobs by name -------------------------------------------------
+
+SAYS_HELLO = py("print('hello from', __import__('os').environ['HOSTNAME'], flush=True)")
+
+
+def tfjob_cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tfjob_operator.cli", *args, "--kubeconfig", str(cluster.kubeconfig)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_status_wait_and_logs_find_a_kubeflow_job_by_its_name(cluster: Cluster, operator: Operator) -> None:
+    name = cluster.submit({"Worker": replica(SAYS_HELLO, 1)}, group=KF, cleanPodPolicy="None")
+    waited = tfjob_cli(cluster, "wait", name, "--timeout", "40")
+    assert (waited.returncode, waited.stdout) == (0, f"tfjobs.kubeflow.org/{name} condition met: Succeeded\n")
+    status = tfjob_cli(cluster, "status", name)
+    assert status.returncode == 0, status.stderr
+    header = status.stdout.splitlines()[0]
+    assert header == f"TFJob default/{name} (kubeflow.org/v1): Succeeded  workers 0/1  restarts 0"
+    assert f"  {name}-worker-0 " in status.stdout and "exit 0" in status.stdout
+    logs = tfjob_cli(cluster, "logs", name)
+    assert (logs.returncode, logs.stdout) == (0, f"hello from {name}-worker-0\n")
+
+
+def test_a_name_in_both_apis_is_tfjob_devs_unless_api_kubeflow_org(cluster: Cluster, operator: Operator) -> None:
+    name = cluster.submit({"Worker": replica(QUICK, 1)})
+    cluster.wait_state(name, "Succeeded")
+    # The same name in Kubeflow's API, a job another controller manages (the operator keys jobs by name, so two
+    # jobs of one name would share its bookkeeping; the CLI must still tell them apart).
+    cluster.submit({"Worker": replica(QUICK, 1)}, name, group=KF, managedBy=apigroups.MANAGED_BY_MULTIKUEUE)
+    assert tfjob_cli(cluster, "status", name).stdout.startswith(f"TFJob default/{name}: Succeeded")
+    theirs = tfjob_cli(cluster, "status", name, "--api", "kubeflow.org").stdout
+    assert theirs.startswith(f"TFJob default/{name} (kubeflow.org/v1): Pending  workers 0/1  restarts 0")
+    assert theirs.endswith("pods:\n  (none)\n")  # tfjob.dev's pod of that name is not this job's
+    waited = tfjob_cli(cluster, "wait", name, "--api", "kubeflow.org", "--for", "created", "--timeout", "1")
+    assert (waited.returncode, waited.stderr) == (
+        124, f"timed out after 1s waiting for tfjobs.kubeflow.org/{name} to be Created\n")
+
+
+def test_a_name_in_neither_api_is_one_error_line_naming_both(cluster: Cluster, operator: Operator) -> None:
+    for args in (("status", "nope"), ("wait", "nope", "--timeout", "5"), ("logs", "nope")):
+        done = tfjob_cli(cluster, *args)
+        assert (done.returncode, done.stdout, "Traceback" in done.stderr) == (1, "", False)
+        assert done.stderr.startswith('error: get tfjob/nope: HTTP 404 Not Found: tfjobs.tfjob.dev "nope" not found; ')
+        assert done.stderr.endswith("no kubeflow.org/v1 TFJob of that name either\n")
+    only_kubeflow = tfjob_cli(cluster, "status", "nope", "--api", "kubeflow.org").stderr
+    assert only_kubeflow.startswith("error: get tfjobs.kubeflow.org/nope: HTTP 404 Not Found: ")
