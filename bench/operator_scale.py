@@ -11,7 +11,7 @@ The sweep runs each size on a fresh control plane and operator, in the order giv
 and operator peak RSS against the number of jobs, and ends with one SUMMARY line whose keys carry the size
 (jobs100_created_p99=...). With --budget, a size waits at most for what is left of the budget (its figures then
 cover the jobs that finished; `jobsN_succeeded=k/N` says how many) and sizes reached with nothing left are skipped,
-so `make bench` lists the sizes whose figures it needs first: --sweep 100,1000,250,500 --budget 330.
+so `make bench` lists the sizes whose figures it needs first: --sweep 100,1000,250,500 --budget 250.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ class Watcher(threading.Thread):
         self.custom = client.CustomObjectsApi(api)
         self.first_seen: dict[str, float] = {}
         self.finished: dict[str, tuple[float, str]] = {}
+        self.reasons: collections.Counter[str] = collections.Counter()  # of the jobs that Failed
         self.stop = False
         self.w = watch.Watch()
 
@@ -88,9 +89,14 @@ class Watcher(threading.Thread):
         if self.kind == "pods":
             self.first_seen.setdefault(obj.metadata.name, now)
             return
-        state = (obj.get("status") or {}).get("state")
-        if state in ("Succeeded", "Failed"):
-            self.finished.setdefault(obj["metadata"]["name"], (now, state))
+        status = obj.get("status") or {}
+        state = status.get("state")
+        if state in ("Succeeded", "Failed") and obj["metadata"]["name"] not in self.finished:
+            self.finished[obj["metadata"]["name"]] = (now, state)
+            if state == "Failed":
+                conditions = status.get("conditions") or [{}]
+                why = next((c for c in conditions if c.get("type") == "Failed"), conditions[-1])
+                self.reasons[f"{why.get('reason')}: {why.get('message')}"] += 1
 
 
 def peak_rss(pid: int, stop: threading.Event, out: list[int]) -> None:
@@ -131,9 +137,12 @@ class Result:
 def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path | None = None,
              trace: bool = False) -> Result:
     """N jobs x W workers on a fresh control plane and operator; prints the figures, returns them."""
-    workdir = Path(tempfile.mkdtemp(prefix="tfjob-bench-"))
     nodes = "4x{cpu:64,memory:256Gi,pods:1000}"
-    with LocalClusterThread(workdir=workdir, nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,)) as cluster:
+    with (
+        tempfile.TemporaryDirectory(prefix="tfjob-bench-", ignore_cleanup_errors=True) as tmp,
+        LocalClusterThread(workdir=Path(tmp), nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,)) as cluster,
+    ):
+        workdir = Path(tmp)
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, cluster.url)
         env = {
@@ -211,7 +220,7 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
         pod_times = [t for pod, t in pods_w.first_seen.items() if pod.startswith(f"{name}-")]
         if len(pod_times) >= workers:
             created.append(max(pod_times) - t0)
-        if name in jobs_w.finished:
+        if jobs_w.finished.get(name, (0.0, ""))[1] == "Succeeded":
             done.append(jobs_w.finished[name][0] - t0)
     by_verb: collections.Counter[str] = collections.Counter()
     for r in records:
@@ -229,6 +238,8 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
         f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
     print(f"  submitted in {submit_seconds:.1f}s; all finished after {total_seconds:.1f}s; states {dict(states)}")
+    for reason, count in jobs_w.reasons.most_common(3):
+        print(f"  Failed: {count} x {reason}")
     print(
         f"  submit -> all pods created: p50 {percentile(created, 50):.2f}s  p99 {percentile(created, 99):.2f}s  "
         f"({len(created)} jobs)"
@@ -344,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         plot(results, args.plot)
         print(f"plot: {args.plot}")
     print(f"SUMMARY workers={args.workers} " + " ".join(r.summary(f"jobs{r.jobs}_") for r in results))
-    return 0 if all(r.succeeded == r.jobs for r in results) else 1
+    # Jobs that did not succeed in time are a figure (jobsN_succeeded), judged by the table, not a crash.
+    return 0
 
 
 if __name__ == "__main__":

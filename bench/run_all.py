@@ -115,7 +115,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("runtime_overhead", "mlp_ratio", "runtime / plain, tiny MLP (start-up dominated)"),
     Figure("runtime_overhead", "mwms_ratio", "runtime / plain, 2 MWMS workers"),
     Figure("runtime_overhead", "recovery", "worker SIGKILL -> resumed epoch"),
-    Figure("runtime_overhead", "recovery_ours", "  of it ours (beyond TF import and peers)", Goal("<=", 1.0, "s")),
+    Figure("runtime_overhead", "recovery_ours", "recovery: of it ours (beyond TF import, peers)", Goal("<=", 1.0, "s")),
     Figure("emulator_throughput", "list_rps", "emulator: list of 1000 objects, req/s"),
     Figure("emulator_throughput", "patch_rps", "emulator: patch, req/s"),
     Figure("emulator_throughput", "watch_events_per_s", "emulator: watch fan-out, events/s"),
