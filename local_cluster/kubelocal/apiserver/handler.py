@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -56,8 +57,17 @@ class RequestHandler:
         self.log_source: LogSource | None = None
         self.exec_source: remotecommand.ExecSource | None = None
         self.started = objects.timestamp()
+        #: time.monotonic() when a request last started or finished (watch streams only when they open or end).
+        self.last_activity = time.monotonic()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.last_activity = time.monotonic()
+        try:
+            return await self._handle(request)
+        finally:
+            self.last_activity = time.monotonic()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         info = parse_request(request.method, request.path, request.query)
         recorded = False
 

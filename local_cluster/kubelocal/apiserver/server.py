@@ -27,6 +27,7 @@ from . import objects
 from .admission import AdmissionChain, NamespaceLifecycle
 from .authorization import AlwaysAllow, Authorizer
 from .crd_cleanup import CrdCleanup
+from .gcpolicy import GcSettings, IdleCollector
 from .faults import FaultInjector, LogSource, RequestRecord
 from .handler import RequestHandler
 from .plugins import AdmissionWebhooks, BuiltinDefaults, BuiltinValidation, CelValidationRules, ResourceQuotaAdmission
@@ -80,6 +81,7 @@ class ApiServer:
         self._runner: web.AppRunner | None = None
         self._gc_task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.idle_gc: IdleCollector | None = None
         self.store.listeners.append(self.crd_cleanup.on_event)
         for ns in ("default", "kube-system"):
             self._seed_namespace(ns)
@@ -117,9 +119,19 @@ class ApiServer:
         self.url = f"http://{self.host}:{self.port}"
         self._gc_task = asyncio.create_task(self.crd_cleanup.run(), name="apiserver-crd-cleanup")
 
+    def manage_gc(self, settings: GcSettings = GcSettings()) -> None:
+        """Take over the process's garbage collector (gcpolicy.py): for a process that serves for a long
+        time, called once start-up is done (`tfjob local up`); `stop()` gives it back."""
+        if self.idle_gc is None:
+            self.idle_gc = IdleCollector(lambda: self.handler.last_activity, settings)
+            self.idle_gc.start()
+
     async def stop(self) -> None:
         """Close every watch stream and the listener."""
         self.ctx.stopping = True
+        if self.idle_gc is not None:
+            await self.idle_gc.stop()
+            self.idle_gc = None
         for _, watcher in self.store.all_watchers():
             watcher.close()
         if self._gc_task:

@@ -41,6 +41,7 @@ async def _serve(cluster: LocalCluster, kubeconfig: Path) -> int:
             print(f"error: cannot start the API server on port {cluster.port}: {exc.strerror or exc} "
                   "(choose another with --port, or 0 for any free port)", file=sys.stderr)
             return 1
+        cluster.apiserver.manage_gc()  # a long-running server: full collections off the request path
         try:
             kubeconfig.parent.mkdir(parents=True, exist_ok=True)
             write_kubeconfig(kubeconfig, cluster.url)
