@@ -184,8 +184,9 @@ class RequestHandler:
                 return self._list_response(request, rt, read.list_page(ctx, rt, list_ns, query))
             if method == "POST":
                 options.validate_write(query, "CreateOptions")
-                obj, warnings = create.create(ctx, rt, ns, await read_body(request), query, user=user, manager=manager)
-                return object_response(request, obj, 201, warning_headers(warnings))
+                body = await read_body(request)
+                obj, warnings = create.create(ctx, rt, ns, body, query, user=user, manager=manager, owned=True)
+                return self._written(request, rt, obj, 201, warning_headers(warnings))
             if method == "DELETE":
                 opts = await self._delete_options(request)
                 deleted = delete.delete_collection(ctx, rt, list_ns, read.predicate(rt, query), opts, user=user)
@@ -226,20 +227,32 @@ class RequestHandler:
             options.validate_write(query, "UpdateOptions")
             body = await read_body(request)
             obj, warnings, created = update.update(ctx, rt, ns, name, body, sub, query, user=user, manager=manager)
-            return object_response(request, obj, 201 if created else 200, warning_headers(warnings))
+            return self._written(request, rt, obj, 201 if created else 200, warning_headers(warnings))
         if method == "PATCH":
             raw, ctype = await request.read(), (request.content_type or "").lower()
             options.validate_write(query, "PatchOptions", apply=ctype == patching.APPLY_PATCH, patch=True)
             if ctype == patching.APPLY_PATCH:
                 obj, warnings, created = apply.apply(ctx, rt, ns, name, raw, sub, query, user=user)
-                return object_response(request, obj, 201 if created else 200, warning_headers(warnings))
+                return self._written(request, rt, obj, 201 if created else 200, warning_headers(warnings))
             obj, warnings = update.patch(ctx, rt, ns, name, raw, ctype, sub, query, user=user, manager=manager)
-            return object_response(request, obj, 200, warning_headers(warnings))
+            return self._written(request, rt, obj, 200, warning_headers(warnings))
         if method == "DELETE":
             opts = await self._delete_options(request)
             obj, removed = delete.delete(ctx, rt, ns, name, opts, user=user)
             return object_response(request, *delete.response(rt, obj, removed, opts))
         raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
+
+    def _written(
+        self, request: web.Request, rt: ResourceType, obj: dict[str, Any], status: int,
+        headers: dict[str, str] | None,
+    ) -> web.Response:
+        """The response to a write: the store's own encoding when `obj` is what the store now holds, so one
+        encoding serves this response and every watch stream (a dry run, protobuf or another version encode)."""
+        meta = obj.get("metadata") or {}
+        stored = self.ctx.store.get_stored(rt.key, meta.get("namespace"), meta.get("name") or "")
+        if stored is None or stored.obj is not obj or protobuf.wants_protobuf(request.headers.get("Accept", "")):
+            return object_response(request, obj, status, headers)
+        return json_response(stored.raw, status, headers)
 
     @staticmethod
     async def _delete_options(request: web.Request) -> dict[str, Any]:

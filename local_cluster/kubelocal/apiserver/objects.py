@@ -7,6 +7,7 @@ import copy
 import datetime as dt
 import json
 import secrets
+import time
 from typing import Any
 
 from kubelocal.times import format_time, parse_time
@@ -21,9 +22,19 @@ POD_UPDATE_FORBIDDEN = (
 )
 
 
+_last_stamp: tuple[int, str] = (0, "")
+
+
 def timestamp(moment: dt.datetime | None = None) -> str:
-    """RFC 3339 with second precision, as metav1.Time serialises."""
-    return format_time(moment)
+    """RFC 3339 with second precision, as metav1.Time serialises (now's is formatted once a second: every
+    write stamps it, and strftime was a visible part of a create)."""
+    global _last_stamp
+    if moment is not None:
+        return format_time(moment)
+    second = int(time.time())
+    if _last_stamp[0] != second:
+        _last_stamp = (second, format_time(dt.datetime.fromtimestamp(second, dt.UTC)))
+    return _last_stamp[1]
 
 
 def parse_timestamp(text: str) -> dt.datetime:

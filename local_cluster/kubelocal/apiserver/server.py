@@ -27,8 +27,8 @@ from . import objects
 from .admission import AdmissionChain, NamespaceLifecycle
 from .authorization import AlwaysAllow, Authorizer
 from .crd_cleanup import CrdCleanup
-from .gcpolicy import GcSettings, IdleCollector
 from .faults import FaultInjector, LogSource, RequestRecord
+from .gcpolicy import GcSettings, IdleCollector
 from .handler import RequestHandler
 from .plugins import AdmissionWebhooks, BuiltinDefaults, BuiltinValidation, CelValidationRules, ResourceQuotaAdmission
 from .rbac import RBACAuthorizer

@@ -69,8 +69,33 @@ def go_parse_error(value: str, micro: bool) -> str | None:
     return None
 
 
+#: id(schema) -> (schema, whether a Time/MicroTime can occur under it); the schema is kept so its id stays its own.
+_HOLDS_TIME: dict[int, tuple[dict[str, Any], bool]] = {}
+
+
+def _holds_time(schema: dict[str, Any], visiting: frozenset[int] = frozenset()) -> bool:
+    """Whether a value of this built-in schema can contain a time field anywhere (a pod's containers cannot:
+    the walk skips them, which made this check cost as much as the whole validation)."""
+    known = _HOLDS_TIME.get(id(schema))
+    if known is not None:
+        return known[1]
+    if id(schema) in visiting:
+        return True  # a recursive schema: assume so (walking is always correct, only slower)
+    inner = visiting | {id(schema)}
+    ref = str(schema.get("$ref", "")).rsplit("/", 1)[-1]
+    subs: list[Any] = [*(schema.get("allOf") or []), *(schema.get("properties") or {}).values(),
+                       schema.get("additionalProperties"), schema.get("items")]
+    holds = ref in (TIME, MICRO_TIME) or (bool(ref) and _holds_time(resolve(schema), inner)) or any(
+        isinstance(sub, dict) and _holds_time(sub, inner) for sub in subs)
+    # A False never rests on the assumption above (that would have made it True); a True at worst walks more.
+    _HOLDS_TIME[id(schema)] = (schema, holds)
+    return holds
+
+
 def first_time_error(value: Any, schema: dict[str, Any]) -> str | None:
     """The first Time/MicroTime field of `value` (walked along its built-in schema) that does not parse."""
+    if not isinstance(value, (dict, list, str)) or not _holds_time(schema):
+        return None
     while True:
         ref = str(schema.get("$ref", "")).rsplit("/", 1)[-1]
         if ref in (TIME, MICRO_TIME):

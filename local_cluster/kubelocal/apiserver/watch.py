@@ -73,13 +73,18 @@ async def serve_watch(
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
-            wait = min(remaining, bookmark_interval) if bookmarks else remaining
-            try:
-                item = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
-            except TimeoutError:
-                if bookmarks and deadline - loop.time() > 0:
-                    await response.write(bookmark(ctx, rt, {}))
-                continue
+            if watcher.queue.empty():
+                wait = min(remaining, bookmark_interval) if bookmarks else remaining
+                try:
+                    # asyncio.timeout, not wait_for: no task per event (a burst sends thousands per stream)
+                    async with asyncio.timeout(wait):
+                        item = await watcher.queue.get()
+                except TimeoutError:
+                    if bookmarks and deadline - loop.time() > 0:
+                        await response.write(bookmark(ctx, rt, {}))
+                    continue
+            else:
+                item = watcher.queue.get_nowait()
             batch = [item]
             while not watcher.queue.empty() and len(batch) < 500:
                 batch.append(watcher.queue.get_nowait())

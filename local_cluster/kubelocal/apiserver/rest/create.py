@@ -36,11 +36,13 @@ def create(
     *,
     user: UserInfo = ADMIN,
     manager: str | None = None,
+    owned: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
-    """Store a new object; returns it (as stored, or as it would be for a dry run) and warnings."""
+    """Store a new object; returns it (as stored, or as it would be for a dry run) and warnings. `owned`: the
+    caller gives `body` away (a request body just decoded), so it becomes the stored object without a copy."""
     if not isinstance(body, dict):
         raise ApiError(400, "the body of the request must be a JSON object")
-    obj = copy.deepcopy(body)
+    obj = body if owned else copy.deepcopy(body)
     strategy.check_type(rt, obj)
     strategy.check_decodable(rt, obj)
     meta = obj.setdefault("metadata", {})
