@@ -18,6 +18,9 @@ Prints figures and a one-line summary with the goals beside them; writes a plot 
 the pods already there.
 
     .venv/bin/python bench/local_scale.py [--pods 10000] [--finished 2000] [--burst-jobs 1000] [--plot PATH]
+                                          [--phases fresh,after,burst]
+
+`--phases` runs some of the three (the summary then carries only their figures; the plot needs fresh and after).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ NODES = "4x{cpu:64,memory:256Gi,pods:5000}"
 NAMESPACE = "default"
 GATE = [{"name": "bench.example.com/hold"}]
 GOAL_RATIO, GOAL_TOTAL_S, GOAL_GET_P99_MS = 1.2, 10.0, 50.0
+PHASES = ("fresh", "after", "burst")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -249,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--finished", type=int, default=2000, help="pods that run first in phase 2 (default 2000)")
     parser.add_argument("--burst-jobs", type=int, default=1000, help="burst of N x 4 pods in phase 3")
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--phases", default=",".join(PHASES),
+                        help=f"comma-separated, of {', '.join(PHASES)} (default: all three)")
     parser.add_argument("--plot", type=Path, default=Path(__file__).parent / "results" / "local_scale.png")
     parser.add_argument("--helper", choices=("watch", "get"), help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)
@@ -257,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.helper:
         return run_helper(args.helper, args.kubeconfig, args.stop, args.out)
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown = [p for p in phases if p not in PHASES]
+    if unknown or not phases:
+        parser.error(f"--phases: unknown phase {', '.join(unknown) or '(none)'}; choose from {', '.join(PHASES)}")
     root = Path(tempfile.mkdtemp(prefix="local-scale-"))
     print(f"local_scale: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; control plane "
           f"`tfjob local up --nodes '{NODES}'` in its own process; official Python client", flush=True)
@@ -266,46 +276,58 @@ def main(argv: list[str] | None = None) -> int:
         print("     control plane cpu ms/create: " + " ".join(f"{v:.2f}" for v in run.cpu), flush=True)
         print("     client cpu ms/create:        " + " ".join(f"{v:.2f}" for v in run.client_cpu), flush=True)
 
-    (root / "fresh").mkdir()
-    with (control_plane(root / "fresh") as (api, kubeconfig, server),
-          helper("watch", kubeconfig, root / "fresh") as seen_at):
-        fresh = gated_creates(api, server, args.pods, args.bucket, "gated")
-        time.sleep(3)  # the last events on their way
-    seen: dict[str, float] = json.loads(seen_at.read_text())
-    delivery = [(seen[n] - t) * 1000 for n, t in fresh.sent.items() if n in seen]
-    print(f"  1. fresh: {args.pods:,} gated creates in {fresh.seconds:.1f}s; per bucket of {args.bucket}:", flush=True)
-    show(fresh)
-    watch_p99 = percentile(delivery, 99)
-    print(f"     watch: create sent -> ADDED received p50 {percentile(delivery, 50):.1f} ms  p99 {watch_p99:.1f} ms "
-          f"({len(delivery):,}/{len(fresh.sent):,} events)", flush=True)
+    summary: list[str] = []
+    ok = True
+    fresh = after = None
+    if "fresh" in phases:
+        (root / "fresh").mkdir()
+        with (control_plane(root / "fresh") as (api, kubeconfig, server),
+              helper("watch", kubeconfig, root / "fresh") as seen_at):
+            fresh = gated_creates(api, server, args.pods, args.bucket, "gated")
+            time.sleep(3)  # the last events on their way
+        seen: dict[str, float] = json.loads(seen_at.read_text())
+        delivery = [(seen[n] - t) * 1000 for n, t in fresh.sent.items() if n in seen]
+        print(f"  1. fresh: {args.pods:,} gated creates in {fresh.seconds:.1f}s; per bucket of {args.bucket}:",
+              flush=True)
+        show(fresh)
+        watch_p99 = percentile(delivery, 99)
+        print(f"     watch: create sent -> ADDED received p50 {percentile(delivery, 50):.1f} ms  "
+              f"p99 {watch_p99:.1f} ms ({len(delivery):,}/{len(fresh.sent):,} events)", flush=True)
+        ratio, cpu_ratio = fresh.wall[-1] / fresh.wall[0], fresh.cpu[-1] / fresh.cpu[0]
+        ok = ok and ratio <= GOAL_RATIO and fresh.seconds <= GOAL_TOTAL_S
+        summary.append(f"pods={args.pods} first_bucket={fresh.wall[0]:.2f}ms last_bucket={fresh.wall[-1]:.2f}ms "
+                       f"ratio={ratio:.2f} (goal <={GOAL_RATIO}; cpu ratio {cpu_ratio:.2f}) total={fresh.seconds:.1f}s "
+                       f"(goal <={GOAL_TOTAL_S:g}s)")
 
-    (root / "after").mkdir()
-    with control_plane(root / "after") as (api, _, server):
-        ran_s = run_to_completion(api, "ran", args.finished // 4, 4, args.timeout)
-        after = gated_creates(api, server, args.pods, args.bucket, "gated")
-    print(f"  2. after {args.finished:,} pods ran and finished ({ran_s:.1f}s): {args.pods:,} gated creates in "
-          f"{after.seconds:.1f}s:", flush=True)
-    show(after)
+    if "after" in phases:
+        (root / "after").mkdir()
+        with control_plane(root / "after") as (api, _, server):
+            ran_s = run_to_completion(api, "ran", args.finished // 4, 4, args.timeout)
+            after = gated_creates(api, server, args.pods, args.bucket, "gated")
+        print(f"  2. after {args.finished:,} pods ran and finished ({ran_s:.1f}s): {args.pods:,} gated creates in "
+              f"{after.seconds:.1f}s:", flush=True)
+        show(after)
+        summary.append(f"after_{args.finished}_finished_last_bucket={after.wall[-1]:.2f}ms")
+    if fresh is not None:
+        summary.append(f"watch_p99={watch_p99:.1f}ms")
 
-    (root / "burst").mkdir()
-    with control_plane(root / "burst") as (api, kubeconfig, _):
-        client.CoreV1Api(api).create_namespaced_pod(NAMESPACE, pod_body("probe", gated=True))
-        with helper("get", kubeconfig, root / "burst") as gets_at:
-            burst_s = run_to_completion(api, "burst", args.burst_jobs, 4, args.timeout)
-    gets: list[float] = json.loads(gets_at.read_text())
-    get_p50, get_p99 = percentile(gets, 50), percentile(gets, 99)
-    print(f"  3. burst of {args.burst_jobs} x 4 pods (run, exit 0) in {burst_s:.1f}s: GET pod p50 {get_p50:.1f} ms "
-          f"p99 {get_p99:.1f} ms max {max(gets):.1f} ms ({len(gets):,} GETs from another process)", flush=True)
+    if "burst" in phases:
+        (root / "burst").mkdir()
+        with control_plane(root / "burst") as (api, kubeconfig, _):
+            client.CoreV1Api(api).create_namespaced_pod(NAMESPACE, pod_body("probe", gated=True))
+            with helper("get", kubeconfig, root / "burst") as gets_at:
+                burst_s = run_to_completion(api, "burst", args.burst_jobs, 4, args.timeout)
+        gets: list[float] = json.loads(gets_at.read_text())
+        get_p50, get_p99 = percentile(gets, 50), percentile(gets, 99)
+        print(f"  3. burst of {args.burst_jobs} x 4 pods (run, exit 0) in {burst_s:.1f}s: GET pod p50 {get_p50:.1f} ms "
+              f"p99 {get_p99:.1f} ms max {max(gets):.1f} ms ({len(gets):,} GETs from another process)", flush=True)
+        ok = ok and get_p99 <= GOAL_GET_P99_MS
+        summary.append(f"get_p99_burst_{args.burst_jobs}x4={get_p99:.1f}ms (goal <={GOAL_GET_P99_MS:g}ms)")
 
-    plot(args.plot, args.bucket, fresh, after, args.finished)
-    print(f"  plot: {args.plot}")
-    ratio, cpu_ratio = fresh.wall[-1] / fresh.wall[0], fresh.cpu[-1] / fresh.cpu[0]
-    ok = ratio <= GOAL_RATIO and fresh.seconds <= GOAL_TOTAL_S and get_p99 <= GOAL_GET_P99_MS
-    print(f"SUMMARY pods={args.pods} first_bucket={fresh.wall[0]:.2f}ms last_bucket={fresh.wall[-1]:.2f}ms "
-          f"ratio={ratio:.2f} (goal <={GOAL_RATIO}; cpu ratio {cpu_ratio:.2f}) total={fresh.seconds:.1f}s "
-          f"(goal <={GOAL_TOTAL_S:g}s) after_{args.finished}_finished_last_bucket={after.wall[-1]:.2f}ms "
-          f"watch_p99={watch_p99:.1f}ms get_p99_burst_{args.burst_jobs}x4={get_p99:.1f}ms "
-          f"(goal <={GOAL_GET_P99_MS:g}ms) {'goals met' if ok else 'goals NOT met'}", flush=True)
+    if fresh is not None and after is not None:
+        plot(args.plot, args.bucket, fresh, after, args.finished)
+        print(f"  plot: {args.plot}")
+    print(f"SUMMARY {' '.join(summary)} {'goals met' if ok else 'goals NOT met'}", flush=True)
     return 0
 
 

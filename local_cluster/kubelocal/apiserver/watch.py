@@ -17,6 +17,8 @@ from .store import ResourceVersionTooOld, Stored, dumps
 from .tables import to_table, wants_table
 
 DEFAULT_WATCH_TIMEOUT = 1800.0
+#: Queued by a stream's timer: time for a bookmark, or for the stream's end.
+TICK: tuple[str, Stored] = ("TICK", Stored({}))
 
 
 def bookmark(ctx: RestContext, rt: ResourceType, annotations: dict[str, str]) -> bytes:
@@ -68,34 +70,35 @@ async def serve_watch(
     timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
     deadline = loop.time() + timeout
     first_table = True
+    timer: asyncio.TimerHandle | None = None
+
+    def wake() -> None:
+        # One timer per stream, not one per event (a burst sends thousands per stream): it queues a TICK
+        # that asks for a bookmark, or ends the stream at its deadline.
+        nonlocal timer
+        watcher.queue.put_nowait(TICK)
+        left = deadline - loop.time()
+        timer = loop.call_later(min(left, bookmark_interval) if bookmarks else left, wake) if left > 0 else None
+
+    timer = loop.call_later(min(timeout, bookmark_interval) if bookmarks else timeout, wake)
     try:
         while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            if watcher.queue.empty():
-                wait = min(remaining, bookmark_interval) if bookmarks else remaining
-                try:
-                    # asyncio.timeout, not wait_for: no task per event (a burst sends thousands per stream)
-                    async with asyncio.timeout(wait):
-                        item = await watcher.queue.get()
-                except TimeoutError:
-                    if bookmarks and deadline - loop.time() > 0:
-                        await response.write(bookmark(ctx, rt, {}))
-                    continue
-            else:
-                item = watcher.queue.get_nowait()
+            item = await watcher.queue.get()
             batch = [item]
             while not watcher.queue.empty() and len(batch) < 500:
                 batch.append(watcher.queue.get_nowait())
             chunks = []
-            closed = False
+            closed = ticked = False
             for entry in batch:
                 if entry is None:
                     closed = True
                     break
                 typ, stored = entry
-                if typ == "INITIAL_END":
+                if entry is TICK:
+                    ticked = True
+                    if loop.time() >= deadline:
+                        break
+                elif typ == "INITIAL_END":
                     chunks.append(bookmark(ctx, rt, {"k8s.io/initial-events-end": "true"}))
                 elif table:
                     tbl = to_table(
@@ -112,8 +115,13 @@ async def serve_watch(
                         stored.raw if stored.obj.get("apiVersion") == rt.api_version else dumps(as_version(rt, stored))
                     )
                     chunks.append(b'{"type":"' + typ.encode() + b'","object":' + raw + b"}\n")
+            if ticked and bookmarks and watcher.queue.empty() and loop.time() < deadline:
+                # only once every event so far is written: a bookmark's resourceVersion covers them all
+                chunks.append(bookmark(ctx, rt, {}))
             if chunks:
                 await response.write(b"".join(chunks))
+            if ticked and loop.time() >= deadline:
+                break
             if closed:
                 if watcher.dropped and request.transport is not None:
                     request.transport.abort()
@@ -125,5 +133,7 @@ async def serve_watch(
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     finally:
+        if timer is not None:
+            timer.cancel()
         ctx.store.unwatch(rt.key, watcher)
     return response
