@@ -1,0 +1,45 @@
+"""The API server's hold on the garbage collector in a long-running control plane (`tfjob local up`): full
+collections wait for a quiet moment, and stopping the server gives the collector back as it was."""
+
+import gc
+
+import pytest
+from polling import wait_for
+
+from kubelocal.apiserver import ApiServerThread
+from kubelocal.apiserver.gcpolicy import GcSettings, full_collection_due
+
+SETTINGS = GcSettings(full_every=1000, idle_seconds=1.0, idle_after=10)
+
+
+@pytest.mark.parametrize(
+    ("young_collections", "quiet_for", "due"),
+    [
+        (10, 1.0, True),  # enough survived, and nobody has asked for anything for a second
+        (500, 5.0, True),
+        (9, 60.0, False),  # quiet, but too little survived to be worth walking the heap
+        (0, 60.0, False),
+        (10, 0.99, False),  # a request just came: its neighbours may be on their way
+        (5000, 0.0, False),  # under load the automatic collector's own (rare) threshold decides
+    ],
+)
+def test_a_full_collection_runs_only_when_quiet_and_worth_it(young_collections, quiet_for, due):
+    assert full_collection_due(young_collections, quiet_for, SETTINGS) is due
+
+
+def test_a_quiet_server_runs_the_pending_full_collection_and_gives_the_collector_back_when_stopped():
+    before = gc.get_threshold()
+    with ApiServerThread() as api:
+
+        async def take_over() -> None:
+            api.server.manage_gc(GcSettings(full_every=1000, idle_seconds=0.2, idle_after=2))
+
+        api.call(take_over())
+        assert gc.get_threshold() == (before[0], before[1], 1000)
+        collector = api.server.idle_gc
+        assert collector is not None
+        for _ in range(3):
+            gc.collect(1)  # survivors move towards the old generation
+        wait_for(lambda: collector.full_collections >= 1, timeout=10, what="a full collection while quiet")
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
