@@ -177,6 +177,26 @@ def test_list_pages_with_limit_and_continue(core):
     assert names == [f"c{i}" for i in range(5)]
 
 
+
+@pytest.mark.parametrize("selector", ["job=a", "job=a,kind in (x,y)", "job=a,kind!=z", ""],
+                         ids=["label", "label-and-set", "with-inequality", "none"])
+def test_a_selected_list_in_pages_of_one_counts_down_what_remains_and_returns_every_match_once(core, selector):
+    for i in range(7):
+        labels = {"job": "a" if i % 2 == 0 else "b", "kind": "xyz"[i % 3]}
+        core.create_namespaced_config_map("default", {"metadata": {"name": f"c{i}", "labels": labels}})
+    expected = [c.metadata.name for c in core.list_namespaced_config_map("default", label_selector=selector).items]
+    names, remaining = [], []
+    page = core.list_namespaced_config_map("default", label_selector=selector, limit=1)
+    while True:
+        names += [c.metadata.name for c in page.items]
+        remaining.append(page.metadata.remaining_item_count or 0)
+        if not page.metadata._continue:
+            break
+        page = core.list_namespaced_config_map("default", label_selector=selector, limit=1,
+                                               _continue=page.metadata._continue)
+    assert names == expected and len(expected) > 1
+    assert remaining == list(range(len(expected) - 1, -1, -1))
+
 # --- patches ------------------------------------------------------------------------------------------------
 
 BASE = {

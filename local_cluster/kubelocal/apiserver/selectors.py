@@ -152,6 +152,11 @@ class Selector:
     def __call__(self, obj: Mapping[str, Any]) -> bool:
         return labels_match(self.labels, obj) and fields_match(self.fields, obj)
 
+    def only_equalities(self) -> bool:
+        """Whether `equalities` is the whole selector: then the objects the indexes name are exactly the
+        objects it matches, and a list need not test each one again."""
+        return all(r.op in ("=", "in") for r in self.labels) and all(op == "=" for _, op, _ in self.fields)
+
     def equalities(self) -> list[tuple[str, str, tuple[str, ...]]]:
         """("label" | "field", key, allowed values) for each requirement an index can answer."""
         out = [("label", r.key, r.values) for r in self.labels if r.op in ("=", "in")]

@@ -9,6 +9,7 @@ write), so a selected list costs what it returns, not what the collection holds.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -179,6 +180,16 @@ class Store:
         for ident in idents:
             if namespace is None or ident[0] == namespace:
                 yield col.objects[ident]
+
+    def first(
+        self, key: Key, namespace: str | None, selector: Selector | None, limit: int
+    ) -> tuple[list[Stored], int]:
+        """The first `limit` objects by namespace then name among those the indexes select, and how many
+        they select: the first page of a large selected list without sorting all of it."""
+        col = self.collection(key)
+        idents = [i for i in col.candidates(namespace, selector) if namespace is None or i[0] == namespace]
+        firsts = heapq.nsmallest(limit, idents, key=lambda i: (i[0] or "", i[1]))
+        return [col.objects[ident] for ident in firsts], len(idents)
 
     def items_at(self, key: Key, rv: int, namespace: str | None = None) -> list[Stored]:
         """The objects as they were at resourceVersion `rv` (an etcd read at a revision), rebuilt by

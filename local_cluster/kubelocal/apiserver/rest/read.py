@@ -91,6 +91,12 @@ def list_page(ctx: RestContext, rt: ResourceType, ns: str | None, query: Mapping
             raise ApiError(400, f"continue key is not valid: {e}") from None
     elif _exact(query):
         at = int(query["resourceVersion"])
+    limit = int(query.get("limit") or 0)
+    if at is None and limit > 0 and pred.only_equalities():
+        # The indexes answer the selector exactly: the page and the count, without testing or sorting all
+        # (a client polling `limit=1` for remainingItemCount must not cost what the collection holds).
+        page, selected = ctx.store.first(rt.key, ns, pred, limit)
+        return _page(page, ctx.store.rv, selected - len(page))
     if at is None:
         snapshot = list(ctx.store.items(rt.key, ns, pred))  # indexes narrow a selected list
         rv = ctx.store.rv
@@ -108,11 +114,14 @@ def list_page(ctx: RestContext, rt: ResourceType, ns: str | None, query: Mapping
             and ((items[start].obj["metadata"].get("namespace") or ""), items[start].obj["metadata"]["name"]) <= after
         ):
             start += 1
-    limit = int(query.get("limit") or 0)
     page = items[start : start + limit] if limit > 0 else items[start:]
+    return _page(page, rv, len(items) - start - len(page) if limit > 0 else 0)
+
+
+def _page(page: list[Stored], rv: int, remaining: int) -> Page:
+    """A page read at `rv`, with a continue token when `remaining` objects follow it."""
     next_token = None
-    remaining = len(items) - start - len(page)
-    if limit > 0 and remaining > 0:
+    if remaining > 0:
         last = page[-1].obj["metadata"]
         next_token = base64.urlsafe_b64encode(
             json.dumps({"rv": str(rv), "ns": last.get("namespace"), "name": last["name"]}).encode()
