@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -101,11 +102,45 @@ def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     return (meta.get("namespace") or "", meta.get("name") or "")
 
 
+class SharedDecoder:
+    """Decodes watch event lines, once for every informer of this thread that receives the same line.
+
+    The API server encodes an event once for all its watchers, so the controllers, the scheduler and the
+    kubelet, each watching pods, receive the same bytes: they get the same decoded object, as client-go's
+    shared informers hand one object to every handler. Informers and handlers must not change the objects
+    they are given (none does: they read them, and copy before building a write).
+    """
+
+    def __init__(self, size: int = 2048) -> None:
+        self.size = size
+        self._recent: dict[bytes, Any] = {}
+
+    def decode(self, line: bytes) -> Any:
+        decoded = self._recent.get(line)
+        if decoded is None:
+            decoded = self._recent[line] = json.loads(line)
+            if len(self._recent) > self.size:  # forget the oldest: its copies have all arrived by now
+                del self._recent[next(iter(self._recent))]
+        return decoded
+
+
+_decoders = threading.local()
+
+
+def shared_decoder() -> SharedDecoder:
+    """The decoder of the calling thread (informers of one event loop share it; no locking needed)."""
+    decoder: SharedDecoder | None = getattr(_decoders, "decoder", None)
+    if decoder is None:
+        decoder = _decoders.decoder = SharedDecoder()
+    return decoder
+
+
 class Informer:
     """Lists then watches a collection, keeps a cache, and calls handler(event_type, obj) per change.
 
     Re-lists on 410 Gone (synthesising DELETED for objects that vanished meanwhile) and resumes the
-    watch from the last seen resourceVersion after a dropped connection.
+    watch from the last seen resourceVersion after a dropped connection. Watch events are decoded through
+    the thread's SharedDecoder: cached objects are shared with the other informers, and read-only.
     """
 
     def __init__(
@@ -177,12 +212,13 @@ class Informer:
             if resp.status >= 300:
                 raise ApiError(resp.status, "WATCH", self.path, await resp.text())
             buffer = b""
+            decoder = shared_decoder()
             async for chunk in resp.content.iter_any():
                 # One split per chunk: a burst arrives as one large chunk of many events.
                 *lines, buffer = (buffer + chunk).split(b"\n")
                 for line in lines:
                     if line.strip():
-                        self._on_line(json.loads(line))
+                        self._on_line(decoder.decode(line))
 
     def _on_line(self, event: dict[str, Any]) -> None:
         kind, obj = event.get("type"), event.get("object") or {}
