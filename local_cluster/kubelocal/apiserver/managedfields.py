@@ -114,30 +114,51 @@ def _list_paths(items: list[Any], schema: dict[str, Any] | None, path: Path) -> 
 def lookup(obj: Any, path: Path) -> tuple[bool, Any]:
     """(found, value) at `path` in `obj`."""
     current = obj
-    for kind, name in path:
-        if kind == "f":
-            if not isinstance(current, dict) or name not in current:
-                return False, None
-            current = current[name]
-        elif kind == "k":
-            wanted = json.loads(name)
-            match = (
-                next(
-                    (i for i in current or [] if isinstance(i, dict) and all(i.get(k) == v for k, v in wanted.items())),
-                    None,
-                )
-                if isinstance(current, list)
-                else None
-            )
-            if match is None:
-                return False, None
-            current = match
-        else:
-            value = json.loads(name)
-            if not isinstance(current, list) or value not in current:
-                return False, None
-            current = value
+    for element in path:
+        found, current = _step(current, element)
+        if not found:
+            return False, None
     return True, current
+
+
+def _step(current: Any, element: Element) -> tuple[bool, Any]:
+    """(found, value) one element below `current`."""
+    kind, name = element
+    if kind == "f":
+        if not isinstance(current, dict) or name not in current:
+            return False, None
+        return True, current[name]
+    if kind == "k":
+        wanted = json.loads(name)
+        match = (
+            next(
+                (i for i in current or [] if isinstance(i, dict) and all(i.get(k) == v for k, v in wanted.items())),
+                None,
+            )
+            if isinstance(current, list)
+            else None
+        )
+        return (False, None) if match is None else (True, match)
+    value = json.loads(name)
+    if not isinstance(current, list) or value not in current:
+        return False, None
+    return True, value
+
+
+class _Lookups:
+    """`lookup` for many paths of one object: each prefix is resolved once (a status write compares every
+    owned path of a pod, and walking each from the root made that a visible part of every write)."""
+
+    def __init__(self, obj: Any) -> None:
+        self._memo: dict[Path, tuple[bool, Any]] = {(): (True, obj)}
+
+    def __call__(self, path: Path) -> tuple[bool, Any]:
+        hit = self._memo.get(path)
+        if hit is None:
+            found, parent = self(path[:-1])
+            hit = _step(parent, path[-1]) if found else (False, None)
+            self._memo[path] = hit
+        return hit
 
 
 def remove(obj: Any, path: Path) -> None:
@@ -230,7 +251,11 @@ def record_update(
 ) -> None:
     """An Update by `manager`: the fields it added or changed become its own and leave other managers."""
     new_paths = leaf_paths(new, schema_for(rt), status=subresource == "status")
-    changed = {p for p in new_paths if lookup(old, p) != lookup(new, p)} if old is not None else new_paths
+    if old is None:
+        changed = new_paths
+    else:
+        in_old, in_new = _Lookups(old), _Lookups(new)
+        changed = {p for p in new_paths if in_old(p) != in_new(p)}
     kept: list[dict[str, Any]] = []
     mine: set[Path] = set()
     for entry in entries(old or {}):
