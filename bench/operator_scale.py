@@ -11,7 +11,7 @@ The sweep runs each size on a fresh control plane and operator, in the order giv
 and operator peak RSS against the number of jobs, and ends with one SUMMARY line whose keys carry the size
 (jobs100_created_p99=...). With --budget, a size waits at most for what is left of the budget (its figures then
 cover the jobs that finished; `jobsN_succeeded=k/N` says how many) and sizes reached with nothing left are skipped,
-so `make bench` lists the sizes whose figures it needs first: --sweep 100,1000,250,500 --budget 250.
+so `make bench` lists the sizes whose figures it needs first: --sweep 100,1000,250,500 --budget 270.
 """
 
 from __future__ import annotations
