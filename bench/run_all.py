@@ -86,6 +86,9 @@ BENCHES: tuple[Bench, ...] = (
     Bench("runtime_overhead", (), 270, "conv net (>= 20 ms step) and tiny MLP, interleaved repeats; recovery"),
 )
 
+# Bench scripts that another bench runs (their figures come in that bench's SUMMARY).
+RUN_BY: dict[str, str] = {"recovery_time": "runtime_overhead"}
+
 FIGURES: tuple[Figure, ...] = (
     Figure("operator_scale", "jobs100_created_p99", "operator 100x4: submit -> all pods created p99",
            Goal("<=", 1.0, "s")),

@@ -136,3 +136,10 @@ def test_runner_keeps_each_bench_output_and_goes_on_after_a_failure_or_an_overru
     assert ran["good"].summary == {"speed": "3.5ms"}
     assert "figures\n" in echoed
     assert "SUMMARY speed=3.5ms" in (results / "good.txt").read_text()
+
+
+def test_make_bench_runs_every_benchmark_script_in_bench():
+    scripts = {p.stem for p in Path(run_all.BENCH_DIR).glob("*.py") if '__name__ == "__main__"' in p.read_text()}
+    run = {b.name for b in run_all.BENCHES} | set(run_all.RUN_BY)
+    assert scripts - {"run_all"} <= run
+    assert {f.bench for f in run_all.FIGURES} <= {b.name for b in run_all.BENCHES}
