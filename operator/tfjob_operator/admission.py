@@ -1,15 +1,22 @@
 """The builtin gang backend's admission loop: one task in the active operator that releases whole gangs.
 
 Pods of a `builtin` job are created behind the gate ``tfjob.dev/gang``. This loop runs passes one at a time
-(so two passes never book the same capacity): each pass lists nodes and pods (one consistent snapshot; pods
-released earlier but not yet bound count as taken), calls the pure :func:`gang.builtin.plan_pass`, releases
-every admitted gang with one merge PATCH per pod, restarts gangs the watchdog timed out (delete; reconcile
-recreates them gated) and hands each waiting job's reason to the normal status path (`Queued`, `GangQueued`).
+(so two passes never book the same capacity): each pass reads the waiting gangs from the pod index, calls the
+pure :func:`gang.builtin.plan_pass_in` on the free capacity it keeps, releases every admitted gang with one merge
+PATCH per pod, restarts gangs the watchdog timed out (delete; reconcile recreates them gated) and hands each
+waiting job's reason to the normal status path (`Queued`, `GangQueued`).
+
+Free capacity is kept, not listed per pass: a :class:`placement.ClusterState` fed by watches of nodes and of
+every pod (any owner, any scheduler), started on the first pass that has a gang to place (the host's
+`watch_cluster`: one list each, then watch events; a relist only when a watch expires or fails). Pods released
+but not yet bound count where they were pinned (read from the pods, :func:`builtin.holds_on`, so a restarted
+operator double-books nothing); a release this loop made and the watch has not shown yet is layered on as a
+reservation until it does.
 
 A pass runs when something may have changed what fits: a job's pods were created gated, a pod ended or was
-deleted, and every ``ADMISSION_PERIOD_SECONDS`` while anything waits (nodes that changed, pods of other
-owners that ended); also at the next watchdog or back-off deadline. Passes cost no API call while nothing
-waits. Only one replica may run it: the chart's Lease leader election (or a single replica) ensures that.
+deleted, a node changed, and every ``ADMISSION_PERIOD_SECONDS`` while anything waits; also at the next watchdog
+or back-off deadline. Passes cost no API call while nothing waits. Only one replica may run it: the chart's
+Lease leader election (or a single replica) ensures that.
 
 What it remembers (passes waited, timeouts and back-off, reasons) is in memory: a restarted operator starts
 counting anew, and reads released-but-unbound pods back from the pods themselves, so nothing is double-booked.
@@ -21,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -30,6 +37,7 @@ from tfjob_operator import constants
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang import builtin
 from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for, schedule_timeout_seconds
+from tfjob_operator.gang.placement import ClusterState
 from tfjob_operator.gang.queue import (
     JobKey,
     arrival_seconds,
@@ -44,12 +52,12 @@ from tfjob_operator.gang.queue import (
 from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import JobView
-from tfjob_operator.resources import is_terminal
+from tfjob_operator.resources import is_terminal, pod_requests
 from tfjob_operator.settings import OperatorSettings
 
 log = logging.getLogger("tfjob_operator.admission")
 
-#: A pass at least this often while any gang waits (node changes and other owners' pods are not watched).
+#: A pass at least this often while any gang waits (waits are counted per period; see _count_passes).
 ADMISSION_PERIOD_SECONDS = 5.0
 #: Wakes within this window are served by one pass (a gang's pods are created together).
 DEBOUNCE_SECONDS = 0.05
@@ -57,8 +65,9 @@ DEBOUNCE_SECONDS = 0.05
 ADMITTED_NEWS_SECONDS = ADMISSION_PERIOD_SECONDS
 #: PriorityClass values looked up by name are trusted this long.
 PRIORITY_CACHE_SECONDS = 60.0
-#: Only pods that may still hold or want capacity.
-LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+#: A release the watch has not shown within this long is no longer counted by the loop itself (the pod is
+#: gone or its events lost; a relist brings it back if it still holds capacity).
+RESERVATION_SECONDS = 60.0
 PRIORITY_CLASS_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 
 
@@ -76,6 +85,10 @@ class AdmissionApi(Protocol):
     async def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> bool: ...
 
     async def post_event(self, job: Mapping[str, Any], event_type: str, reason: str, message: str) -> None: ...
+
+
+#: A watch callback: (event type, object).
+OnEvent = Callable[[str, Mapping[str, Any]], None]
 
 
 class AdmissionHost(Protocol):
@@ -102,6 +115,10 @@ class AdmissionHost(Protocol):
 
     def trigger(self, key: JobKey) -> None:
         """Reconcile this job soon (its Queued reason changed)."""
+
+    def watch_cluster(self, on_node: OnEvent, on_pod: OnEvent) -> Awaitable[None]:
+        """Start feeding every node and every pod (any namespace the operator may read) to the callbacks: the
+        current objects before it returns, then each change as it happens."""
 
 
 @dataclass
@@ -147,10 +164,14 @@ class AdmissionLoop:
         self._task: asyncio.Task[None] | None = None
         self._priority_cache: dict[str, tuple[float, int]] = {}
         self._last_integration = time.monotonic()
-        self._cluster_wide_pods = True
         self._seq = 0
-        #: Pod uid → when this loop released it: the pod index may still show it gated for a moment.
-        self._released_uids: dict[str, float] = {}
+        #: Pod uid → (when this loop released it, the release patch): the pod index may still show it gated.
+        self._released: dict[str, tuple[float, dict[str, Any]]] = {}
+        #: Free capacity, kept from watch events (see the module docstring).
+        self.capacity = ClusterState(builtin.holds_on)
+        #: Pod key (namespace/name) → (uid, when): releases reserved in `capacity` until the watch shows them.
+        self._reserved: dict[str, tuple[str, float]] = {}
+        self._watching: asyncio.Task[None] | None = None
         self.passes = 0
 
     # -------------------------------------------------------- control
@@ -161,6 +182,8 @@ class AdmissionLoop:
     async def stop(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
+        if self._watching is not None:
+            self._watching.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -183,7 +206,58 @@ class AdmissionLoop:
     def released(self, pods: Iterable[Mapping[str, Any]]) -> bool:
         """Every pod still gated in this (possibly stale) view was released by the loop already."""
         gated = [p for p in pods if builtin.is_gated(p)]
-        return bool(gated) and all((p.get("metadata") or {}).get("uid") in self._released_uids for p in gated)
+        return bool(gated) and all((p.get("metadata") or {}).get("uid") in self._released for p in gated)
+
+    def node_event(self, event_type: str, node: Mapping[str, Any]) -> None:
+        """A node changed (from the host's watch): a change placement reads may let a waiting gang fit."""
+        if self.capacity.node_event(event_type, node):
+            self.wake()
+
+    def pod_event(self, event_type: str, pod: Mapping[str, Any]) -> None:
+        """Any pod changed (from the host's watch): move its hold; drop the loop's own reservation once the watch
+        shows the release (or the pod went); wake when capacity was freed by a pod that is not a TFJob's (those
+        wake the loop through notice_pod)."""
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        freed = self.capacity.pod_event(event_type, pod)
+        mine = self._reserved.get(key)
+        if mine is not None and (event_type == "DELETED" or mine[0] != meta.get("uid") or not builtin.is_gated(pod)):
+            del self._reserved[key]
+            self.capacity.unreserve(key)
+        if freed and constants.LABEL_JOB_NAME not in (meta.get("labels") or {}):
+            self.wake()
+
+    def _as_released(self, pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """The pods with this loop's own releases applied where the (lagging) index still shows them gated."""
+        out: list[Mapping[str, Any]] = []
+        for pod in pods:
+            mine = self._released.get(str((pod.get("metadata") or {}).get("uid")))
+            if mine is not None and builtin.is_gated(pod):
+                patch = mine[1]
+                meta = dict(pod.get("metadata") or {})
+                meta["annotations"] = {**(meta.get("annotations") or {}), **patch["metadata"]["annotations"]}
+                spec = {**(pod.get("spec") or {}), "nodeSelector": {**((pod.get("spec") or {}).get("nodeSelector")
+                                                                       or {}), **patch["spec"]["nodeSelector"]}}
+                spec["schedulingGates"] = patch["spec"]["schedulingGates"] or []
+                pod = {**pod, "metadata": meta, "spec": spec}
+            out.append(pod)
+        return out
+
+    def watch_cluster(self) -> asyncio.Future[None]:
+        """Start the host's watches once (again if they failed to start); the first pass with a gang to place
+        waits for their first lists. The operator starts them with itself when builtin is its default backend."""
+        if self._watching is None or (self._watching.done() and (
+                self._watching.cancelled() or self._watching.exception() is not None)):
+            self._watching = asyncio.ensure_future(self.host.watch_cluster(self.node_event, self.pod_event))
+            self._watching.add_done_callback(_report_watch_failure)
+        return self._watching
+
+    def _expire_reservations(self) -> None:
+        now = time.monotonic()
+        self._released = {uid: r for uid, r in self._released.items() if now - r[0] < RESERVATION_SECONDS}
+        for key in [k for k, (_, t) in self._reserved.items() if now - t >= RESERVATION_SECONDS]:
+            del self._reserved[key]
+            self.capacity.unreserve(key)
 
     def reason_for(self, namespace: str, name: str) -> str | None:
         """Why this job's gang waits, from the last pass (None if the loop has not placed it yet)."""
@@ -250,11 +324,13 @@ class AdmissionLoop:
             self._forget_timeouts()
             metrics.gang_queue_length.set(0)
             return None
+        await asyncio.shield(self.watch_cluster())
         now = self.clock()
         started = time.perf_counter()
-        nodes = await self._list("/api/v1/nodes")
-        pods = await self._list_pods()
-        await self._resolve_priority_classes(pods)
+        self._expire_reservations()
+        members_of: dict[JobKey, list[Mapping[str, Any]]] = {
+            key: current_gang(waiting[key], self._as_released(list(self.host.pods.get(key) or []))) for key in jobs}
+        await self._resolve_priority_classes([p for members in members_of.values() for p in members])
         class_values = {name: value for name, (_, value) in self._priority_cache.items()}
         gangs: list[builtin.QueuedGang] = []
         for key, job in jobs.items():
@@ -262,13 +338,13 @@ class AdmissionLoop:
             if skey not in self.state.seen:
                 self._seq += 1
                 self.state.seen[skey] = self._seq
-            members = current_gang(waiting[key], pods)
+            members = members_of[key]
             gangs.append(builtin.QueuedGang(job, members, priority=gang_priority(members, class_values),
                                             arrival=arrival_seconds(waiting[key], self.state.seen[skey])))
             if members and all(builtin.is_gated(p) for p in members):
                 self.state.queued_since.setdefault(skey, time.time())
-        plan = builtin.plan_pass(gangs, nodes, pods, now=now, options=self.host.gang_options,
-                                 passes_waited=self.state.passes_waited, not_before=self.state.not_before)
+        plan = builtin.plan_pass_in(gangs, self.capacity.cluster(), now=now, options=self.host.gang_options,
+                                    passes_waited=self.state.passes_waited, not_before=self.state.not_before)
         self.passes += 1
         metrics.gang_pass_seconds.observe(time.perf_counter() - started)
         by_key = {builtin.job_key(g.job): g for g in gangs}
@@ -286,28 +362,6 @@ class AdmissionLoop:
         metrics.gang_queue_length.set(len(plan.queued))
         self._schedule_deadline(gangs, now)
         return plan
-
-    async def _list(self, path: str, query: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
-        body = await self.host.kube.request("GET", path, query=query)
-        return list((body or {}).get("items") or [])
-
-    async def _list_pods(self) -> list[dict[str, Any]]:
-        """Every live pod on the cluster (any namespace and scheduler uses capacity); the watched namespaces'
-        pods only if the operator may not list cluster-wide (then the watchdog covers what it cannot see)."""
-        query = [("fieldSelector", LIVE_PODS)]
-        if self._cluster_wide_pods:
-            try:
-                return await self._list("/api/v1/pods", query)
-            except KubeError as exc:
-                if exc.status != 403 or not self.host.settings.namespaces:
-                    raise
-                log.warning("cannot list pods cluster-wide (%s): admission counts only the pods of %s",
-                            exc, ", ".join(self.host.settings.namespaces))
-                self._cluster_wide_pods = False
-        pods: list[dict[str, Any]] = []
-        for namespace in self.host.settings.namespaces:
-            pods += await self._list(pods_path(namespace), query)
-        return pods
 
     async def _resolve_priority_classes(self, pods: Sequence[Mapping[str, Any]]) -> None:
         """Look up PriorityClasses named by gated pods whose spec.priority the API server did not fill in."""
@@ -334,16 +388,25 @@ class AdmissionLoop:
             *(self.host.kube.request("PATCH", pods_path(r.namespace, r.pod), r.patch, content_type=MERGE_PATCH)
               for r in plan.releases), return_exceptions=True)
         stamp = time.monotonic()
-        self._released_uids = {uid: t for uid, t in self._released_uids.items() if stamp - t < 60.0}
+        pods = {(str(gang.job.namespace), str((p.get("metadata") or {}).get("name"))): p
+                for gang in gangs.values() for p in gang.pods}
         for release, result in zip(plan.releases, results, strict=True):
-            if isinstance(result, dict) and (result.get("metadata") or {}).get("uid"):
-                self._released_uids[result["metadata"]["uid"]] = stamp
             if isinstance(result, BaseException):
                 if not isinstance(result, Exception):
                     raise result
                 metrics.gang_admission_failures.labels("release_error").inc()
                 log.warning("releasing pod %s/%s to %s failed: %s", release.namespace, release.pod, release.node,
                             result)
+                continue
+            uid = str(((result or {}).get("metadata") or {}).get("uid") or "")
+            if uid:
+                self._released[uid] = (stamp, release.patch)
+            pod = pods.get((release.namespace, release.pod))
+            pod_key = f"{release.namespace}/{release.pod}"
+            if pod is not None and not self.capacity.holds(pod_key) and pod_key not in self._reserved:
+                # Counted where it was pinned until the watch shows the release (then the pod itself says so).
+                self._reserved[pod_key] = (uid, stamp)
+                self.capacity.reserve(pod_key, release.node, pod_requests(pod))
         now = time.time()
         for skey in plan.admitted:
             key = key_tuple(skey)
@@ -381,6 +444,8 @@ class AdmissionLoop:
                        f"(schedule timeout {count})")
             log.warning("%s: %s", skey, message)
             await self._event(objs.get(key_tuple(skey)), "Warning", "GangScheduleTimeout", message)
+            for pod in gang.pods:
+                self._released.pop(str((pod.get("metadata") or {}).get("uid")), None)
             await asyncio.gather(*(self.host.kube.delete_pod(gang.job.namespace,
                                                                    str((p.get("metadata") or {}).get("name")))
                                    for p in gang.pods))
@@ -453,6 +518,12 @@ class AdmissionLoop:
         held = held_gpu_seconds_by_job(pods_by_job, seconds)
         if held > 0:
             self.host.metrics.gang_partial_gpu_seconds.inc(float(held))
+
+
+def _report_watch_failure(future: asyncio.Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("cannot watch nodes and pods for gang admission (%s); the next pass tries again",
+                    future.exception())
 
 
 def _waited_visibly(reason: str | None) -> bool:

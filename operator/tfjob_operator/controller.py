@@ -26,16 +26,18 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tfjob_operator import apigroups, constants, reconcile_budget, reconcile_errors
-from tfjob_operator.admission import AdmissionLoop
+from tfjob_operator.admission import AdmissionLoop, OnEvent
 from tfjob_operator.api import JobConditionType, TFJob
 from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
 from tfjob_operator.gang.builtin import CREATING_PREFIX
+from tfjob_operator.informer import Informer
 from tfjob_operator.kube import (
     Kube,
     KubeError,
     RetryPolicy,
     collection_path,
     load_api_client,
+    pods_path,
     refusal_is_permanent,
 )
 from tfjob_operator.metrics import Metrics
@@ -56,7 +58,7 @@ from tfjob_operator.reconcile import (
     utcnow,
 )
 from tfjob_operator.render import RenderOptions, pod_name, render
-from tfjob_operator.settings import Addressing, OperatorSettings
+from tfjob_operator.settings import Addressing, GangBackendName, OperatorSettings
 
 log = logging.getLogger("tfjob_operator")
 
@@ -112,6 +114,8 @@ class JobController:
         self.admission: AdmissionLoop | None = None
         #: Reads running jobs' chief progress into status.progress; sets the job census metrics.
         self.progress: ProgressPoller | None = None
+        #: Watches of nodes and pods for the admission loop (started by its first pass with a gang to place).
+        self.informers: list[Informer] = []
 
     @classmethod
     def create(cls, settings: OperatorSettings, metrics: Metrics) -> JobController:
@@ -137,6 +141,9 @@ class JobController:
         # replica).
         self.admission = AdmissionLoop(self)
         self.admission.start()
+        if self.settings.gang_backend == GangBackendName.BUILTIN:
+            # Capacity is watched from the start (a job naming another backend watches it at its first gang).
+            self.admission.watch_cluster()
         self.progress = ProgressPoller(self, self.settings.progress_interval)
         self.progress.start()
 
@@ -148,6 +155,8 @@ class JobController:
             await self.admission.stop()
         if self.progress is not None:
             await self.progress.stop()
+        for informer in self.informers:
+            informer.stop()
         for key in list(self._states):
             state = self._states[key]
             if state.task is not None:
@@ -160,6 +169,27 @@ class JobController:
             self.admission.notice_pod(event_type, pod)
         if key in self.jobs:
             self.trigger(key)
+
+    async def watch_cluster(self, on_node: OnEvent, on_pod: OnEvent) -> None:
+        """Watch nodes and every pod for the admission loop's free capacity: cluster-wide, or only the watched
+        namespaces' pods if the operator may not read pods cluster-wide (the watchdog covers the rest)."""
+        nodes = Informer(self.kube, "/api/v1/nodes", on_node, name="nodes")
+        await nodes.start()
+        self.informers.append(nodes)
+        pods = Informer(self.kube, "/api/v1/pods", on_pod, name="pods")
+        try:
+            await pods.start()
+            self.informers.append(pods)
+            return
+        except KubeError as exc:
+            if exc.status != 403 or not self.settings.namespaces:
+                raise
+            log.warning("cannot watch pods cluster-wide (%s): admission counts only the pods of %s", exc,
+                        ", ".join(self.settings.namespaces))
+        for namespace in self.settings.namespaces:
+            informer = Informer(self.kube, pods_path(namespace), on_pod, name=f"pods in {namespace}")
+            await informer.start()
+            self.informers.append(informer)
 
     def job_deleted(self, key: JobKey) -> None:
         """A TFJob is gone: forget it (its pods go by garbage collection), and let admission see freed room."""

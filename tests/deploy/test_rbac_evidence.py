@@ -285,8 +285,9 @@ def test_namespaced_chart_grants_exactly_the_same_within_the_watched_namespace(
     used = evidence.take(start)
     cross_namespace = {(p.group, p.resource, p.verb) for p in used
                        if p.namespace is None and p.group != "admissionregistration.k8s.io"}
-    # Only the admission loop reads across namespaces: node capacity and every pod that uses some of it.
-    assert cross_namespace == ({("", "nodes", "list"), ("", "pods", "list")} if backend == "builtin" else set())
+    # Only the admission loop reads across namespaces: it watches node capacity and every pod that uses some of it.
+    assert cross_namespace == ({("", "nodes", "list"), ("", "nodes", "watch"), ("", "pods", "list"),
+                                ("", "pods", "watch")} if backend == "builtin" else set())
     # The cluster-wide needs of the full run, as they are when only `default` is watched.
     scoped = {rbac.Permission(p.group, p.resource, p.verb, "default", p.name) if p.namespace is None
               and p.group != "admissionregistration.k8s.io" else p for p in evidence.needed}

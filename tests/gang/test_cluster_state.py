@@ -9,6 +9,7 @@ from gangfixtures import node, pod
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
+from tfjob_operator import resources
 from tfjob_operator.gang.placement import Cluster, ClusterState
 
 NODES = ["n0", "n1"]
@@ -26,18 +27,33 @@ pod_events = st.tuples(
 )
 
 
+reservations = st.tuples(
+    st.just("reserve"), st.sampled_from(PODS), st.sampled_from([*NODES, None, "gone-node"]), st.integers(0, 4),
+)
+
+
 @seed(16)
 @settings(max_examples=500, deadline=None, derandomize=True)
-@given(st.lists(st.one_of(node_events, pod_events, st.just(("pass",))), max_size=40))
+@given(st.lists(st.one_of(node_events, pod_events, reservations, st.just(("pass",))), max_size=40))
 def test_incremental_free_capacity_equals_a_rebuild_after_any_pod_and_node_events(
     events: list[tuple[Any, ...]],
 ) -> None:
     state = ClusterState()
     nodes: dict[str, dict[str, Any]] = {}
     pods: dict[str, dict[str, Any]] = {}
+    reserved: dict[str, tuple[str, resources.Resources]] = {}
     for event in events:
         if event[0] == "pass":
             state.cluster()  # a pass in between: later events move the kept matrix instead of a fresh one
+        elif event[0] == "reserve":  # the loop's own release, before the watch shows it (None: shown, dropped)
+            _, name, node_name, gpu = event
+            if node_name is None:
+                reserved.pop(name, None)
+                state.unreserve(f"r/{name}")
+            else:
+                amounts = resources.pod_requests(pod(name, gpu=gpu))
+                reserved[name] = (node_name, amounts)
+                state.reserve(f"r/{name}", node_name, amounts)
         elif event[0] == "node":
             _, kind, name, gpu, cpu = event
             obj = node(name, gpu=gpu, cpu=cpu)
@@ -57,8 +73,23 @@ def test_incremental_free_capacity_equals_a_rebuild_after_any_pod_and_node_event
                 pods[name] = obj
             state.pod_event(kind, obj)
     kept = state.cluster()
-    rebuilt = Cluster.from_objects(list(nodes.values()), list(pods.values()))
+    on_nodes: dict[str, resources.Resources] = {}
+    for node_name, amounts in reserved.values():
+        on_nodes[node_name] = resources.add(on_nodes.get(node_name, {}), amounts)
+    rebuilt = Cluster.from_objects(list(nodes.values()), list(pods.values()), on_nodes)
     assert [n.name for n in kept.nodes] == [n.name for n in rebuilt.nodes]
     assert kept.resource_names == rebuilt.resource_names
     assert np.array_equal(kept.free, rebuilt.free)
     assert np.array_equal(kept.alloc, rebuilt.alloc)
+
+
+def test_a_node_heartbeat_keeps_the_matrix_and_a_capacity_change_rebuilds_it() -> None:
+    state = ClusterState()
+    state.node_event("ADDED", node("n0", gpu=8))
+    first = state.cluster()
+    beat = node("n0", gpu=8)
+    beat["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:10Z"}]
+    assert not state.node_event("MODIFIED", beat)
+    assert state.cluster() is first and state.rebuilds == 1
+    assert state.node_event("MODIFIED", node("n0", gpu=4))
+    assert int(state.cluster().free[0, state.cluster().gpu or 0]) == 4000 and state.rebuilds == 2

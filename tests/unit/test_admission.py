@@ -14,7 +14,6 @@ import pytest
 from tfjob_operator import admission
 from tfjob_operator.gang import builtin, queue
 from tfjob_operator.gang.base import GangOptions
-from tfjob_operator.kube import KubeError
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import JobView, view_job
 from tfjob_operator.render import render
@@ -65,7 +64,8 @@ def merge(target: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class FakeKube:
-    """The API as the loop uses it: LIST nodes and pods, PATCH and DELETE pods, GET PriorityClasses, Events."""
+    """The API as the loop uses it: PATCH and DELETE pods, GET PriorityClasses, Events; and a watch of nodes and
+    pods (every change is sent to the loop at once, or held back while `lagging`, as a slow watch would)."""
 
     nodes: list[dict[str, Any]]
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -73,17 +73,30 @@ class FakeKube:
     patches: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     events: list[tuple[str, str, str]] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+    on_pod: admission.OnEvent | None = None
+    lagging: bool = False
+    backlog: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def changed(self, event_type: str, pod: dict[str, Any]) -> None:
+        self.backlog.append((event_type, copy.deepcopy(pod)))
+        if not self.lagging:
+            self.catch_up()
+
+    def catch_up(self) -> None:
+        """The watch delivers what it held back."""
+        backlog, self.backlog = self.backlog, []
+        if self.on_pod is not None:
+            for event_type, pod in backlog:
+                self.on_pod(event_type, pod)
 
     async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
-        if method == "GET" and path == "/api/v1/nodes":
-            return {"items": copy.deepcopy(self.nodes)}
-        if method == "GET" and path == "/api/v1/pods":
-            return {"items": [copy.deepcopy(p) for p in self.pods.values()
-                              if p["status"]["phase"] not in ("Succeeded", "Failed")]}
+        self.requests.append(f"{method} {path}")
         if method == "PATCH":
             name = path.rsplit("/", 1)[1]
             self.pods[name] = merge(self.pods[name], body)
             self.patches.append(name)
+            self.changed("MODIFIED", self.pods[name])
             return self.pods[name]
         raise AssertionError(f"unexpected {method} {path}")
 
@@ -93,7 +106,10 @@ class FakeKube:
 
     async def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> bool:
         self.deleted.append(name)
-        return self.pods.pop(name, None) is not None
+        pod = self.pods.pop(name, None)
+        if pod is not None:
+            self.changed("DELETED", pod)
+        return pod is not None
 
     async def post_event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
         self.events.append((obj["metadata"]["name"], reason, message))
@@ -116,19 +132,27 @@ class FakeController:
         store = self.jobs.get(key)
         return view_job(store[-1]) if store else None
 
+    async def watch_cluster(self, on_node: admission.OnEvent, on_pod: admission.OnEvent) -> None:
+        for n in self.kube.nodes:
+            on_node("ADDED", copy.deepcopy(n))
+        for p in self.kube.pods.values():
+            on_pod("ADDED", copy.deepcopy(p))
+        self.kube.on_pod = on_pod
+
     def submit(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
         key = ("ns", obj["metadata"]["name"])
         self.jobs[key] = [obj]
         pods = gated_pods(obj)
         for p in pods:
             self.kube.pods[p["metadata"]["name"]] = p
+            self.kube.changed("ADDED", p)
         self.sync(key)
         return pods
 
     def sync(self, key: tuple[str, str]) -> None:
         """The pod index catches up with the API."""
         self.pods[key] = [copy.deepcopy(p) for p in self.kube.pods.values()
-                          if p["metadata"]["labels"]["tfjob.dev/job-name"] == key[1]]
+                          if p["metadata"].get("labels", {}).get("tfjob.dev/job-name") == key[1]]
 
     def bind_all(self, phase: str = "Running") -> None:
         """kube-scheduler binds every released pod where it was pinned; the kubelet runs it."""
@@ -136,6 +160,7 @@ class FakeController:
             if not builtin.is_gated(p) and not p["spec"].get("nodeName"):
                 p["spec"]["nodeName"] = p["spec"]["nodeSelector"]["kubernetes.io/hostname"]
                 p["status"]["phase"] = phase
+                self.kube.changed("MODIFIED", p)
 
 
 def loop_for(controller: FakeController, now: list[datetime]) -> admission.AdmissionLoop:
@@ -235,19 +260,37 @@ async def test_gpu_seconds_held_by_a_gang_bound_but_not_all_running_are_counted(
     assert c.metrics.gang_partial_gpu_seconds._value.get() == pytest.approx(20.0, rel=0.05)
 
 
-async def test_without_cluster_wide_pod_list_rights_a_namespaced_operator_counts_its_namespaces() -> None:
-    class NamespacedKube(FakeKube):
-        async def request(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
-            if method == "GET" and path == "/api/v1/pods":
-                raise KubeError(403, method, path, {"message": "pods is forbidden at the cluster scope"})
-            if method == "GET" and path == "/api/v1/namespaces/ns/pods":
-                return await super().request(method, "/api/v1/pods", body, **kw)
-            return await super().request(method, path, body, **kw)
+async def test_a_release_the_watch_has_not_shown_yet_still_holds_its_node() -> None:
+    kube = FakeKube([node("a", 4)])
+    c = FakeController(kube)
+    c.submit(job_obj("first", 4, "2026-01-01T11:00:00Z"))
+    loop = loop_for(c, [T0])
+    kube.lagging = True  # neither the pod index nor the capacity watch has seen the release
+    await loop.pass_once()
+    c.pods[("ns", "first")] = gated_pods(c.jobs[("ns", "first")][0])
+    c.submit(job_obj("second", 4, "2026-01-01T11:00:01Z"))
+    plan = await loop.pass_once()
+    assert plan is not None and plan.admitted == [] and released(kube, "second") == []
+    kube.catch_up()  # the watch shows the release: the pods themselves now say where they hold
+    plan = await loop.pass_once()
+    assert plan is not None and plan.admitted == [] and "largest free 0" in (loop.reason_for("ns", "second") or "")
 
-    kube = NamespacedKube([node("a", 4)])
-    c = FakeController(kube, settings=OperatorSettings(gang_backend="builtin", namespaces="ns"))
+
+async def test_room_freed_by_a_pod_of_another_owner_admits_a_waiting_gang() -> None:
+    kube = FakeKube([node("a", 4)])
+    other = {"metadata": {"name": "other", "namespace": "team", "uid": "u-other"},
+             "spec": {"nodeName": "a", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]},
+             "status": {"phase": "Running"}}
+    kube.pods["other"] = other
+    c = FakeController(kube)
     c.submit(job_obj("j", 2))
-    plan = await loop_for(c, [T0]).pass_once()
+    loop = loop_for(c, [T0])
+    plan = await loop.pass_once()
+    assert plan is not None and plan.admitted == []
+    loop._wake.clear()  # the run loop clears it before each pass
+    kube.changed("MODIFIED", {**other, "status": {"phase": "Succeeded"}})
+    assert loop._wake.is_set()  # the capacity watch wakes the loop; no pod of the job changed
+    plan = await loop.pass_once()
     assert plan is not None and plan.admitted == ["ns/j"]
 
 
@@ -257,7 +300,7 @@ async def test_nothing_waiting_costs_no_api_call() -> None:
     c.jobs[("ns", "idle")] = [job_obj("idle", 1)]
     c.pods[("ns", "idle")] = []
     assert await loop_for(c, [T0]).pass_once() is None
-    assert kube.patches == [] and kube.events == []
+    assert kube.requests == [] and kube.events == []
 
 
 async def test_higher_priority_class_is_admitted_before_an_older_job() -> None:

@@ -34,7 +34,7 @@ from typing import Any
 from tfjob_operator import constants, resources
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang import base
-from tfjob_operator.gang.placement import AdmissionPolicy, GangRequest, admit
+from tfjob_operator.gang.placement import AdmissionPolicy, Cluster, GangRequest, admit_in, bound_node
 from tfjob_operator.resources import is_terminal
 from tfjob_operator.times import format_time, parse_time
 
@@ -116,16 +116,29 @@ def in_flight_reservations(pods: Iterable[Mapping[str, Any]]) -> dict[str, resou
     """
     held: dict[str, resources.Resources] = {}
     for pod in pods:
-        meta = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
-        if is_bound(pod) or is_gated(pod) or is_terminal(pod) or meta.get("deletionTimestamp"):
-            continue
-        if ANNOTATION_RELEASED_AT not in (meta.get("annotations") or {}):
-            continue
-        node = (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+        node = released_to(pod)
         if node:
             held[node] = resources.add(held.get(node, {}), resources.pod_requests(pod))
     return held
+
+
+def released_to(pod: Mapping[str, Any]) -> str | None:
+    """The node a pod released by us (not yet bound, not ended, not being deleted) is pinned to, else None."""
+    meta = pod.get("metadata") or {}
+    if is_bound(pod) or is_gated(pod) or is_terminal(pod) or meta.get("deletionTimestamp"):
+        return None
+    if ANNOTATION_RELEASED_AT not in (meta.get("annotations") or {}):
+        return None
+    node = ((pod.get("spec") or {}).get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+    return str(node) if node else None
+
+
+def holds_on(pod: Mapping[str, Any]) -> str | None:
+    """Where a pod's requests count for admission: its node once bound, or the node it was released to (so
+    released-but-unbound pods are never booked twice; read from the pod, an operator restart loses nothing).
+    Pass it to :class:`placement.ClusterState` to keep what :func:`bound_pods` and
+    :func:`in_flight_reservations` compute."""
+    return bound_node(pod) or released_to(pod)
 
 
 def release_patch(pod: Mapping[str, Any], node: str, now: datetime | None = None) -> dict[str, Any]:
@@ -241,6 +254,23 @@ def plan_pass(
     A job is considered only once every pod of its gang exists (so a half-created gang is never admitted)
     and after its back-off (``not_before``, set after a schedule timeout) has passed.
     """
+    cluster = Cluster.from_objects(nodes, bound_pods(all_pods), in_flight_reservations(all_pods))
+    return plan_pass_in(gangs, cluster, now=now, options=options, policy=policy, passes_waited=passes_waited,
+                        not_before=not_before)
+
+
+def plan_pass_in(
+    gangs: Sequence[QueuedGang],
+    cluster: Cluster,
+    *,
+    now: datetime,
+    options: base.GangOptions | None = None,
+    policy: AdmissionPolicy = AdmissionPolicy(),
+    passes_waited: Mapping[str, int] | None = None,
+    not_before: Mapping[str, datetime] | None = None,
+) -> PassPlan:
+    """:func:`plan_pass` on a prepared :class:`Cluster` (the operator's kept one: `placement.ClusterState` with
+    :func:`holds_on`), which is not modified."""
     options = options or base.GangOptions()
     queued: dict[str, str] = {}
     timed_out: list[str] = []
@@ -265,7 +295,7 @@ def plan_pass(
             continue
         by_key[key] = gang
         queue.append(gang_request(gang.job, gated, priority=gang.priority, arrival=gang.arrival))
-    result = admit(queue, nodes, bound_pods(all_pods), in_flight_reservations(all_pods), policy, passes_waited)
+    result = admit_in(cluster, queue, policy, passes_waited)
     releases: list[Release] = []
     for key, chosen in result.admitted.items():
         for pod in by_key[key].pods:

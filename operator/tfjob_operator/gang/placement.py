@@ -23,7 +23,7 @@ Policy, in order:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from functools import cached_property
@@ -577,54 +577,98 @@ def admit(
     return admit_in(Cluster.from_objects(nodes, bound_pods, reservations), queue, policy, passes_waited)
 
 
+def bound_node(pod: Mapping[str, Any]) -> str | None:
+    """The node a pod holds capacity on: its node once bound, until it ends (terminal pods hold nothing)."""
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    return str(node_name) if node_name and not is_terminal(pod) else None
+
+
+def _node_facts(node: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What placement reads of a node (allocatable, labels, taints, readiness): a status heartbeat that changes
+    none of it leaves the kept matrix as it is."""
+    return (resources.node_allocatable(node), (node.get("metadata") or {}).get("labels") or {},
+            (node.get("spec") or {}).get("taints") or [], resources.node_is_ready(node))
+
+
 class ClusterState:
     """Free capacity kept between passes and moved by pod and node events, instead of rebuilt from lists per pass.
 
     Pod events (bound, finished, deleted) move one pod's requests in and out of the kept :class:`Cluster` (its
-    requests are parsed once, when it starts holding capacity); node events (rare) drop the matrix, and the next
-    :meth:`cluster` rebuilds it from the kept nodes and pods. The result equals ``Cluster.from_objects`` over the
-    same nodes and pods (pinned by a property test). Terminal and unbound pods hold nothing.
+    requests are parsed once, when it starts holding capacity); node events that change what placement reads
+    (rare) drop the matrix, and the next :meth:`cluster` rebuilds it from the kept nodes and pods. ``holds_on``
+    says on which node a pod's requests count (default: its node once bound, until it ends); the builtin backend
+    also counts pods it released but that are not bound yet. :meth:`reserve` layers holds the caller knows of
+    before any event shows them (its own releases). The result equals ``Cluster.from_objects`` over the same nodes,
+    pods and reservations (pinned by a property test).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, holds_on: Callable[[Mapping[str, Any]], str | None] = bound_node) -> None:
+        self._holds_on = holds_on
         self._nodes: dict[str, Mapping[str, Any]] = {}
         #: pod key (namespace/name) → (node name, requests) for every pod that holds capacity.
         self._held: dict[str, tuple[str, resources.Resources]] = {}
+        #: pod key → (node name, requests) reserved by the caller (see reserve).
+        self._reserved: dict[str, tuple[str, resources.Resources]] = {}
         self._cluster: Cluster | None = None
+        #: Times the matrix was rebuilt (node changes); the loop reports it.
+        self.rebuilds = 0
 
-    def node_event(self, event_type: str, node: Mapping[str, Any]) -> None:
+    def node_event(self, event_type: str, node: Mapping[str, Any]) -> bool:
+        """Keep the node; True when something placement reads changed (the matrix is rebuilt at the next pass)."""
         name = str((node.get("metadata") or {}).get("name", ""))
+        old = self._nodes.get(name)
         if event_type == "DELETED":
-            self._nodes.pop(name, None)
+            if self._nodes.pop(name, None) is None:
+                return False
         else:
             self._nodes[name] = node
-        self._cluster = None  # allocatable, labels, taints or readiness may have changed: rebuild on demand
+            if old is not None and _node_facts(old) == _node_facts(node):
+                return False  # a heartbeat: nothing placement reads changed
+        self._cluster = None  # allocatable, labels, taints or readiness changed: rebuild on demand
+        return True
 
-    def pod_event(self, event_type: str, pod: Mapping[str, Any]) -> None:
+    def pod_event(self, event_type: str, pod: Mapping[str, Any]) -> bool:
+        """Move the pod's hold; True when capacity it held was given back (it ended, went, or moved)."""
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        holds = event_type != "DELETED" and bool(node_name) and not is_terminal(pod)
-        old = self._held.get(key)
+        node_name = None if event_type == "DELETED" else self._holds_on(pod)
         # Parsed once per event, not per pass; requests may change in place (pod resize), so compare them.
-        entry = (str(node_name), resources.pod_requests(pod)) if holds else None
+        return self._set(self._held, key, (node_name, resources.pod_requests(pod)) if node_name else None)
+
+    def holds(self, key: str) -> bool:
+        """Whether pod ``key`` (namespace/name) holds capacity as its last event showed it."""
+        return key in self._held
+
+    def reserve(self, key: str, node_name: str, amounts: resources.Resources) -> None:
+        """Count ``amounts`` on ``node_name`` for pod ``key`` until :meth:`unreserve` (e.g. a release the watch has
+        not shown yet)."""
+        self._set(self._reserved, key, (node_name, dict(amounts)))
+
+    def unreserve(self, key: str) -> None:
+        self._set(self._reserved, key, None)
+
+    def _set(self, table: dict[str, tuple[str, resources.Resources]], key: str,
+             entry: tuple[str, resources.Resources] | None) -> bool:
+        old = table.get(key)
         if entry == old:
-            return
+            return False
         if old is not None:
-            del self._held[key]
+            del table[key]
             if self._cluster is not None and old[0] in self._cluster.node_index:
                 self._cluster.give(old[0], old[1])
         if entry is not None:
-            self._held[key] = entry
+            table[key] = entry
             if self._cluster is not None and entry[0] in self._cluster.node_index:
                 self._cluster.take(entry[0], entry[1])
+        return old is not None
 
     def cluster(self) -> Cluster:
-        """The kept Cluster (rebuilt only after a node event). Passes must not mutate it (admit_in does not)."""
+        """The kept Cluster (rebuilt only after a node change). Passes must not mutate it (admit_in does not)."""
         if self._cluster is None:
             cluster = Cluster(list(self._nodes.values()), {})
-            for node_name, amounts in self._held.values():
+            for node_name, amounts in [*self._held.values(), *self._reserved.values()]:
                 if node_name in cluster.node_index:
                     cluster.take(node_name, amounts)
             self._cluster = cluster
+            self.rebuilds += 1
         return self._cluster
