@@ -52,6 +52,7 @@ from tfjob_operator.gang.queue import (
 from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import JobView
+from tfjob_operator.reconcile import effective_job
 from tfjob_operator.resources import is_terminal, pod_requests
 from tfjob_operator.settings import OperatorSettings
 
@@ -300,7 +301,7 @@ class AdmissionLoop:
         return found
 
     def _builtin_job(self, view: JobView) -> TFJob | None:
-        """The parsed job if it is valid, of the builtin backend and not suspended."""
+        """The parsed job (at its recorded gang size) if it is valid, of the builtin backend and not suspended."""
         job = view.job
         if job is None:
             return None
@@ -310,7 +311,8 @@ class AdmissionLoop:
             return None
         if not backend.uses_admission_loop or job.spec.runPolicy.suspend:
             return None
-        return job
+        # The gang as created: a refused resize of a running gang does not change how many pods it waits for.
+        return effective_job(job)[0]
 
     async def pass_once(self) -> builtin.PassPlan | None:
         """One admission pass. Returns its plan (None when nothing waited)."""

@@ -41,7 +41,7 @@ from tfjob_operator.kube import (
     refusal_is_permanent,
 )
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import JobView, latest, view_job
+from tfjob_operator.observed import JobView, latest, recorded_on_pods, view_job
 from tfjob_operator.progress_poll import ProgressPoller
 from tfjob_operator.reconcile import (
     AnnotateJob,
@@ -106,6 +106,7 @@ class JobController:
         self.pods: Mapping[JobKey, Any] = {}
         self._states: dict[JobKey, _JobState] = {}
         self._ports_in_use: set[int] = set()
+        self._ports_indexed = False
         #: Parsed jobs by key, with the (uid, resourceVersion) they were parsed from.
         self._views: dict[JobKey, tuple[tuple[str | None, str | None], JobView]] = {}
         self._resync_task: asyncio.Task[None] | None = None
@@ -297,10 +298,11 @@ class JobController:
         """Read the job and its pods from the indices, decide, write status, act. Returns the requeue delay."""
         # Parsing, rendering and deciding are CPU work that grows with the job: done on worker threads, so the
         # event loop keeps serving every other job's events and API calls meanwhile (issue 15: isolation).
-        view = await asyncio.to_thread(self.view, key)
-        if view is None:
+        seen = await asyncio.to_thread(self.view, key)
+        if seen is None:
             self.forget(key)
             return None
+        view = seen
         if state.written is None or state.written[0] != view.uid:
             # What the server holds, as far as we know: the watch's copy until we write ourselves.
             state.written = (view.uid, apigroups.status_for_group(
@@ -310,6 +312,7 @@ class JobController:
                                       self.settings.kubeflow_api):
             return None  # another controller's job (reconcile would say so too): not even its gang is looked up
         pods = [copy.deepcopy(dict(p)) for p in (self.pods.get(key) or [])]
+        view, record = await asyncio.to_thread(_with_pod_records, view, pods)
         job = view.job
         over = reconcile_budget.over_bytes(job, self.settings.reconcile_budget_bytes) if job is not None else None
         run_policy = job.spec.runPolicy if job is not None else None
@@ -319,33 +322,28 @@ class JobController:
         # An over-budget job that has finished is never rendered again (its gang view would render every pod).
         budget = _TimeBudget(self.settings.reconcile_budget_seconds)
         try:
-            options, annotations = await self._options(view, pods, state, None if over else job, budget)
+            options = await self._options(view, pods, state, None if over else job, budget)
             decision = await budget.run(reconcile, view, pods, utcnow(), options)
         except _OverBudget:
             meta = view.obj.get("metadata") or {}
             log.warning("reconcile of %s/%s over its time budget (%g s): failing the job", meta.get("namespace"),
                         meta.get("name"), budget.seconds)
-            decision, annotations = reconcile_budget.fail(
-                view.obj, reconcile_budget.over_seconds(budget.spent, budget.seconds), utcnow(), pods, run_policy), {}
+            decision = reconcile_budget.fail(
+                view.obj, reconcile_budget.over_seconds(budget.spent, budget.seconds), utcnow(), pods, run_policy)
         if not decision.managed:
             return None
-        return _next_delay(await self._act(key, view, decision, state, annotations), decision)
+        return _next_delay(await self._act(key, view, decision, state, record), decision)
 
     async def _options(self, view: JobView, pods: list[dict[str, Any]], state: _JobState,
-                       job: TFJob | None, budget: _TimeBudget) -> tuple[ReconcileOptions, dict[str, str | None]]:
+                       job: TFJob | None, budget: _TimeBudget) -> ReconcileOptions:
         """What reconcile needs beside the job and its pods: the job rendered once (with its loopback ports, if
-        any) and the gang view; and the annotations to write with the first pod creation (new loopback ports).
-        `job` is None for an invalid job, or one over its budget: nothing is rendered."""
+        any) and the gang view. `job` is None for an invalid job, or one over its budget: nothing is rendered."""
         if job is None:
             return ReconcileOptions(terminating_timeout=self.settings.terminating_timeout,
-                                    kubeflow_api=self.settings.kubeflow_api), {}
+                                    kubeflow_api=self.settings.kubeflow_api)
         ports: dict[str, int] | None = None
-        annotations: dict[str, str | None] = {}
         if self.settings.addressing == Addressing.LOOPBACK and not view.finished:
-            ports, new = await self._loopback_ports(view.obj, job)
-            if new:
-                # Written with the first action that needs it (before any pod is created), in one PATCH.
-                annotations[constants.ANNOTATION_LOOPBACK_PORTS] = json.dumps(ports, sort_keys=True)
+            ports = self._loopback_ports(view.obj, job)
         effective, _ = effective_job(job)
         # A finished job in loopback mode has no ports: the rendering then only sizes the gang objects.
         rendered = await budget.run(render, effective, RenderOptions(
@@ -359,7 +357,7 @@ class JobController:
             kubeflow_api=self.settings.kubeflow_api,
             rendered=rendered,
         )
-        return options, annotations
+        return options
 
     async def _gang_view(self, job: TFJob, effective: TFJob, rendered: list[dict[str, Any]],
                          pods: list[dict[str, Any]]) -> GangView:
@@ -399,33 +397,42 @@ class JobController:
                         missing_groups=tuple(missing), queued_reason=queued,
                         recheck_after=GROUP_RECHECK_SECONDS if groups and not ready else None)
 
-    async def _loopback_ports(self, obj: Mapping[str, Any], job: TFJob) -> tuple[dict[str, int], bool]:
-        """Pod name → 127.0.0.1 port (and `<pod>/metrics` → its metrics port), recorded on the job before any
-        pod uses it (stable across restarts); and whether ports were added (then the annotation must be written)."""
+    def _loopback_ports(self, obj: Mapping[str, Any], job: TFJob) -> dict[str, int]:
+        """Pod name → 127.0.0.1 port (and `<pod>/metrics` → its metrics port): those recorded on the job or its
+        pods (each pod carries its gang's ports, so they survive an operator restart mid-creation), new ones for
+        pods without, never one promised to another pod."""
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         ports = _parse_ports(annotations.get(constants.ANNOTATION_LOOPBACK_PORTS))
         names = _all_pod_names(job)
         wanted = {*names, *(n + constants.LOOPBACK_METRICS_SUFFIX for n in names)}
         missing = sorted(wanted - set(ports))
         if not missing:
-            return ports, False
-        in_use = set(self._ports_in_use)
-        for other in self.jobs.values():
-            other_body = latest(other)
-            if other_body is not None:
-                raw = ((other_body.get("metadata") or {}).get("annotations") or {})
-                in_use |= set(_parse_ports(raw.get(constants.ANNOTATION_LOOPBACK_PORTS)).values())
+            return ports
+        in_use = self._ports_promised()
         for name in missing:
             ports[name] = _free_port(in_use)
             in_use.add(ports[name])
-        self._ports_in_use |= set(ports.values())
-        return ports, True
+        return ports
+
+    def _ports_promised(self) -> set[int]:
+        """Every loopback port promised so far (the live set, which callers add to). Read once from the jobs and
+        pods kopf listed at start (an earlier operator's promises); afterwards kept by the allocations, so a new
+        job costs no scan of every other job."""
+        if not self._ports_indexed:
+            for store in [*self.jobs.values(), *self.pods.values()]:
+                for body in list(store or []):
+                    raw = ((body.get("metadata") or {}).get("annotations") or {}).get(
+                        constants.ANNOTATION_LOOPBACK_PORTS)
+                    self._ports_in_use |= set(_parse_ports(raw).values())
+            self._ports_indexed = True
+        return self._ports_in_use
 
     async def _act(self, key: JobKey, view: JobView, decision: Decision, state: _JobState,
                    pending: dict[str, str | None]) -> float | None:
         """Status first (a decision such as 'attempt 3' must survive a crash), its Events, then actions in order.
-        `pending` annotations (new loopback ports) are written with the first creation. Returns in how many
-        seconds to come back for a status change held back (see _hold_seconds)."""
+        `pending` annotations (a gang size read from the pods, to keep refusing a resize) are written with the
+        decision's own. Returns in how many seconds to come back for a status change held back (see
+        _hold_seconds)."""
         namespace, name = key
         obj = view.obj
         group = apigroups.group_of(obj)
@@ -450,7 +457,7 @@ class JobController:
                 self.metrics.running(view.status, obj["metadata"].get("creationTimestamp"), utcnow())
         deletes: list[DeletePod] = []
         creates: list[CreateObject] = []
-        annotations: dict[str, str | None] = {}
+        annotations: dict[str, str | None] = dict(pending)
         for action in decision.actions:
             if isinstance(action, AnnotateJob):
                 annotations.update(action.annotations)
@@ -458,8 +465,6 @@ class JobController:
                 deletes.append(action)
             elif isinstance(action, CreateObject):
                 creates.append(action)
-        if creates:
-            annotations = {**pending, **annotations}
         if annotations:
             await self.kube.annotate_job(namespace, name, annotations, group=group)
             state.annotations = (view.uid, annotations)
@@ -602,6 +607,25 @@ def _with_own_writes(view: JobView, state: _JobState) -> JobView:
         view = view.with_status(copy.deepcopy(state.status[1]))
     return view
 
+
+
+def _with_pod_records(view: JobView, pods: list[dict[str, Any]]) -> tuple[JobView, dict[str, str | None]]:
+    """The view with the gang size and loopback ports its pods were created with, where the job does not carry
+    them itself (it never does unless a resize was refused: the pods record them, no write to the job needed);
+    and the annotations to write on the job: the gang size, once a changed spec is refused, so the refusal
+    outlives the pods (a whole-gang restart recreates them at the recorded size)."""
+    job = view.job
+    if job is None or job.spec.runPolicy.suspend:
+        return view, {}  # suspended, the gang may be resized: only what the job itself says counts
+    meta = dict(view.obj.get("metadata") or {})
+    current = meta.get("annotations") or {}
+    missing = {k: v for k, v in recorded_on_pods(pods).items() if k not in current}
+    if not missing:
+        return view, {}
+    view = view_job({**view.obj, "metadata": {**meta, "annotations": {**current, **missing}}})
+    refused = view.job is not None and effective_job(view.job)[1] is not None
+    size = missing.get(constants.ANNOTATION_GANG_REPLICAS)
+    return view, ({constants.ANNOTATION_GANG_REPLICAS: size} if refused and size else {})
 
 
 def _all_pod_names(job: TFJob) -> list[str]:

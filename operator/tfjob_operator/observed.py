@@ -8,7 +8,7 @@ per reader.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -103,3 +103,15 @@ def view_job(obj: Mapping[str, Any]) -> JobView:
     except InvalidSpec as exc:
         return JobView(obj, status, None, tuple(exc.messages))
     return JobView(obj, status, job)
+
+
+def recorded_on_pods(pods: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The gang size and loopback ports the job's pods were created with (annotations on each pod), from the
+    first pod that carries them: what a job without them on itself was created with."""
+    found: dict[str, str] = {}
+    for pod in pods:
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        for key in (constants.ANNOTATION_GANG_REPLICAS, constants.ANNOTATION_LOOPBACK_PORTS):
+            if key not in found and annotations.get(key):
+                found[key] = str(annotations[key])
+    return found

@@ -808,12 +808,14 @@ def _create_missing(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: 
             p["metadata"]["labels"].get(constants.LABEL_ATTEMPT) != str(ctx.status.restartCount)
             for p in rendered.pods):
         raise ValueError(f"the rendered pods are not those of attempt {ctx.status.restartCount}: {names_needed}")
-    if recorded_replicas(job) is None:
-        ctx.actions.append(AnnotateJob({constants.ANNOTATION_GANG_REPLICAS: json.dumps(spec_replicas(job),
-                                                                                       sort_keys=True)}))
     ctx.actions.append(CreateObject(rendered.service))
     ctx.actions.extend(CreateObject(dict(obj)) for obj in gang.group_objects(job, rendered.pods))
-    ctx.actions.extend(CreateObject(gang.decorate_pod(job, pod)) for pod in rendered.pods
+    # Each pod records the gang size it belongs to (and, in loopback mode, every port of the gang): an operator
+    # that restarts mid-creation reads them back from the pods it finds, so no write to the job is needed.
+    record = {constants.ANNOTATION_GANG_REPLICAS: json.dumps(spec_replicas(job), sort_keys=True)}
+    if ctx.options.loopback_ports is not None:
+        record[constants.ANNOTATION_LOOPBACK_PORTS] = json.dumps(dict(ctx.options.loopback_ports), sort_keys=True)
+    ctx.actions.extend(CreateObject(_annotated(gang.decorate_pod(job, pod), record)) for pod in rendered.pods
                        if pod["metadata"]["name"] in missing)
     if not ctx.is_true(C.CREATED):
         message = f"creating the Service and {len(names_needed)} pods of TFJob {job.namespace}/{job.name}"
@@ -823,6 +825,12 @@ def _create_missing(ctx: _Ctx, job: TFJob, current: list[ObservedPod], refusal: 
             ctx.set(C.CREATED, True, "JobCreated", message)
         else:
             ctx.transition(C.CREATED, "JobCreated", message)
+
+
+def _annotated(obj: dict[str, Any], annotations: Mapping[str, str]) -> dict[str, Any]:
+    meta = dict(obj.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+    return {**obj, "metadata": meta}
 
 
 def _render(ctx: _Ctx, job: TFJob, names_needed: list[str]) -> Rendered:

@@ -164,6 +164,11 @@ def test_replicas_change_on_a_running_job_is_refused_with_a_message(cluster: Clu
     assert "cannot resize" in running["message"] and "suspend" in running["message"]
     assert len(cluster.pods(name)) == 2
     assert "ReplicasChangeRefused" in cluster.event_reasons(name)
+    # The refusal outlives the pods: a whole-gang restart (a worker deleted) recreates the gang at its size.
+    cluster.core.delete_namespaced_pod(f"{name}-worker-0", "default")
+    wait_for(lambda: (cluster.status(name) or {}).get("restartCount") == 1, 30, what="the whole-gang restart")
+    cluster.wait_state(name, "Running")
+    assert sorted(p.metadata.name for p in cluster.pods(name)) == [f"{name}-worker-0", f"{name}-worker-1"]
 
 
 def test_deleting_the_job_removes_its_pods_and_service_without_finalizers(cluster: Cluster) -> None:
@@ -184,8 +189,9 @@ def test_loopback_mode_gives_every_pod_its_own_recorded_tf_and_metrics_ports(clu
     ports: list[int] = []
     for name in names:
         cluster.wait_state(name, "Running")
-        recorded = json.loads((cluster.job(name) or {})["metadata"]["annotations"]["tfjob.dev/loopback-ports"])
         for pod in cluster.pods(name):
+            # Every pod records its gang's ports (a restarted operator reuses them for pods still to create).
+            recorded = json.loads(pod.metadata.annotations["tfjob.dev/loopback-ports"])
             env = {e.name: e.value for e in pod.spec.containers[0].env}
             tf_config = json.loads(env["TF_CONFIG"])
             mine = tf_config["cluster"]["worker"][tf_config["task"]["index"]]

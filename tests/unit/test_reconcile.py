@@ -500,11 +500,21 @@ def test_started_job_records_start_time_and_observed_generation() -> None:
     assert (status.startTime, status.observedGeneration) == (at(0), 7)
 
 
-def test_gang_size_is_recorded_before_any_pod_is_created() -> None:
+def test_every_pod_records_the_gang_size_and_the_job_is_not_written() -> None:
     actions = reconcile(tfjob({"Worker": replica(3)}), [], T0).actions
-    assert isinstance(actions[0], AnnotateJob)
-    assert json.loads(actions[0].annotations[constants.ANNOTATION_GANG_REPLICAS] or "") == {"Worker": 3}
-    assert isinstance(actions[1], CreateObject) and actions[1].kind == "Service"
+    assert not [a for a in actions if isinstance(a, AnnotateJob)]
+    assert isinstance(actions[0], CreateObject) and actions[0].kind == "Service"
+    pods = [a.obj for a in actions if isinstance(a, CreateObject) and a.kind == "Pod"]
+    assert len(pods) == 3
+    for pod in pods:
+        assert json.loads(pod["metadata"]["annotations"][constants.ANNOTATION_GANG_REPLICAS]) == {"Worker": 3}
+
+
+def test_a_refused_resize_creates_missing_pods_at_the_recorded_size() -> None:
+    job = tfjob({"Worker": replica(3)}, status=started(), annotations=recorded(Worker=2))
+    pods = [a.obj for a in reconcile(job, [pod("worker-0", "Pending")], T0).of_type(CreateObject) if a.kind == "Pod"]
+    assert [p["metadata"]["name"] for p in pods] == ["j-worker-1"]
+    assert json.loads(pods[0]["metadata"]["annotations"][constants.ANNOTATION_GANG_REPLICAS]) == {"Worker": 2}
 
 
 def test_next_attempt_pods_carry_the_attempt_number() -> None:
@@ -518,6 +528,8 @@ def test_next_attempt_pods_carry_the_attempt_number() -> None:
 def test_loopback_addressing_puts_the_recorded_ports_in_tf_config() -> None:
     options = ReconcileOptions(loopback_ports={"j-worker-0": 41001, "j-worker-1": 41002})
     pods = [a.obj for a in reconcile(tfjob(), [], T0, options).of_type(CreateObject) if a.kind == "Pod"]
+    for p in pods:  # and each pod records them all, so a restarted operator reuses them for the missing ones
+        assert json.loads(p["metadata"]["annotations"][constants.ANNOTATION_LOOPBACK_PORTS]) == options.loopback_ports
     env = {e["name"]: e["value"] for e in pods[1]["spec"]["containers"][0]["env"]}
     assert json.loads(env["TF_CONFIG"])["cluster"] == {"worker": ["127.0.0.1:41001", "127.0.0.1:41002"]}
 
