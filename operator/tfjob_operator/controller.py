@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import copy
 import json
 import logging
@@ -69,6 +70,8 @@ T = TypeVar("T")
 RECONCILE_DEBOUNCE_SECONDS = 0.05
 #: Identical Events for one job within this many seconds are posted once (like Kubernetes' event correlator).
 EVENT_DEDUP_SECONDS = 60.0
+#: At most this long after creating pods, a reconcile waits for the pod watch to show them.
+UNTIL_SEEN_SECONDS = 10.0
 #: A job waiting on its PodGroup (not watched) reads it again this often, e.g. to see Volcano enqueue it.
 GROUP_RECHECK_SECONDS = 5.0
 
@@ -93,6 +96,8 @@ class _JobState:
     recent_events: dict[tuple[str, str], float] = field(default_factory=dict)
     failures: int = 0
     pod_create_error: str | None = None
+    #: Set by every event of one of the job's pods (read-your-writes after creating them waits on it).
+    pods_changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class JobController:
@@ -168,6 +173,9 @@ class JobController:
         """A pod of job `key` changed: tell the admission loop (gated or ended pods), reconcile the job."""
         if self.admission is not None:
             self.admission.notice_pod(event_type, pod)
+        state = self._states.get(key)
+        if state is not None:
+            state.pods_changed.set()
         if key in self.jobs:
             self.trigger(key)
 
@@ -311,8 +319,8 @@ class JobController:
         if not apigroups.managed_here(apigroups.group_of(view.obj), apigroups.manager_of(view.obj),
                                       self.settings.kubeflow_api):
             return None  # another controller's job (reconcile would say so too): not even its gang is looked up
-        pods = [copy.deepcopy(dict(p)) for p in (self.pods.get(key) or [])]
-        view, record = await asyncio.to_thread(_with_pod_records, view, pods)
+        # Private copies, made on a worker thread (a gang's pods are big; the event loop serves everyone).
+        view, pods, record = await asyncio.to_thread(_with_pod_records, view, list(self.pods.get(key) or []))
         job = view.job
         over = reconcile_budget.over_bytes(job, self.settings.reconcile_budget_bytes) if job is not None else None
         run_policy = job.spec.runPolicy if job is not None else None
@@ -470,7 +478,7 @@ class JobController:
             state.annotations = (view.uid, annotations)
         await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
         await self._create(creates, state)
-        await self._until_seen(key, {c.name for c in creates if c.kind == "Pod"})
+        await self._until_seen(key, state, {c.name for c in creates if c.kind == "Pod"})
         for action in decision.of_type(DeleteJob):
             log.info("deleting TFJob %s/%s: %s", namespace, name, action.reason)
             await self.kube.delete_job(namespace, name, view.uid, group=group)
@@ -494,15 +502,20 @@ class JobController:
                     kept[1]["progress"] = progress
             return True
 
-    async def _until_seen(self, key: JobKey, names: set[str], timeout: float = 2.0) -> None:
-        """Read-your-writes: wait (bounded) until the pod index shows the pods just created, so the next
-        reconcile does not create them again (harmless, a 409, but a wasted request per pod)."""
+    async def _until_seen(self, key: JobKey, state: _JobState, names: set[str],
+                          timeout: float = UNTIL_SEEN_SECONDS) -> None:
+        """Read-your-writes: wait (bounded, woken by the job's pod events) until the pod index shows the pods just
+        created, so the next reconcile does not create them again (harmless, a 409, but a wasted request per pod;
+        under load the watch may trail the creates by seconds)."""
         deadline = time.monotonic() + timeout
-        while names and time.monotonic() < deadline:
+        while names:
+            state.pods_changed.clear()
             seen = {(p.get("metadata") or {}).get("name") for p in (self.pods.get(key) or [])}
-            if names <= seen:
+            left = deadline - time.monotonic()
+            if names <= seen or left <= 0:
                 return
-            await asyncio.sleep(0.02)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(state.pods_changed.wait(), left)
 
     async def _delete(self, namespace: str, action: DeletePod) -> None:
         if await self.kube.delete_pod(namespace, action.name, force=action.force):
@@ -609,23 +622,25 @@ def _with_own_writes(view: JobView, state: _JobState) -> JobView:
 
 
 
-def _with_pod_records(view: JobView, pods: list[dict[str, Any]]) -> tuple[JobView, dict[str, str | None]]:
+def _with_pod_records(view: JobView, store: list[Mapping[str, Any]]
+                      ) -> tuple[JobView, list[dict[str, Any]], dict[str, str | None]]:
     """The view with the gang size and loopback ports its pods were created with, where the job does not carry
     them itself (it never does unless a resize was refused: the pods record them, no write to the job needed);
     and the annotations to write on the job: the gang size, once a changed spec is refused, so the refusal
     outlives the pods (a whole-gang restart recreates them at the recorded size)."""
+    pods = [copy.deepcopy(dict(p)) for p in store]
     job = view.job
     if job is None or job.spec.runPolicy.suspend:
-        return view, {}  # suspended, the gang may be resized: only what the job itself says counts
+        return view, pods, {}  # suspended, the gang may be resized: only what the job itself says counts
     meta = dict(view.obj.get("metadata") or {})
     current = meta.get("annotations") or {}
     missing = {k: v for k, v in recorded_on_pods(pods).items() if k not in current}
     if not missing:
-        return view, {}
+        return view, pods, {}
     view = view_job({**view.obj, "metadata": {**meta, "annotations": {**current, **missing}}})
     refused = view.job is not None and effective_job(view.job)[1] is not None
     size = missing.get(constants.ANNOTATION_GANG_REPLICAS)
-    return view, ({constants.ANNOTATION_GANG_REPLICAS: size} if refused and size else {})
+    return view, pods, ({constants.ANNOTATION_GANG_REPLICAS: size} if refused and size else {})
 
 
 def _all_pod_names(job: TFJob) -> list[str]:
