@@ -64,6 +64,8 @@ ADMISSION_PERIOD_SECONDS = 5.0
 DEBOUNCE_SECONDS = 0.05
 #: A gang admitted after waiting this long (or after a wait its Queued condition showed) gets a GangAdmitted Event.
 ADMITTED_NEWS_SECONDS = ADMISSION_PERIOD_SECONDS
+#: The GPU-seconds held by partial gangs are added up at most this often (passes may run many times a second).
+INTEGRATE_SECONDS = 1.0
 #: PriorityClass values looked up by name are trusted this long.
 PRIORITY_CACHE_SECONDS = 60.0
 #: A release the watch has not shown within this long is no longer counted by the loop itself (the pod is
@@ -172,7 +174,10 @@ class AdmissionLoop:
         self.capacity = ClusterState(builtin.holds_on)
         #: Pod key (namespace/name) → (uid, when): releases reserved in `capacity` until the watch shows them.
         self._reserved: dict[str, tuple[str, float]] = {}
-        self._watching: asyncio.Task[None] | None = None
+        self._watching: asyncio.Future[None] | None = None
+        #: Jobs that may have pods waiting for admission (see _waiting_jobs).
+        self._candidates: set[JobKey] = set()
+        self._next_full_scan = 0.0
         self.passes = 0
 
     # -------------------------------------------------------- control
@@ -200,6 +205,8 @@ class AdmissionLoop:
             self.wake()
         meta = pod.get("metadata") or {}
         job = (meta.get("labels") or {}).get(constants.LABEL_JOB_NAME)
+        if event_type != "DELETED" and job and waits_for_admission(pod):
+            self._candidates.add((meta.get("namespace") or "default", job))
         if event_type != "DELETED" and builtin.is_gated(pod) and job:
             # Admission latency counts from the first gated pod the operator saw (sub-second, unlike timestamps).
             self.state.queued_since.setdefault(f"{meta.get('namespace') or 'default'}/{job}", time.time())
@@ -290,10 +297,17 @@ class AdmissionLoop:
     # -------------------------------------------------------- one pass
 
     def _waiting_jobs(self) -> dict[JobKey, JobView]:
-        """Jobs (from the index) with a gated or released-but-unbound pod: no API call when there is none."""
+        """Jobs (from the index) with a gated or released-but-unbound pod: no API call when there is none. Only the
+        jobs whose pod events said so are looked at (a pass per pod event must not cost a scan of every job); all
+        of them once per period, in case an event was missed."""
+        now = time.monotonic()
+        if now >= self._next_full_scan:
+            self._next_full_scan = now + self.period
+            self._candidates = set(self.host.pods)
         found: dict[JobKey, JobView] = {}
-        for key, store in list(self.host.pods.items()):
-            if not any(waits_for_admission(p) for p in list(store or [])):
+        for key in list(self._candidates):
+            if not any(waits_for_admission(p) for p in list(self.host.pods.get(key) or [])):
+                self._candidates.discard(key)
                 continue
             view = self.host.view(key)
             if view is not None and not view.finished:
@@ -317,7 +331,7 @@ class AdmissionLoop:
     async def pass_once(self) -> builtin.PassPlan | None:
         """One admission pass. Returns its plan (None when nothing waited)."""
         metrics = self.host.metrics
-        self._integrate_gpu_seconds()
+        self._integrate_gpu_seconds(every=INTEGRATE_SECONDS)
         views = self._waiting_jobs()
         jobs = {key: job for key, view in views.items() if (job := self._builtin_job(view)) is not None}
         waiting = {key: view.obj for key, view in views.items()}
@@ -508,9 +522,12 @@ class AdmissionLoop:
             if delay < self.period:
                 self._deadline = asyncio.get_running_loop().call_later(delay, self.wake)
 
-    def _integrate_gpu_seconds(self) -> None:
-        """Add the GPU-seconds held since the last call by gangs bound in part but not all running (any backend)."""
+    def _integrate_gpu_seconds(self, *, every: float = 0.0) -> None:
+        """Add the GPU-seconds held since the last call by gangs bound in part but not all running (any backend);
+        nothing if the last call is less than `every` seconds ago (it reads every job)."""
         now = time.monotonic()
+        if now - self._last_integration < every:
+            return
         seconds, self._last_integration = now - self._last_integration, now
         pods_by_job: dict[JobKey, list[Mapping[str, Any]]] = {}
         for key, store in list(self.host.pods.items()):

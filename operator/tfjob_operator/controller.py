@@ -140,8 +140,9 @@ class JobController:
 
     def start(self) -> None:
         """Start the resync loop and the gang admission loop (call from the running event loop)."""
-        # Many jobs reconcile at once and each API call holds a thread while it waits on the network.
-        asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(32, "tfjob-api"))
+        # Parsing, rendering and deciding run on worker threads (API calls wait on Kube's own threads): a few
+        # suffice, the GIL serialises the work anyway; more would only interleave it.
+        asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(4, "tfjob-work"))
         self._resync_task = asyncio.create_task(self.resync_forever(), name="tfjob resync")
         # One loop per operator process; only the active replica runs kopf at all (Lease leader election, or one
         # replica).

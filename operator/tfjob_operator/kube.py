@@ -19,6 +19,7 @@ retries are off so that nothing retries twice. Create tolerates 409 AlreadyExist
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import os
@@ -41,6 +42,8 @@ from tfjob_operator.times import format_time
 log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
+#: Connections (and threads waiting on them) the operator's calls may use at once.
+POOL_SIZE = 32
 USER_AGENT = f"{constants.OPERATOR_COMPONENT}/0.1"
 #: Statuses worth another try: throttled (429) or the server failing for now (5xx).
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
@@ -124,7 +127,7 @@ def api_client(configuration: k8s.Configuration | str, *, user_agent: str = USER
         url, configuration = configuration, k8s.Configuration()
         configuration.host = url
     # The operator runs many calls in parallel (one per pod of a gang); the default pool holds 4.
-    configuration.connection_pool_maxsize = 32
+    configuration.connection_pool_maxsize = POOL_SIZE
     configuration.retries = False  # RetryPolicy is the one retry
     api = k8s.ApiClient(configuration)
     api.user_agent = user_agent
@@ -169,6 +172,15 @@ class Kube:
     def __init__(self, api: k8s.ApiClient, retry: RetryPolicy | None = None) -> None:
         self.api = api
         self.retry = retry or RetryPolicy()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def _threads(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The threads that wait on the network: their own pool (one per pooled connection), so CPU work that
+        async callers send to the default executor never queues behind a burst of slow requests."""
+        if self._executor is None:
+            size = int(getattr(self.api.configuration, "connection_pool_maxsize", None) or POOL_SIZE)
+            self._executor = concurrent.futures.ThreadPoolExecutor(size, "tfjob-api")
+        return self._executor
 
     def _call(self, method: str, path: str, body: Any, content_type: str,
               query: list[tuple[str, str]]) -> tuple[int, str, Any, Mapping[str, str]]:
@@ -210,8 +222,8 @@ class Kube:
                       query: list[tuple[str, str]] | None = None, ok: frozenset[int] = frozenset()) -> Any:
         """One call with retries, in a worker thread; the decoded body, or None when the status is in `ok`."""
         for attempt in range(self.retry.attempts):
-            outcome = await asyncio.to_thread(self._attempt, attempt, method, path, body, content_type, query or [],
-                                              ok)
+            outcome = await asyncio.get_running_loop().run_in_executor(
+                self._threads(), self._attempt, attempt, method, path, body, content_type, query or [], ok)
             if outcome.error is not None:
                 raise outcome.error
             if outcome.retry_in is None:

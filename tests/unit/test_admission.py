@@ -124,6 +124,8 @@ class FakeController:
     gang_options: GangOptions = field(default_factory=GangOptions)
     metrics: Metrics = field(default_factory=Metrics)
     triggered: list[tuple[str, str]] = field(default_factory=list)
+    #: The loop this controller's pod events go to (as the operator's pod handler does).
+    loop: admission.AdmissionLoop | None = None
 
     def trigger(self, key: tuple[str, str]) -> None:
         self.triggered.append(key)
@@ -147,6 +149,9 @@ class FakeController:
             self.kube.pods[p["metadata"]["name"]] = p
             self.kube.changed("ADDED", p)
         self.sync(key)
+        if self.loop is not None:
+            for p in pods:
+                self.loop.notice_pod("ADDED", p)
         return pods
 
     def sync(self, key: tuple[str, str]) -> None:
@@ -164,7 +169,8 @@ class FakeController:
 
 
 def loop_for(controller: FakeController, now: list[datetime]) -> admission.AdmissionLoop:
-    return admission.AdmissionLoop(controller, clock=lambda: now[0])
+    controller.loop = admission.AdmissionLoop(controller, clock=lambda: now[0])
+    return controller.loop
 
 
 def released(kube: FakeKube, job: str) -> list[str]:
