@@ -175,6 +175,8 @@ class AdmissionLoop:
         #: Pod key (namespace/name) → (uid, when): releases reserved in `capacity` until the watch shows them.
         self._reserved: dict[str, tuple[str, float]] = {}
         self._watching: asyncio.Future[None] | None = None
+        #: Each queued job's parsed request, kept while its gated pods do not change (plan_pass_in).
+        self._requests: dict[str, tuple[tuple[Any, ...], builtin.GangRequest]] = {}
         #: Jobs that may have pods waiting for admission (see _waiting_jobs).
         self._candidates: set[JobKey] = set()
         self._next_full_scan = 0.0
@@ -360,7 +362,8 @@ class AdmissionLoop:
             if members and all(builtin.is_gated(p) for p in members):
                 self.state.queued_since.setdefault(skey, time.time())
         plan = builtin.plan_pass_in(gangs, self.capacity.cluster(), now=now, options=self.host.gang_options,
-                                    passes_waited=self.state.passes_waited, not_before=self.state.not_before)
+                                    passes_waited=self.state.passes_waited, not_before=self.state.not_before,
+                                    requests=self._requests)
         self.passes += 1
         metrics.gang_pass_seconds.observe(time.perf_counter() - started)
         by_key = {builtin.job_key(g.job): g for g in gangs}

@@ -93,3 +93,36 @@ def test_a_node_heartbeat_keeps_the_matrix_and_a_capacity_change_rebuilds_it() -
     assert state.cluster() is first and state.rebuilds == 1
     assert state.node_event("MODIFIED", node("n0", gpu=4))
     assert int(state.cluster().free[0, state.cluster().gpu or 0]) == 4000 and state.rebuilds == 2
+
+
+def test_a_kept_gang_request_is_reused_until_a_gated_pod_changes_and_decides_as_a_fresh_parse() -> None:
+    from datetime import UTC, datetime
+
+    from tfjob_operator.gang import builtin
+    from tfjob_operator.validation import parse_tfjob
+
+    container = {"name": "tensorflow", "image": "tf", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+    job = parse_tfjob({"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": "j", "namespace": "ns"},
+                       "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2,
+                                                              "template": {"spec": {"containers": [container]}}}}}})
+    pods = [pod(f"j-worker-{i}", gpu=2) for i in range(2)]
+    for i, p in enumerate(pods):
+        p["metadata"].update(uid=f"u{i}", resourceVersion="1", namespace="ns")
+        p["spec"]["schedulingGates"] = [{"name": builtin.GATE}]
+    state = ClusterState(builtin.holds_on)
+    state.node_event("ADDED", node("n0", gpu=4))
+    kept: dict[str, Any] = {}
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def plan() -> builtin.PassPlan:
+        return builtin.plan_pass_in([builtin.QueuedGang(job, pods)], state.cluster(), now=now, requests=kept)
+
+    first = plan()
+    parsed = kept["ns/j"][1]
+    assert plan().releases == first.releases and kept["ns/j"][1] is parsed
+    bigger = [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]
+    pods[1] = {**pods[1], "metadata": {**pods[1]["metadata"], "resourceVersion": "2"},
+               "spec": {**pods[1]["spec"], "containers": bigger}}
+    again = plan()  # a changed pod is parsed again: 2 + 4 GPUs no longer fit on 4
+    assert kept["ns/j"][1] is not parsed and again.admitted == [] and first.admitted == ["ns/j"]
+    assert again.queued == builtin.plan_pass([builtin.QueuedGang(job, pods)], [node("n0", gpu=4)], [], now=now).queued

@@ -238,6 +238,24 @@ class PassPlan:
     reserved_for: str | None = None
 
 
+def _kept_request(requests: dict[str, tuple[tuple[Any, ...], GangRequest]] | None, gang: QueuedGang,
+                  gated: Sequence[Mapping[str, Any]]) -> GangRequest:
+    """The gang's request, parsed again only when its gated pods (uid and resourceVersion), priority, arrival or
+    domain changed."""
+    metas = [p.get("metadata") or {} for p in gated]
+    signature = (tuple((m.get("uid"), m.get("resourceVersion"), m.get("name")) for m in metas), gang.priority,
+                 gang.arrival, domain_label(gang.job))
+    key = job_key(gang.job)
+    if requests is not None and all(m.get("uid") and m.get("resourceVersion") for m in metas):
+        kept = requests.get(key)
+        if kept is not None and kept[0] == signature:
+            return kept[1]
+        request = gang_request(gang.job, gated, priority=gang.priority, arrival=gang.arrival)
+        requests[key] = (signature, request)
+        return request
+    return gang_request(gang.job, gated, priority=gang.priority, arrival=gang.arrival)
+
+
 def plan_pass(
     gangs: Sequence[QueuedGang],
     nodes: Sequence[Mapping[str, Any]],
@@ -268,9 +286,11 @@ def plan_pass_in(
     policy: AdmissionPolicy = AdmissionPolicy(),
     passes_waited: Mapping[str, int] | None = None,
     not_before: Mapping[str, datetime] | None = None,
+    requests: dict[str, tuple[tuple[Any, ...], GangRequest]] | None = None,
 ) -> PassPlan:
     """:func:`plan_pass` on a prepared :class:`Cluster` (the operator's kept one: `placement.ClusterState` with
-    :func:`holds_on`), which is not modified."""
+    :func:`holds_on`), which is not modified. ``requests``, kept by the caller between passes, holds each queued
+    job's parsed request (pod requests and constraints), reused while its gated pods are unchanged."""
     options = options or base.GangOptions()
     queued: dict[str, str] = {}
     timed_out: list[str] = []
@@ -294,7 +314,10 @@ def plan_pass_in(
             queued[key] = f"{CREATING_PREFIX} {expected} pods of the gang to be created ({len(live)} so far)"
             continue
         by_key[key] = gang
-        queue.append(gang_request(gang.job, gated, priority=gang.priority, arrival=gang.arrival))
+        queue.append(_kept_request(requests, gang, gated))
+    if requests is not None:
+        for key in [k for k in requests if k not in by_key]:
+            del requests[key]
     result = admit_in(cluster, queue, policy, passes_waited)
     releases: list[Release] = []
     for key, chosen in result.admitted.items():
