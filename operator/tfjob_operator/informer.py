@@ -38,6 +38,12 @@ def _key(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or ''}/{meta.get('name')}"
 
 
+def _identity(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What is kept of an object between lists (for the DELETED a relist reports): who it is, nothing more."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "labels") if k in meta}}
+
+
 class Informer:
     """One collection (`path`, e.g. /api/v1/nodes) kept in step with the server through `on_event(type, obj)`."""
 
@@ -79,7 +85,7 @@ class Informer:
             self.on_event("DELETED", self._keys.pop(key))
         for key, obj in seen.items():
             self.on_event("MODIFIED" if key in self._keys else "ADDED", obj)
-            self._keys[key] = {"metadata": obj.get("metadata") or {}}
+            self._keys[key] = _identity(obj)
         return str((body.get("metadata") or {}).get("resourceVersion") or "")
 
     def _deliver(self, event_type: str, obj: Mapping[str, Any]) -> None:
@@ -87,8 +93,8 @@ class Informer:
         if event_type == "DELETED":
             self._keys.pop(key, None)
         else:
-            # Only the metadata is kept (for a relist's DELETED): the callback keeps what it needs.
-            self._keys[key] = {"metadata": obj.get("metadata") or {}}
+            # Only who it is is kept (for a relist's DELETED): the callback keeps what it needs.
+            self._keys[key] = _identity(obj)
         self.on_event(event_type, obj)
 
     # -------------------------------------------------------- in the watch thread
@@ -119,7 +125,7 @@ class Informer:
         body = self.kube.request_sync("GET", self.path)
         self.relists += 1
         assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(_call(self._replace, body or {}), self._loop).result()
+        return asyncio.run_coroutine_threadsafe(_call(self._replace, body or {}), self._loop).result(RELIST_MAX_SECONDS)
 
     def _watch(self, version: str) -> str:
         """One watch request, until the server ends it; the last resourceVersion seen."""

@@ -1,0 +1,52 @@
+"""The admission loop's list-then-watch (tfjob_operator.informer) against the local control plane: it replays what
+exists, follows changes in order, and after the server expires its watch (410, as etcd compaction does) lists again
+and reports what went meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from operator_harness import Cluster
+
+from tfjob_operator.informer import Informer
+from tfjob_operator.kube import Kube, load_api_client
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def gated_pod(name: str) -> dict[str, Any]:
+    """A pod nothing will run (its gate is nobody's): it only exists."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"schedulingGates": [{"name": "test/hold"}],
+                     "containers": [{"name": "c", "image": "none", "command": ["true"]}]}}
+
+
+async def until(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.05)
+    assert predicate(), what
+
+
+async def test_informer_replays_the_list_follows_the_watch_and_relists_after_a_410(cluster: Cluster) -> None:
+    cluster.core.create_namespaced_pod("default", gated_pod("inf-a"))
+    seen: list[tuple[str, str]] = []
+    informer = Informer(Kube(load_api_client(str(cluster.kubeconfig))), "/api/v1/namespaces/default/pods",
+                        lambda kind, obj: seen.append((kind, obj["metadata"]["name"])), name="pods")
+    await informer.start()
+    try:
+        assert ("ADDED", "inf-a") in seen  # the list, delivered before start returns
+        await asyncio.to_thread(cluster.core.create_namespaced_pod, "default", gated_pod("inf-b"))
+        await until(lambda: ("ADDED", "inf-b") in seen, "inf-b from the watch")
+        assert informer.relists == 0
+        assert cluster.local.apiserver.faults.expire_watches() >= 1
+        await asyncio.to_thread(cluster.core.delete_namespaced_pod, "inf-a", "default", grace_period_seconds=0)
+        await until(lambda: ("DELETED", "inf-a") in seen and informer.relists >= 1, "a relist that reports inf-a gone")
+        await asyncio.to_thread(cluster.core.create_namespaced_pod, "default", gated_pod("inf-c"))
+        await until(lambda: ("ADDED", "inf-c") in seen, "the watch resumed after the relist")
+        assert seen.count(("DELETED", "inf-a")) == 1
+    finally:
+        informer.stop()
