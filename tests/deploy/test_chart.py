@@ -177,8 +177,8 @@ def test_namespaced_mode_gives_one_role_per_namespace_and_no_cluster_wide_job_ac
     (cluster_role,) = by_kind(objects, "ClusterRole")
     cluster_resources = {res for r in cluster_role["rules"] for res in r["resources"]}
     assert cluster_resources.isdisjoint({"tfjobs", "services", "events"})
-    # Cluster-wide, pods are only listed: the builtin admission loop's view of node capacity.
-    assert [r["verbs"] for r in cluster_role["rules"] if "pods" in r["resources"]] == [["list"]]
+    # Cluster-wide, pods are only listed and watched: the builtin admission loop's view of node capacity.
+    assert [r["verbs"] for r in cluster_role["rules"] if "pods" in r["resources"]] == [["list", "watch"]]
     assert env_of(objects)["TFJOB_NAMESPACES"] == "team-a,team-b"
 
 
