@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tfjob_worker import checkpoint, exit_codes, progress
+from tfjob_worker import checkpoint, exit_codes, progress, startup
 from tfjob_worker.config import parse_args
 
 
@@ -66,6 +66,35 @@ def test_progress_lines_have_the_documented_shape():
     assert line == "[tfjob] epoch 2/5 loss=0.4321 accuracy=0.9012 val_accuracy=0.9100 examples_per_sec=1234.5"
     assert progress.format_done(0.96321, "/abs/saved_model") == (
         "[tfjob] done test_accuracy=0.9632 saved_model=/abs/saved_model")
+
+
+STARTUP_SPLITS = [
+    # marks after began=100.0                                                    seconds per phase
+    ({"launch": 100.5, "tensorflow": 104.5, "data": 105.0, "peers": 106.0, "setup": 106.5, "first_step": 107.0},
+     {"launch": 0.5, "tensorflow": 4.0, "data": 0.5, "peers": 1.0, "setup": 0.5, "first_step": 0.5}),
+    # a phase not marked (no strategy built) is left out; the next counts from the mark before it
+    ({"launch": 100.5, "tensorflow": 104.5, "data": 105.0, "setup": 106.5, "first_step": 107.0},
+     {"launch": 0.5, "tensorflow": 4.0, "data": 0.5, "setup": 1.5, "first_step": 0.5}),
+    ({"first_step": 99.0}, {"first_step": 0.0}),  # a clock step back is no negative phase
+]
+
+
+@pytest.mark.parametrize(("marks", "seconds"), STARTUP_SPLITS)
+def test_startup_seconds_are_split_by_phase_in_order(marks, seconds):
+    assert startup.split(100.0, marks) == seconds
+    assert list(startup.split(100.0, marks)) == [p for p in startup.PHASES if p in seconds]
+
+
+def test_startup_line_names_each_phase_its_total_and_when_the_pod_process_began():
+    assert progress.format_startup({"launch": 0.5, "tensorflow": 4.0, "first_step": 0.25}, 1795558307.4081) == (
+        "[tfjob] startup launch=0.50s tensorflow=4.00s first_step=0.25s total=4.75s began=1795558307.408")
+
+
+def test_startup_began_comes_from_the_supervisor_and_the_first_mark_of_a_phase_counts():
+    clock = startup.StartupClock.from_env({startup.BEGAN_ENV: "1795558307.408"})
+    clock.mark("launch", 1795558308.0)
+    clock.mark("launch", 1795558309.0)
+    assert (clock.began, clock.marks, clock.complete) == (1795558307.408, {"launch": 1795558308.0}, False)
 
 
 def test_history_after_a_restart_keeps_the_epochs_before_the_resumed_one():

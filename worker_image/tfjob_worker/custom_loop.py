@@ -8,7 +8,7 @@ from typing import Any
 
 from . import checkpoint
 from .data import per_worker_train_fn
-from .training import EpochRecorder, Job, finish, make_loss, make_optimizer, save_checkpoint
+from .training import EpochRecorder, Job, finish, first_step_done, make_loss, make_optimizer, save_checkpoint
 
 
 def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
@@ -85,7 +85,8 @@ def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
         loss_sum = 0.0  # summed on the host: the step already returns the cross-replica loss
         for step in range(first_step, job.steps_per_epoch):
             loss_sum += float(train_step(iterator))
-            job.reporter.done()
+            if not job.startup.complete:
+                first_step_done(job)
             job.reporter.step_end(step + 1)
             if job.reporter.due():
                 recorder.live(step + 1 - first_step, {"loss": loss_sum / (step + 1 - first_step)})

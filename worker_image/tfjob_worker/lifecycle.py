@@ -15,10 +15,11 @@ from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import exit_codes, metrics
+from . import exit_codes
 from .progress import error
 from .reports import REPORT_FD_ENV, LineReader, Report
 from .stall import StallPolicy, stall_reason
+from .startup import BEGAN_ENV
 
 
 def prepare_environment(env: MutableMapping[str, str], verbose: bool) -> None:
@@ -37,6 +38,18 @@ def exit_now(code: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+def process_started() -> float:
+    """Unix time this process started (from /proc, so Python's own start-up counts too); now if unknown."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rpartition(")")[2].split()[19])  # field 22, starttime, in clock ticks since boot
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])  # 10 ms resolution (/proc/stat's btime has whole seconds)
+        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.time()
 
 
 CHILD_ENV = "TFJOB_WORKER_CHILD"
@@ -76,7 +89,7 @@ def supervise(argv: Sequence[str], startup_timeout: float, stall: StallPolicy | 
     """
     stall = stall or StallPolicy()
     read_fd, write_fd = os.pipe()
-    env = {**os.environ, CHILD_ENV: "1", REPORT_FD_ENV: str(write_fd)}
+    env = {**os.environ, CHILD_ENV: "1", REPORT_FD_ENV: str(write_fd), BEGAN_ENV: f"{process_started():.3f}"}
     child = subprocess.Popen([sys.executable, "-m", "tfjob_worker", *argv], env=env, pass_fds=(write_fd,))
     os.close(write_fd)
 
@@ -87,6 +100,8 @@ def supervise(argv: Sequence[str], startup_timeout: float, stall: StallPolicy | 
         exit_now(exit_codes.PREEMPTED)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    from . import metrics  # prometheus_client: imported while the trainer starts, not before (a restart waits)
+
     collector = metrics.ReportCollector(metrics.Identity.from_env(os.environ), stall.timeout)
     if metrics_port:
         metrics.serve(metrics_port, collector)

@@ -46,6 +46,13 @@ def format_step(step: int, steps: int, epoch: int, epochs: int, metrics: Mapping
     return f"{PREFIX} step {step}/{steps} epoch={epoch}/{epochs} {_pairs(metrics)}".rstrip()
 
 
+def format_startup(seconds: Mapping[str, float], began: float) -> str:
+    """`[tfjob] startup launch=0.3s tensorflow=4.1s ... first_step=0.9s total=7.3s began=<unix>`: where this
+    process's start-up went (see tfjob_worker.startup)."""
+    parts = " ".join(f"{phase}={value:.2f}s" for phase, value in seconds.items())
+    return f"{PREFIX} startup {parts} total={sum(seconds.values()):.2f}s began={began:.3f}"
+
+
 def format_done(test_accuracy: float | None, saved_model: str | None, **extra: Any) -> str:
     """`[tfjob] done test_accuracy=0.9632 saved_model=/abs/path` (then any extra key=value)."""
     return f"{PREFIX} done {_pairs({'test_accuracy': test_accuracy, 'saved_model': saved_model, **extra})}"

@@ -14,6 +14,7 @@ from .config import BUILTIN_MODELS, RunConfig, parse_args
 from .reports import Reporter
 from .scaling import global_batch_size, scaled_learning_rate, steps_per_epoch
 from .stall import StallPolicy
+from .startup import StartupClock
 from .strategy_choice import StrategyChoice, StrategyChoiceError, choose_strategy
 
 
@@ -64,7 +65,7 @@ def load_data_and_model(cfg: RunConfig, view: ClusterView) -> tuple[Any, Any]:
     return model_fn, splits
 
 
-def run(cfg: RunConfig, view: ClusterView) -> int:
+def run(cfg: RunConfig, view: ClusterView, startup: StartupClock | None = None) -> int:
     """Train (or serve, or evaluate) as this task's role says; returns the exit code."""
     from .custom_loop import run_custom_loop
     from .devices import configure_devices
@@ -73,9 +74,11 @@ def run(cfg: RunConfig, view: ClusterView) -> int:
     from .servers import run_server
     from .training import Job
 
+    startup = startup or StartupClock.from_env()
     independent = cfg.strategy == "independent"
     tf, keras = import_tensorflow(cfg.verbose)
     gpus, local_devices = configure_devices(tf, view.local_rank, view.local_size, cfg.virtual_devices)
+    startup.mark("tensorflow")
     if independent:
         choice = StrategyChoice(kind="independent")
     elif view.role == "evaluator":
@@ -89,9 +92,11 @@ def run(cfg: RunConfig, view: ClusterView) -> int:
         return run_server(tf, view, reporter, cfg.verbose)
     tf.keras.utils.set_random_seed(cfg.seed + (view.rank or 0 if independent else 0))
     model_fn, splits = load_data_and_model(cfg, view)
+    startup.mark("data")
     if view.role == "evaluator":
         reporter.done()  # the evaluator waits for checkpoints, not for peers
     strategy = build_strategy(tf, choice, local_devices)
+    startup.mark("peers")
     replicas = 1 if choice.kind in ("ps", "independent", "default") else int(strategy.num_replicas_in_sync)
     global_batch = global_batch_size(cfg.batch_size_per_replica, replicas)
     steps = steps_per_epoch(splits.num_train, global_batch, cfg.steps_per_epoch)
@@ -114,7 +119,7 @@ def run(cfg: RunConfig, view: ClusterView) -> int:
         steps_per_epoch=steps,
         base_lr=cfg.learning_rate, target_lr=scaled_learning_rate(cfg.learning_rate, replicas),
         reporter=reporter, writes_outputs=writes_outputs, output_dir=output_dir, backup_dir=backup_dir,
-        prints=(view.is_chief or view.role == "evaluator") or cfg.verbose,
+        prints=(view.is_chief or view.role == "evaluator") or cfg.verbose, startup=startup,
     )
     try:
         if view.role == "evaluator":
@@ -135,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.environ.get(lifecycle.CHILD_ENV) != "1":
         stall = StallPolicy(timeout=cfg.stall_timeout, first_step_grace=cfg.first_step_grace)
         lifecycle.exit_now(lifecycle.supervise(args, cfg.startup_timeout, stall, cfg.metrics_port))
+    startup = StartupClock.from_env()
+    startup.mark("launch")
     lifecycle.die_with_supervisor()
     lifecycle.dump_stacks_on_sigusr1()
     lifecycle.hang_on_sigusr2()
@@ -145,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ["TF_CONFIG"] = view.tf_config()
         if cfg.strategy == "independent":  # each rank on its own: TensorFlow must not see the cluster
             os.environ.pop("TF_CONFIG", None)
-        code = run(cfg, view)
+        code = run(cfg, view, startup)
     except (ClusterConfigError, StrategyChoiceError, ValueError, TypeError) as exc:
         code = exit_codes.classify_exception(exc)
         progress.error(f"{exc}")

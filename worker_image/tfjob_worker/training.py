@@ -15,6 +15,7 @@ from .cluster import ClusterView
 from .config import RunConfig
 from .data import Splits
 from .reports import Reporter
+from .startup import StartupClock, split
 from .strategy_choice import StrategyChoice
 
 
@@ -37,6 +38,7 @@ class Job:
     output_dir: str
     backup_dir: str
     prints: bool
+    startup: StartupClock = field(default_factory=StartupClock.from_env)
     scratch: list[str] = field(default_factory=list)
 
     def scratch_dir(self, name: str) -> str:
@@ -167,6 +169,7 @@ class EpochRecorder:
         """`epoch` is 1-based."""
         if self.first_epoch is None:
             self.first_epoch = epoch
+            self.job.startup.mark("setup")  # compiled, input pipeline built, backup restored
             if self.resumable and epoch > 1:
                 progress.emit(progress.format_resumed(epoch), self.job.prints)
             earlier = progress.read_history(self.job.history_path) if self.resumable else []
@@ -193,6 +196,14 @@ class EpochRecorder:
             self.history = [row for row in self.history if row["epoch"] < epoch]
             self.history.append(progress.history_row(epoch, metrics))
             progress.write_json_atomic(self.job.history_path, self.history)
+
+
+def first_step_done(job: Job) -> None:
+    """The first training step of this process ran: every peer is here, and start-up is over (its split printed)."""
+    job.reporter.done()
+    job.startup.mark("first_step")
+    progress.emit(progress.format_startup(split(job.startup.began, job.startup.marks), job.startup.began),
+                  job.prints)
 
 
 def save_checkpoint(job: Job, epoch: int, write: Any) -> None:
