@@ -1,10 +1,19 @@
-"""Throughput of the tfjob_worker runtime vs a plain hand-written tf-keras script (same model, data, steps).
+"""Throughput of the tfjob_worker runtime vs the same plain hand-written tf-keras script; and recovery time.
 
-Prints both figures (examples/s, mean over epochs after the first, which includes tracing), their
-ratio (target >= 0.97), and 1 vs 2 workers with MultiWorkerMirroredStrategy on loopback. On a
-2-core CPU machine 2 workers are slower than 1: CPU runs prove correctness, not speed.
+Runs, interleaved (ours, plain, ours, plain, ...) so that the shared machine's load falls on both alike:
+  1. a real step: a small conv net on the digits upscaled to 32x32 (bench/convnet.py; >= 20 ms a step on 2
+     cores), 1 worker: median, min and max of examples/s over the repeats, and of the pairwise ratio;
+  2. the digits MLP (about 1 ms a step): a run is mostly start-up and the ratio is noise; kept for reference;
+  3. 2 workers with MultiWorkerMirroredStrategy on loopback (TF_CONFIG), ours vs the plain script under the
+     same strategy, on the conv net;
+  4. the per-step cost of the runtime's Keras callbacks (CPU microseconds, measured on the callbacks alone);
+  5. recovery: `tfjob local --kill-worker-after 0` and the split of worker SIGKILL -> resumed epoch
+     (bench/recovery_time.py).
+Examples/s is the mean over the epochs after the first (which includes tracing), taken over the training steps
+alone on both sides (ours leaves out validation and the per-epoch backup, as the plain script has neither).
+Wall is a whole run, process start to exit. Ends with one SUMMARY line.
 
-    python bench/runtime_overhead.py [--epochs 4] [--steps 200] [--batch 32]
+    python bench/runtime_overhead.py [--repeats 5] [--mlp-repeats 1] [--mwms-repeats 2] [--no-recovery]
 """
 
 from __future__ import annotations
@@ -17,32 +26,107 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
 
+# The same training as a user would write it without the runtime: same model, data, input pipeline (shuffle,
+# repeat, batch, prefetch 2, as tfjob_worker.data builds it), batch and optimizer;
+# MultiWorkerMirroredStrategy (RING, as ours picks on CPU) when TF_CONFIG is set. Prints the rank-0 global
+# examples/s per epoch, timed from epoch begin to epoch end.
 PLAIN = r"""
 import json, os, sys, time
 os.environ["TF_USE_LEGACY_KERAS"] = "1"; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 import tensorflow as tf, tf_keras as keras
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
-epochs, steps, batch = (int(a) for a in sys.argv[1:4])
-x, y = load_digits(return_X_y=True)
-x = (x / 16.0).astype("float32")
-x, _, y, _ = train_test_split(x, y, test_size=0.2, random_state=42, stratify=y)
+model_name = sys.argv[1]
+epochs, steps, batch = (int(a) for a in sys.argv[2:5])
+tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+workers = len(tf_config.get("cluster", {}).get("worker", [])) or 1
+if workers > 1:
+    comm = tf.distribute.experimental.CommunicationOptions(
+        implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=comm)
+else:
+    strategy = tf.distribute.get_strategy()
 tf.keras.utils.set_random_seed(42)
-ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(y), seed=42).repeat().batch(batch, drop_remainder=True)
-model = keras.Sequential([keras.layers.Input(shape=(64,)), keras.layers.Dense(128, activation="relu"),
-                          keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10, activation="softmax")])
-model.compile(optimizer=keras.optimizers.Adam(0.001), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+if model_name == "conv":
+    import convnet
+    x, y = convnet.images()
+    make_model = convnet.model
+else:
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0).astype("float32")
+    x, _, y, _ = train_test_split(x, y, test_size=0.2, random_state=42, stratify=y)
+    make_model = lambda: keras.Sequential([keras.layers.Input(shape=(64,)), keras.layers.Dense(128, activation="relu"),
+        keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10, activation="softmax")])
+global_batch = batch * workers
+options = tf.data.Options()
+options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(y), seed=42).repeat()
+      .batch(global_batch, drop_remainder=True).prefetch(2).with_options(options))
+with strategy.scope():
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.Adam(0.001 * workers), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
 rates = []
 class Timer(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None): self.t = time.perf_counter()
-    def on_epoch_end(self, epoch, logs=None): rates.append(steps * batch / (time.perf_counter() - self.t))
+    def on_epoch_end(self, epoch, logs=None): rates.append(steps * global_batch / (time.perf_counter() - self.t))
 model.fit(ds, epochs=epochs, steps_per_epoch=steps, callbacks=[Timer()], verbose=0)
-print(json.dumps(rates))
+if tf_config.get("task", {}).get("index", 0) == 0:
+    print(json.dumps(rates))
 """
+
+# The runtime's own callbacks (tfjob_worker.fit_loop) driven the way Model.fit drives them, without a model
+# step: what the runtime adds to every training step, in CPU time (robust to a loaded machine).
+HOOKS = r"""
+import os, sys, tempfile, time, types
+os.environ["TF_USE_LEGACY_KERAS"] = "1"; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf, tf_keras as keras
+from tfjob_worker import fit_loop
+from tfjob_worker.reports import Reporter
+from tfjob_worker.startup import StartupClock
+steps = int(sys.argv[1])
+model = keras.Sequential([keras.layers.Input(shape=(4,)), keras.layers.Dense(2)])
+model.compile(optimizer="adam", loss="mse")
+tmp = tempfile.mkdtemp()
+reporter = Reporter(fd=None)
+reporter.describe(trains=True, rank=0, world_size=1, strategy="DefaultStrategy", collective=None, device_kind="cpu",
+                  device_count=1, epochs=1, steps_per_epoch=steps)
+job = types.SimpleNamespace(reporter=reporter, cfg=types.SimpleNamespace(log_every_steps=None, epochs=1,
+                            checkpoint_every_steps=None), steps_per_epoch=steps, prints=False,
+                            backup_dir=tmp + "/backup", tensorboard_dir=tmp + "/tb", startup=StartupClock(time.time()))
+recorder = types.SimpleNamespace(epoch_begin=reporter.epoch_begin,
+                                 live=lambda n, metrics: reporter.live_rate(n * 32.0, metrics))
+callbacks = fit_loop.fit_callbacks(job, keras, recorder, is_ps=False)
+cl = keras.callbacks.CallbackList(callbacks, add_history=True, add_progbar=False, model=model, verbose=0, epochs=1,
+                                  steps=steps)
+cl.on_train_begin(); cl.on_epoch_begin(0)
+logs = {"loss": tf.constant(1.0), "accuracy": tf.constant(0.5)}
+started = time.process_time()
+for i in range(steps):
+    cl.on_train_batch_begin(i); cl.on_train_batch_end(i, logs)
+print((time.process_time() - started) / steps * 1e6)
+"""
+
+
+@dataclass
+class Runs:
+    """Examples/s and wall seconds of each repeat, ours and plain, in run order."""
+
+    ours: list[float] = field(default_factory=list)
+    plain: list[float] = field(default_factory=list)
+    ours_wall: list[float] = field(default_factory=list)
+    plain_wall: list[float] = field(default_factory=list)
+
+    @property
+    def ratios(self) -> list[float]:
+        return [o / p for o, p in zip(self.ours, self.plain, strict=False)]
 
 
 def free_ports(n: int) -> list[int]:
@@ -60,66 +144,142 @@ def steady(rates: list[float]) -> float:
     return statistics.mean(rates[1:] if len(rates) > 1 else rates)
 
 
-def plain(epochs: int, steps: int, batch: int) -> float:
-    out = subprocess.run(
-        [sys.executable, "-c", PLAIN, str(epochs), str(steps), str(batch)], capture_output=True, text=True, check=True
-    )
-    return steady(json.loads(out.stdout.strip().splitlines()[-1]))
+def env_for(runtime_path: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(runtime_path), str(BENCH)])}
 
 
-def runtime(workers: int, epochs: int, steps: int, batch: int) -> float:
+def launch(argvs: list[list[str]], env: dict[str, str], workers: int) -> tuple[list[subprocess.Popen[str]], float]:
+    """Start one process per worker (TF_CONFIG on loopback when more than one)."""
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(workers)]}
+    procs = []
+    started = time.perf_counter()
+    for index, argv in enumerate(argvs):
+        penv = dict(env)
+        if workers > 1:
+            penv["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        procs.append(subprocess.Popen(argv, env=penv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return procs, started
+
+
+def finish(procs: list[subprocess.Popen[str]], started: float, what: str) -> tuple[str, float]:
+    outs = [p.communicate(timeout=900) for p in procs]
+    wall = time.perf_counter() - started
+    if any(p.returncode for p in procs):
+        errors = "\n".join(err[-2000:] for _, err in outs)
+        raise SystemExit(f"{what} failed: exit codes {[p.returncode for p in procs]}\n{errors}")
+    return outs[0][0], wall
+
+
+def plain(model: str, workers: int, epochs: int, steps: int, batch: int, runtime_path: Path) -> tuple[float, float]:
+    argv = [sys.executable, "-c", PLAIN, model, str(epochs), str(steps), str(batch)]
+    procs, started = launch([argv] * workers, env_for(runtime_path), workers)
+    out, wall = finish(procs, started, f"plain script ({model}, {workers} worker(s))")
+    return steady(json.loads(out.strip().splitlines()[-1])), wall
+
+
+def ours(model: str, workers: int, epochs: int, steps: int, batch: int, runtime_path: Path) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "PYTHONPATH": str(REPO / "worker_image")}
-        args = [
-            sys.executable,
-            "-m",
-            "tfjob_worker",
-            "--epochs",
-            str(epochs),
-            "--steps-per-epoch",
-            str(steps),
-            "--batch-size-per-replica",
-            str(batch),
-            "--output-dir",
-            f"{tmp}/out",
-        ]
-        cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(workers)]}
-        procs = []
-        for index in range(workers):
-            if workers > 1:
-                env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-            procs.append(subprocess.Popen(args, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        codes = [p.wait(timeout=600) for p in procs]
-        if any(codes):
-            raise SystemExit(f"runtime with {workers} worker(s) failed: exit codes {codes}")
+        argv = [sys.executable, "-m", "tfjob_worker", "--epochs", str(epochs), "--steps-per-epoch", str(steps),
+                "--batch-size-per-replica", str(batch), "--output-dir", f"{tmp}/out", "--backup-dir", f"{tmp}/backup"]
+        if model == "conv":
+            argv += ["--model", "convnet:model", "--dataset", "convnet:dataset"]
+        procs, started = launch([argv] * workers, env_for(runtime_path), workers)
+        _, wall = finish(procs, started, f"tfjob_worker ({model}, {workers} worker(s))")
         history = json.loads(Path(f"{tmp}/out/history.json").read_text())
-        return steady([row["examples_per_sec"] for row in history])
+        return steady([row["examples_per_sec"] for row in history]), wall
+
+
+def interleaved(model: str, workers: int, repeats: int, epochs: int, steps: int, batch: int,
+                runtime_path: Path) -> Runs:
+    runs = Runs()
+    for _ in range(repeats):
+        rate, wall = ours(model, workers, epochs, steps, batch, runtime_path)
+        runs.ours.append(rate)
+        runs.ours_wall.append(wall)
+        rate, wall = plain(model, workers, epochs, steps, batch, runtime_path)
+        runs.plain.append(rate)
+        runs.plain_wall.append(wall)
+    return runs
+
+
+def spread(values: list[float], fmt: str = "{:.0f}") -> str:
+    """`median (min..max)`."""
+    return (f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}.."
+            f"{fmt.format(max(values))})")
+
+
+def report(label: str, runs: Runs, global_batch: int) -> None:
+    step_ms = global_batch / statistics.median(runs.plain) * 1000
+    print(f"  {label}: {len(runs.ours)} interleaved repeats; plain step {step_ms:.1f} ms")
+    print(f"    plain tf-keras script : {spread(runs.plain)} examples/s  [{', '.join(f'{v:.0f}' for v in runs.plain)}]")
+    print(f"    tfjob_worker runtime  : {spread(runs.ours)} examples/s  [{', '.join(f'{v:.0f}' for v in runs.ours)}]")
+    print(f"    ratio ours/plain      : {spread(runs.ratios, '{:.3f}')} (per pair, median (min..max)); "
+          f"ratio of medians {statistics.median(runs.ours) / statistics.median(runs.plain):.3f}")
+    print(f"    wall per run          : plain {spread(runs.plain_wall, '{:.1f}')} s, "
+          f"ours {spread(runs.ours_wall, '{:.1f}')} s (start-up, validation, backups, SavedModel included)")
+
+
+def hook_cost(runtime_path: Path, steps: int = 20000) -> float:
+    out = subprocess.run([sys.executable, "-c", HOOKS, str(steps)], env=env_for(runtime_path), capture_output=True,
+                         text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved runs of each on the conv net")
     parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each, interleaved; medians are reported")
+    parser.add_argument("--steps", type=int, default=30, help="steps per epoch on the conv net")
+    parser.add_argument("--batch", type=int, default=32, help="batch per replica")
+    parser.add_argument("--mlp-repeats", type=int, default=1)
+    parser.add_argument("--mlp-steps", type=int, default=200)
+    parser.add_argument("--mwms-repeats", type=int, default=2)
+    parser.add_argument("--mwms-steps", type=int, default=15)
+    parser.add_argument("--no-recovery", action="store_true", help="skip the tfjob local kill-and-resume run")
+    parser.add_argument("--runtime", type=Path, default=REPO / "worker_image",
+                        help="directory holding the tfjob_worker package to measure (e.g. another checkout's)")
     a = parser.parse_args()
-    # Identical runs differ by up to ~10% on a shared 2-core machine, so alternate the two and take medians.
-    bases, ours_runs = [], []
-    for _ in range(a.repeats):
-        bases.append(plain(a.epochs, a.steps, a.batch))
-        ours_runs.append(runtime(1, a.epochs, a.steps, a.batch))
-    base, ours = statistics.median(bases), statistics.median(ours_runs)
-    print(f"model digits-mlp, {a.epochs} epochs x {a.steps} steps, batch {a.batch}/replica, {os.cpu_count()} CPUs")
-    print(f"plain tf-keras script : {base:10.1f} examples/s  (median of {a.repeats}: "
-          f"{', '.join(f'{b:.0f}' for b in bases)})")
-    print(f"tfjob_worker, 1 worker: {ours:10.1f} examples/s  (median of {a.repeats}: "
-          f"{', '.join(f'{o:.0f}' for o in ours_runs)})")
-    print(f"throughput ratio      : {ours / base:10.3f} (target >= 0.97)")
-    two = runtime(2, a.epochs, a.steps, a.batch)
-    print(
-        f"tfjob_worker, 2 workers (MWMS, RING, global batch {2 * a.batch}): {two:10.1f} examples/s "
-        f"({two / ours:.2f}x of 1 worker)"
-    )
+    began = time.monotonic()
+    print(f"runtime_overhead: {os.cpu_count()} CPUs, load average {load()}; runtime from {a.runtime}", flush=True)
+
+    conv = interleaved("conv", 1, a.repeats, a.epochs, a.steps, a.batch, a.runtime)
+    report(f"digits32-cnn (bench/convnet.py), 1 worker, {a.epochs} epochs x {a.steps} steps, batch {a.batch}",
+           conv, a.batch)
+    print(f"    load average {load()}", flush=True)
+
+    mlp = interleaved("mlp", 1, a.mlp_repeats, a.epochs, a.mlp_steps, a.batch, a.runtime)
+    report(f"digits-mlp, 1 worker, {a.epochs} epochs x {a.mlp_steps} steps, batch {a.batch} "
+           "(~1 ms steps: start-up-dominated, the ratio is noise)", mlp, a.batch)
+    print(f"    load average {load()}", flush=True)
+
+    mwms = interleaved("conv", 2, a.mwms_repeats, a.epochs, a.mwms_steps, a.batch, a.runtime)
+    report(f"digits32-cnn, 2 workers MultiWorkerMirroredStrategy (RING, loopback), {a.epochs} epochs x "
+           f"{a.mwms_steps} steps, global batch {2 * a.batch}", mwms, 2 * a.batch)
+    print(f"    load average {load()}", flush=True)
+
+    hooks = hook_cost(a.runtime)
+    conv_step, mlp_step = (a.batch / statistics.median(runs.plain) for runs in (conv, mlp))  # seconds
+    print(f"  per-step cost of the runtime's Keras callbacks: {hooks:.1f} us CPU per step "
+          f"({hooks * 1e-6 / conv_step * 100:.3f}% of a conv-net step, {hooks * 1e-6 / mlp_step * 100:.2f}% of an "
+          "MLP step)", flush=True)
+
+    recovery = ""
+    if not a.no_recovery:
+        import recovery_time
+
+        split = recovery_time.measure(REPO / "examples" / "mnist-cpu.yaml")
+        recovery_time.print_split(split, recovery_time.cold_tf_import())
+        recovery = " " + recovery_time.summary_fields(split)
+    print(f"  {time.monotonic() - began:.0f} s in all; load average {load()}")
+    step_ms = a.batch / statistics.median(conv.plain) * 1000
+    print(f"SUMMARY ratio={statistics.median(conv.ratios):.3f} ratio_min={min(conv.ratios):.3f} "
+          f"ratio_max={max(conv.ratios):.3f} (goal >=0.98) step_ms={step_ms:.1f} "
+          f"(goal >=20) mlp_ratio={statistics.median(mlp.ratios):.3f} "
+          f"mwms_ratio={statistics.median(mwms.ratios):.3f} hook_us={hooks:.1f}{recovery}")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,10 @@ def test_step_level_backups_are_still_written_mid_epoch(tmp_path: Path):
     assert reporter.report.steps == STEPS  # the heartbeat counted every step
 
 
-def test_epoch_level_backups_wait_for_the_epoch_end(tmp_path: Path):
+def test_epoch_level_backups_wait_for_the_epoch_end_and_tensorboard_still_gets_the_graph(tmp_path: Path):
     backup_mid_epoch, reporter = fit_and_look_mid_epoch(tmp_path, checkpoint_every_steps=None)
     assert not backup_mid_epoch
     assert reporter.report.steps == STEPS
+    events = [event for path in (tmp_path / "tb" / "train").glob("events.out.tfevents.*")
+              for event in tf.compat.v1.train.summary_iterator(str(path))]
+    assert any(event.graph_def for event in events)  # the op graph TensorBoard writes at the first step's end

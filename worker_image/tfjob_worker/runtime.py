@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from . import cluster, exit_codes, lifecycle, progress
+from . import cluster, exit_codes, lifecycle, peers, progress
 from .cluster import ClusterConfigError, ClusterView
 from .config import BUILTIN_MODELS, RunConfig, parse_args
 from .reports import Reporter
@@ -95,6 +95,9 @@ def run(cfg: RunConfig, view: ClusterView, startup: StartupClock | None = None) 
     startup.mark("data")
     if view.role == "evaluator":
         reporter.done()  # the evaluator waits for checkpoints, not for peers
+    leader = view.chief_address()
+    if choice.kind == "mwms" and leader is not None and leader != view.address:
+        peers.wait_reachable(leader)  # TensorFlow's own retry would wait up to 1 s after the leader is up
     strategy = build_strategy(tf, choice, local_devices)
     startup.mark("peers")
     replicas = 1 if choice.kind in ("ps", "independent", "default") else int(strategy.num_replicas_in_sync)

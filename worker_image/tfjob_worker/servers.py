@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from typing import Any
 
 from . import exit_codes, progress
 from .cluster import ClusterView
+from .peers import reachable
 from .reports import Reporter
 
 CHIEF_GONE_SECONDS = 10.0  # the chief's port refusing connections this long means training ended
-
-
-def _reachable(address: str, timeout: float = 1.0) -> bool:
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def run_server(tf: Any, view: ClusterView, reporter: Reporter, verbose: bool, poll: float = 1.0) -> int:
@@ -33,7 +24,7 @@ def run_server(tf: Any, view: ClusterView, reporter: Reporter, verbose: bool, po
     seen_chief = False
     gone_since: float | None = None
     while True:
-        if _reachable(chief):
+        if reachable(chief):
             if not seen_chief:
                 seen_chief = True
                 reporter.done()
