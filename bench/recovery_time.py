@@ -28,6 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 STARTUP = re.compile(r"^\[tfjob\] startup (.*)$", re.MULTILINE)
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+#: The new chief's start-up phases (tfjob_worker.startup.PHASES, as its `[tfjob] startup` line names them).
+PHASES = ("launch", "tensorflow", "data", "peers", "setup", "first_step")
 #: What is the runtime's and the operator's (goal: <= 1 s in all), against TensorFlow's and the model's own.
 OURS = ("recreate", "launch", "peers", "setup")
 
