@@ -4,7 +4,7 @@ Runs `tfjob local MANIFEST --kill-worker-after 0` (the real local control plane,
 and lines up, on the wall clock:
   - the kill (tfjob local's note, printed as it sends SIGKILL),
   - the operator noticing the exit and releasing the new gang (its log, RetryableExitCode and gang admitted),
-  - the new chief's `[tfjob] startup` line: its process start (`began`) and the split of its start-up
+  - the new chief's `[tfjob] ready` line: its process start (`began`) and the split of its start-up
     (launch, tensorflow, data, peers, setup = compile + restore, first_step),
   - the resumed epoch's end as tfjob local shows it (to its 0.5 s refresh).
 A cold `import tensorflow, tf_keras` in a fresh process is timed next to it for reference.
@@ -26,9 +26,9 @@ from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-STARTUP = re.compile(r"^\[tfjob\] startup (.*)$", re.MULTILINE)
+STARTUP = re.compile(r"^\[tfjob\] ready (.*)$", re.MULTILINE)
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
-#: The new chief's start-up phases (tfjob_worker.startup.PHASES, as its `[tfjob] startup` line names them).
+#: The new chief's start-up phases (tfjob_worker.startup.PHASES, as its `[tfjob] ready` line names them).
 PHASES = ("launch", "tensorflow", "data", "peers", "setup", "first_step")
 #: What is the runtime's and the operator's (goal: <= 1 s in all), against TensorFlow's and the model's own.
 OURS = ("recreate", "launch", "peers", "setup")
@@ -92,12 +92,12 @@ def measure(manifest: Path, timeout: float = 600.0) -> dict[str, float]:
 
 
 def _resumed_chief_startup(workdir: Path) -> str:
-    """The `[tfjob] startup` line of the chief attempt that resumed from the backup."""
+    """The `[tfjob] ready` line of the chief attempt that resumed from the backup."""
     for log in (workdir / "pods").glob("*/logs/*/*.log"):
         text = log.read_text(errors="replace")
         if "resumed from backup at epoch" in text and (m := STARTUP.search(text)):
             return m.group(1)
-    raise SystemExit(f"no resumed chief with a [tfjob] startup line under {workdir / 'pods'}")
+    raise SystemExit(f"no resumed chief with a [tfjob] ready line under {workdir / 'pods'}")
 
 
 def print_split(split: dict[str, float], tf_import: float) -> None:

@@ -87,7 +87,7 @@ def test_startup_seconds_are_split_by_phase_in_order(marks, seconds):
 
 def test_startup_line_names_each_phase_its_total_and_when_the_pod_process_began():
     assert progress.format_startup({"launch": 0.5, "tensorflow": 4.0, "first_step": 0.25}, 1795558307.4081) == (
-        "[tfjob] startup launch=0.50s tensorflow=4.00s first_step=0.25s total=4.75s began=1795558307.408")
+        "[tfjob] ready launch=0.50s tensorflow=4.00s first_step=0.25s total=4.75s began=1795558307.408")
 
 
 def test_startup_began_comes_from_the_supervisor_and_the_first_mark_of_a_phase_counts():

@@ -34,6 +34,7 @@ def fit_and_look_mid_epoch(tmp_path: Path, checkpoint_every_steps: int | None) -
         tensorboard_dir=str(tmp_path / "tb"), startup=StartupClock(time.time()), writes_outputs=True,
         checkpoint_dir=str(tmp_path / "checkpoints"))
     recorder: Any = SimpleNamespace(epoch_begin=reporter.epoch_begin, epoch_end=lambda *a, **k: None,
+                                    steps_ended=lambda: None,
                                     live=lambda n, metrics: reporter.live_rate(n * 8.0, metrics))
     seen: dict[str, bool] = {}
 

@@ -105,15 +105,22 @@ def epoch_level(base: Any) -> Any:
 
 
 def fit_callbacks(job: Job, keras: Any, recorder: EpochRecorder, is_ps: bool) -> list[Any]:
-    """Progress, BackupAndRestore and TensorBoard, in that order.
+    """A clock stop, BackupAndRestore, Progress and TensorBoard, in that order.
 
-    Ours first: an epoch's examples/s is its steps', closed before the backup is written (as evaluation is left
-    out), so it compares with a plain script's.
+    The backup is written before Progress prints the epoch's line, so a line seen means its backup exists (a
+    kill right after it resumes at the next epoch: `tfjob local --kill-worker-after` relies on it); the clock
+    stops before the backup, so an epoch's examples/s is its steps', as a plain script measures them.
     """
+
+    class StopClock(keras.callbacks.Callback):  # type: ignore[name-defined,misc]
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            recorder.steps_ended()
+
     return [
-        make_progress_callback(keras, job, recorder, batch_hooks=not is_ps),  # ParameterServerStrategy refuses them
+        StopClock(),
         epoch_level(keras.callbacks.BackupAndRestore)(
             job.backup_dir, save_freq=job.cfg.checkpoint_every_steps or "epoch", delete_checkpoint=True),
+        make_progress_callback(keras, job, recorder, batch_hooks=not is_ps),  # ParameterServerStrategy refuses them
         epoch_level(keras.callbacks.TensorBoard)(job.tensorboard_dir, update_freq="epoch", profile_batch=0),
     ]
 

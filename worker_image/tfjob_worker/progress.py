@@ -47,10 +47,10 @@ def format_step(step: int, steps: int, epoch: int, epochs: int, metrics: Mapping
 
 
 def format_startup(seconds: Mapping[str, float], began: float) -> str:
-    """`[tfjob] startup launch=0.3s tensorflow=4.1s ... first_step=0.9s total=7.3s began=<unix>`: where this
+    """`[tfjob] ready launch=0.3s tensorflow=4.1s ... first_step=0.9s total=7.3s began=<unix>`: where this
     process's start-up went (see tfjob_worker.startup)."""
     parts = " ".join(f"{phase}={value:.2f}s" for phase, value in seconds.items())
-    return f"{PREFIX} startup {parts} total={sum(seconds.values()):.2f}s began={began:.3f}"
+    return f"{PREFIX} ready {parts} total={sum(seconds.values()):.2f}s began={began:.3f}"
 
 
 def format_done(test_accuracy: float | None, saved_model: str | None, **extra: Any) -> str:

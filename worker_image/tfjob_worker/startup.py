@@ -1,7 +1,7 @@
 """Where a (re)start's seconds go, from the pod's process starting to the first training step.
 
 Every gang restart pays this whole path on every worker, so the chief prints it once, after its first step:
-`[tfjob] startup launch=0.3s tensorflow=4.1s data=0.4s peers=1.0s setup=0.6s first_step=0.9s total=7.3s
+`[tfjob] ready launch=0.3s tensorflow=4.1s data=0.4s peers=1.0s setup=0.6s first_step=0.9s total=7.3s
 began=1795558307.408`. `began` is the Unix time the pod's process (the supervisor) started, so the line can be
 lined up with what happened outside the pod (the kill, the pod's re-creation). Marks are plain wall-clock
 times; the split is a pure function of them.

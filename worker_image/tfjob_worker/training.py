@@ -163,6 +163,7 @@ class EpochRecorder:
         self.first_epoch: int | None = None  # 1-based first epoch this process ran
         self.history: list[dict[str, Any]] = []
         self._started = 0.0
+        self._stopped: float | None = None
         self._eval_seconds = 0.0
 
     def epoch_begin(self, epoch: int) -> None:
@@ -175,6 +176,7 @@ class EpochRecorder:
             earlier = progress.read_history(self.job.history_path) if self.resumable else []
             self.history = progress.merge_history(earlier, epoch)
         self._started = time.perf_counter()
+        self._stopped = None
         self._eval_seconds = 0.0
         self.job.reporter.epoch_begin(epoch)
 
@@ -186,8 +188,13 @@ class EpochRecorder:
     def eval_took(self, seconds: float) -> None:
         self._eval_seconds += seconds
 
+    def steps_ended(self) -> None:
+        """The epoch's training (and validation) is over; what follows (the backup) is not training time."""
+        self._stopped = time.perf_counter()
+
     def epoch_end(self, epoch: int, metrics: dict[str, Any], steps: int | None = None) -> None:
-        train_seconds = max(time.perf_counter() - self._started - self._eval_seconds, 1e-9)
+        ended = self._stopped if self._stopped is not None else time.perf_counter()
+        train_seconds = max(ended - self._started - self._eval_seconds, 1e-9)
         metrics = dict(metrics)
         metrics["examples_per_sec"] = (steps or self.job.steps_per_epoch) * self.job.global_batch / train_seconds
         progress.emit(progress.format_epoch(epoch, self.job.cfg.epochs, metrics), self.job.prints)
