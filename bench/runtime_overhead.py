@@ -3,15 +3,16 @@
 Runs, interleaved (ours, plain, ours, plain, ...) so that the shared machine's load falls on both alike:
   1. a real step: a small conv net on the digits upscaled to 32x32 (bench/convnet.py; >= 20 ms a step on 2
      cores), 1 worker: median, min and max of examples/s over the repeats, and of the pairwise ratio;
-  2. the digits MLP (about 1 ms a step): a run is mostly start-up and the ratio is noise; kept for reference;
-  3. 2 workers with MultiWorkerMirroredStrategy on loopback (TF_CONFIG), ours vs the plain script under the
+  2. recovery: `tfjob local --kill-worker-after 0` and the split of worker SIGKILL -> resumed training
+     (bench/recovery_time.py);
+  3. the digits MLP (about 1 ms a step): a run is mostly start-up and the ratio is noise; kept for reference;
+  4. 2 workers with MultiWorkerMirroredStrategy on loopback (TF_CONFIG), ours vs the plain script under the
      same strategy, on the conv net;
-  4. the per-step cost of the runtime's Keras callbacks (CPU microseconds, measured on the callbacks alone);
-  5. recovery: `tfjob local --kill-worker-after 0` and the split of worker SIGKILL -> resumed epoch
-     (bench/recovery_time.py).
+  5. the per-step cost of the runtime's Keras callbacks (CPU microseconds, measured on the callbacks alone).
 Examples/s is the mean over the epochs after the first (which includes tracing), taken over the training steps
 alone on both sides (ours leaves out validation and the per-epoch backup, as the plain script has neither).
-Wall is a whole run, process start to exit. Ends with one SUMMARY line.
+Wall is a whole run, process start to exit. A SUMMARY line after each stage carries the figures so far; the
+last one has them all.
 
     python bench/runtime_overhead.py [--repeats 5] [--mlp-repeats 1] [--mwms-repeats 2] [--no-recovery] [--plot PNG]
 """
@@ -286,16 +287,36 @@ def main() -> None:
     a = parser.parse_args()
     began = time.monotonic()
     print(f"runtime_overhead: {os.cpu_count()} CPUs, load average {load()}; runtime from {a.runtime}", flush=True)
+    figures: list[str] = []
+
+    def summary(*fields: str, final: bool = False) -> None:
+        """The figures so far, after each stage: if `make bench` stops this bench at its share, the last
+        SUMMARY line still carries every figure measured (the most wanted come first)."""
+        figures.extend(fields)
+        print(f"SUMMARY{'' if final else ' (so far)'} {' '.join(figures)}", flush=True)
 
     conv = interleaved("conv", 1, a.repeats, a.epochs, a.steps, a.batch, a.runtime)
     report(f"digits32-cnn (bench/convnet.py), 1 worker, {a.epochs} epochs x {a.steps} steps, batch {a.batch}",
            conv, a.batch)
     print(f"    load average {load()}", flush=True)
+    summary(f"ratio={statistics.median(conv.ratios):.3f} ratio_min={min(conv.ratios):.3f} "
+            f"ratio_max={max(conv.ratios):.3f} (goal >=0.98) ratio_best={max(conv.ours) / max(conv.plain):.3f} "
+            f"step_ms={a.batch / statistics.median(conv.plain) * 1000:.1f} (goal >=20)")
+
+    split = None
+    if not a.no_recovery:
+        import recovery_time
+
+        split = recovery_time.measure(REPO / "examples" / "mnist-cpu.yaml")
+        recovery_time.print_split(split, recovery_time.cold_tf_import())
+        print(f"    load average {load()}", flush=True)
+        summary(recovery_time.summary_fields(split))
 
     mlp = interleaved("mlp", 1, a.mlp_repeats, a.epochs, a.mlp_steps, a.batch, a.runtime)
     report(f"digits-mlp, 1 worker, {a.epochs} epochs x {a.mlp_steps} steps, batch {a.batch} "
            "(~1 ms steps: start-up-dominated, the ratio is noise)", mlp, a.batch)
     print(f"    load average {load()}", flush=True)
+    summary(f"mlp_ratio={statistics.median(mlp.ratios):.3f}")
 
     mwms = interleaved("conv", 2, a.mwms_repeats, a.epochs, a.mwms_steps, a.batch, a.runtime)
     report(f"digits32-cnn, 2 workers MultiWorkerMirroredStrategy (RING, loopback), {a.epochs} epochs x "
@@ -307,25 +328,11 @@ def main() -> None:
     print(f"  per-step cost of the runtime's Keras callbacks: {hooks:.1f} us CPU per step "
           f"({hooks * 1e-6 / conv_step * 100:.3f}% of a conv-net step, {hooks * 1e-6 / mlp_step * 100:.2f}% of an "
           "MLP step)", flush=True)
-
-    recovery, split = "", None
-    if not a.no_recovery:
-        import recovery_time
-
-        split = recovery_time.measure(REPO / "examples" / "mnist-cpu.yaml")
-        recovery_time.print_split(split, recovery_time.cold_tf_import())
-        recovery = " " + recovery_time.summary_fields(split)
     if a.plot is not None:
         plot(a.plot, conv, mwms, split)
         print(f"  plot: {a.plot}")
     print(f"  {time.monotonic() - began:.0f} s in all; load average {load()}")
-    step_ms = a.batch / statistics.median(conv.plain) * 1000
-    print(f"SUMMARY ratio={statistics.median(conv.ratios):.3f} ratio_min={min(conv.ratios):.3f} "
-          f"ratio_max={max(conv.ratios):.3f} (goal >=0.98) ratio_best={max(conv.ours) / max(conv.plain):.3f} "
-          f"step_ms={step_ms:.1f} "
-          f"(goal >=20) mlp_ratio={statistics.median(mlp.ratios):.3f} "
-          f"mwms_ratio={statistics.median(mwms.ratios):.3f} hook_us={hooks:.1f}{recovery}")
-
+    summary(f"mwms_ratio={statistics.median(mwms.ratios):.3f} hook_us={hooks:.1f}", final=True)
 
 if __name__ == "__main__":
     main()
