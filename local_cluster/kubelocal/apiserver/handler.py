@@ -51,6 +51,9 @@ class RequestHandler:
         self.ctx = ctx
         self.faults = faults
         self.requests = requests
+        #: Keep at most about this many records (None: all, as tests read them); a server that runs for hours
+        #: must not grow by one record per request forever.
+        self.requests_limit: int | None = None
         self.authorizers = authorizers
         self.host_port = host_port
         self.bookmark_interval = bookmark_interval
@@ -91,6 +94,9 @@ class RequestHandler:
                     path=request.path_qs,
                 )
             )
+            limit = self.requests_limit
+            if limit is not None and len(self.requests) >= 2 * limit:
+                del self.requests[:-limit]  # in halves: amortised O(1) per request
 
         request[RECORD] = record
         try:

@@ -119,6 +119,11 @@ class ApiServer:
         self.url = f"http://{self.host}:{self.port}"
         self._gc_task = asyncio.create_task(self.crd_cleanup.run(), name="apiserver-crd-cleanup")
 
+    def limit_request_log(self, keep: int) -> None:
+        """Keep only about the latest `keep` records in `.requests` (for a server that runs for hours; tests
+        that read the record leave it whole)."""
+        self.handler.requests_limit = keep
+
     def manage_gc(self, settings: GcSettings = GcSettings()) -> None:
         """Take over the process's garbage collector (gcpolicy.py): for a process that serves for a long
         time, called once start-up is done (`tfjob local up`); `stop()` gives it back."""

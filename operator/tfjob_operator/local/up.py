@@ -14,6 +14,7 @@ from tfjob_operator.crd import CRD_PATH, KUBEFLOW_CRD_PATH
 from tfjob_operator.local.image import local_images, worker_image_defaults
 
 EXIT_USAGE = 2
+REQUEST_LOG = 10_000  # requests `tfjob local up` remembers (the test hook; nothing reads it here)
 
 
 def run_local_up(port: int, kubeconfig: Path, nodes: str | None, workdir: Path, *, kubeflow: bool = False) -> int:
@@ -41,7 +42,9 @@ async def _serve(cluster: LocalCluster, kubeconfig: Path) -> int:
             print(f"error: cannot start the API server on port {cluster.port}: {exc.strerror or exc} "
                   "(choose another with --port, or 0 for any free port)", file=sys.stderr)
             return 1
-        cluster.apiserver.manage_gc()  # a long-running server: full collections off the request path
+        # a long-running server: full collections off the request path, and a bounded record of requests
+        cluster.apiserver.manage_gc()
+        cluster.apiserver.limit_request_log(REQUEST_LOG)
         try:
             kubeconfig.parent.mkdir(parents=True, exist_ok=True)
             write_kubeconfig(kubeconfig, cluster.url)

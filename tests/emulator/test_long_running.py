@@ -1,9 +1,10 @@
-"""The API server's hold on the garbage collector in a long-running control plane (`tfjob local up`): full
-collections wait for a quiet moment, and stopping the server gives the collector back as it was."""
+"""The API server as a long-running process (`tfjob local up`): full garbage collections wait for a quiet
+moment, stopping the server gives the collector back as it was, and the record of requests stays bounded."""
 
 import gc
 
 import pytest
+import requests
 from polling import wait_for
 
 from kubelocal.apiserver import ApiServerThread
@@ -43,3 +44,14 @@ def test_a_quiet_server_runs_the_pending_full_collection_and_gives_the_collector
         wait_for(lambda: collector.full_collections >= 1, timeout=10, what="a full collection while quiet")
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+def test_a_server_with_a_bounded_request_log_keeps_the_latest_requests_only():
+    with ApiServerThread() as api:
+        api.server.limit_request_log(10)
+        with requests.Session() as http:
+            for i in range(50):
+                http.get(f"{api.url}/api/v1/namespaces/default/configmaps/c{i}", timeout=10)
+        names = [r.name for r in api.server.requests]
+        assert 10 <= len(names) < 20
+        assert names[-1] == "c49" and names == [f"c{i}" for i in range(50 - len(names), 50)]
