@@ -41,9 +41,22 @@ def schema_for(rt: ResourceType) -> dict[str, Any] | None:
     return core_schema(rt.group, rt.version, rt.kind)
 
 
+#: (id(schema), key) -> (schema, its sub-schema): every write walks the same few schemas field by field.
+_SUB_SCHEMAS: dict[tuple[int, str], tuple[dict[str, Any], dict[str, Any] | None]] = {}
+
+
 def sub_schema(schema: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
     if schema is None:
         return None
+    hit = _SUB_SCHEMAS.get((id(schema), key))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    found = _sub_schema(schema, key)
+    _SUB_SCHEMAS[(id(schema), key)] = (schema, found)
+    return found
+
+
+def _sub_schema(schema: dict[str, Any], key: str) -> dict[str, Any] | None:
     schema = resolve(schema)
     all_of = schema.get("allOf")
     if isinstance(all_of, list) and len(all_of) == 1:
@@ -183,12 +196,24 @@ def remove(obj: Any, path: Path) -> None:
 
 def to_fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
     root: dict[str, Any] = {}
+    keys: dict[Element, str] = {}
+    previous: Path = ()
+    nodes = [root]  # nodes[i]: the node of previous[:i]; sorted paths share their prefixes with the one before
     for path in sorted(paths):
-        node = root
-        for kind, name in path:
-            node = node.setdefault(f"{kind}:{name}", {})
-            if kind == "k":
+        shared = 0
+        while shared < len(previous) and shared < len(path) and path[shared] == previous[shared]:
+            shared += 1
+        del nodes[shared + 1 :]
+        node = nodes[shared]
+        for element in path[shared:]:
+            key = keys.get(element)
+            if key is None:
+                key = keys[element] = f"{element[0]}:{element[1]}"
+            node = node.setdefault(key, {})
+            if element[0] == "k":
                 node.setdefault(".", {})
+            nodes.append(node)
+        previous = path
     return root
 
 

@@ -67,11 +67,21 @@ class Findings:
     unknown: list[str] = field(default_factory=list)
 
 
-def _types(schema: dict[str, Any]) -> set[str]:
-    t = schema.get("type")
-    if t is None:
-        return set()
-    return {t} if isinstance(t, str) else set(t)
+#: id(schema) -> (schema, its types, its types but "null"): every write walks the same few schemas.
+_TYPES: dict[int, tuple[dict[str, Any], frozenset[str], frozenset[str]]] = {}
+
+
+def _type_sets(schema: dict[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
+    hit = _TYPES.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        t = schema.get("type")
+        types = frozenset() if t is None else frozenset([t] if isinstance(t, str) else t)
+        hit = _TYPES[id(schema)] = (schema, types, types - {"null"})
+    return hit[1], hit[2]
+
+
+def _types(schema: dict[str, Any]) -> frozenset[str]:
+    return _type_sets(schema)[0]
 
 
 def _go_repr(value: Any) -> str:
@@ -84,11 +94,11 @@ def _go_repr(value: Any) -> str:
     return str(value)
 
 
-def _type_ok(value: Any, types: set[str]) -> bool:
+def _type_ok(value: Any, types: frozenset[str]) -> bool:
     if isinstance(value, bool):
         return "boolean" in types
     if isinstance(value, int):
-        return bool(types & {"integer", "number"})
+        return "integer" in types or "number" in types
     if isinstance(value, float):
         return "number" in types or ("integer" in types and value.is_integer())
     if isinstance(value, str):
@@ -135,7 +145,7 @@ class Walker:
                     path, "FieldValueTypeInvalid", f"Invalid value: {_go_repr(value)}: {path} has the wrong type"
                 )
             return value
-        types = _types(schema) - {"null"}
+        types = _type_sets(schema)[1]
         if types and not _type_ok(value, types):
             want = sorted(types)[0]
             self.error(
