@@ -117,10 +117,14 @@ def _join(path: str, key: str) -> str:
 class Walker:
     """Validates, prunes and defaults one object in place; `custom` selects CRD (structural) rules."""
 
-    def __init__(self, *, custom: bool, prune: bool = True, apply_defaults: bool = True) -> None:
+    def __init__(
+        self, *, custom: bool, prune: bool = True, apply_defaults: bool = True, settled: frozenset[str] = frozenset()
+    ) -> None:
         self.custom = custom
         self.prune = prune
         self.apply_defaults = apply_defaults
+        #: Top-level fields taken as valid without a walk (a status write keeps the stored spec).
+        self.settled = settled
         self.found = Findings()
 
     def error(self, path: str, reason: str, message: str) -> None:
@@ -186,6 +190,8 @@ class Walker:
                     if not value.get(key):
                         self.error(_join(path, key), "FieldValueRequired", "Required value: must not be empty")
         keep = {"apiVersion", "kind", "metadata"} if self.custom and (path == "" or embedded) else set()
+        if path == "":
+            keep |= self.settled
         for key in list(value):
             sub = value[key]
             sub_path = _join(path, key)
@@ -346,13 +352,13 @@ class Walker:
         return meta
 
 
-def check_object(obj: dict[str, Any], schema: dict[str, Any], *, custom: bool) -> Findings:
-    """Validate, prune (unknown fields) and, for custom resources, default `obj` in place."""
-    walker = Walker(custom=custom)
-    if not custom:
-        walker.walk(obj, schema, "")
-    else:
-        walker.walk(obj, schema, "")
+def check_object(
+    obj: dict[str, Any], schema: dict[str, Any], *, custom: bool, settled: frozenset[str] = frozenset()
+) -> Findings:
+    """Validate, prune (unknown fields) and, for custom resources, default `obj` in place; the top-level
+    fields in `settled` are taken as they are."""
+    walker = Walker(custom=custom, settled=settled)
+    walker.walk(obj, schema, "")
     return walker.found
 
 

@@ -46,8 +46,11 @@ def check_decodable(rt: ResourceType, obj: dict[str, Any], *, patched: bool = Fa
     raise ApiError(400, f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error}')
 
 
-def validate(rt: ResourceType, obj: dict[str, Any], query: Mapping[str, str]) -> list[str]:
-    """Validate, prune and default; returns warnings (unknown fields) or raises 400/422."""
+def validate(
+    rt: ResourceType, obj: dict[str, Any], query: Mapping[str, str], *, settled: frozenset[str] = frozenset()
+) -> list[str]:
+    """Validate, prune and default; returns warnings (unknown fields) or raises 400/422. A built-in's top-level
+    fields in `settled` are the stored ones, valid already, and are not walked again."""
     name = obj["metadata"].get("name") or obj["metadata"].get("generateName") or ""
     found: Findings | None
     if rt.is_custom:
@@ -55,7 +58,7 @@ def validate(rt: ResourceType, obj: dict[str, Any], query: Mapping[str, str]) ->
         found = check_object(obj, schema, custom=True)
     else:
         schema_def = core_schema(rt.group, rt.version, rt.kind)
-        found = check_object(obj, schema_def, custom=False) if schema_def else None
+        found = check_object(obj, schema_def, custom=False, settled=settled) if schema_def else None
     errors = list(found.errors) if found else []
     if errors:
         # As kube-apiserver: a body of the wrong types is refused as decoded; the field rules below

@@ -7,6 +7,7 @@ what kube-apiserver would say."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import re
 from typing import Any
@@ -40,6 +41,7 @@ def _quote(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+@functools.lru_cache(maxsize=4096)  # the same few stamps recur in every write (managedFields, conditions)
 def go_parse_error(value: str, micro: bool) -> str | None:
     """Go's time.Parse error for `value` in RFC3339 (Time) or RFC3339Micro (MicroTime); None if it parses."""
     layout = RFC3339_MICRO if micro else RFC3339
