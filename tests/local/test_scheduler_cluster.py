@@ -46,12 +46,18 @@ def unschedulable(core: Core, name: str) -> dict[str, Any] | None:
     return pod if pod and condition(pod, "PodScheduled").get("reason") == "Unschedulable" else None
 
 
-def test_a_pod_that_fits_is_bound_and_runs(api: Core) -> None:
+def test_a_pod_that_fits_is_bound_and_runs_and_a_scheduled_event_says_where(api: Core) -> None:
     name = unique("fits")
     api.create_namespaced_pod("default", gpu_pod(name, 2))
     pod = wait_until(phase_is(api, name, "Succeeded"), what=f"{name} to run to completion")
     assert pod["spec"]["nodeName"] in ("node-0", "node-1")
     assert condition(pod, "PodScheduled")["status"] == "True"
+    # Recorded in the background after the bind, as kube-scheduler's event broadcaster does.
+    scheduled = wait_until(lambda: [e for e in api.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={name}").items if e.reason == "Scheduled"],
+        what="a Scheduled event")
+    assert scheduled[0].message == f"Successfully assigned default/{name} to {pod['spec']['nodeName']}"
+    assert scheduled[0].source.component == "default-scheduler"
 
 
 def test_node_selector_places_the_pod_on_the_labelled_node(api: Core) -> None:
