@@ -18,6 +18,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+import requests
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -203,3 +204,47 @@ def test_rules_limit_operations_and_resources(core, admission, hook: Hook) -> No
     core.create_namespaced_config_map("default", _cm("c"))
     core.delete_namespaced_config_map("c", "default")
     assert [(r["request"]["operation"], r["request"]["name"]) for r in hook.seen] == [("CREATE", "c")]
+
+
+def test_a_pending_webhook_does_not_hold_other_clients_requests(api, core, admission, hook: Hook) -> None:
+    """A slow webhook on ConfigMaps: while it has not answered, a GET of a Secret is served (the API server's
+    event loop is free); then the ConfigMap write completes with the webhook's decision."""
+    called, release = threading.Event(), threading.Event()
+
+    def slow(review: Review) -> dict[str, Any]:
+        called.set()
+        release.wait(60)
+        return {"allowed": True}
+
+    hook.answer = slow
+    core.create_namespaced_secret("default", {"metadata": {"name": "other"}, "stringData": {"k": "v"}})
+    admission.create_validating_webhook_configuration(_config("ValidatingWebhookConfiguration", hook,
+                                                              timeoutSeconds=30))
+    written: list[Any] = []
+    writer = threading.Thread(target=lambda: written.append(core.create_namespaced_config_map("default", _cm("w"))))
+    writer.start()
+    try:
+        assert called.wait(20), "the webhook was never called"
+        # Answered while the webhook still holds its reply (release is not set yet): the event loop was free.
+        # (Plain requests: no client retry may resend the GET after the webhook's timeout let the loop go.)
+        other = requests.get(f"{api.url}/api/v1/namespaces/default/secrets/other", timeout=20)
+        assert (other.status_code, other.json()["metadata"]["name"]) == (200, "other")
+        assert not release.is_set() and writer.is_alive() and not written
+    finally:
+        release.set()
+        writer.join(30)
+    assert [cm.metadata.name for cm in written] == ["w"]
+    assert core.read_namespaced_config_map("w", "default").data == {"k": "v"}
+    assert len(hook.seen) == 1  # called once: the write ran again with the answer, not the webhook
+
+
+def test_a_collection_delete_calls_the_webhook_once_per_object_and_lists_every_deleted_one(
+        http, core, admission, hook: Hook) -> None:
+    for name in ("a", "b", "c"):
+        core.create_namespaced_config_map("default", _cm(name, group="g"))
+    rules = [{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]
+    admission.create_validating_webhook_configuration(_config("ValidatingWebhookConfiguration", hook, rules=rules))
+    listed = http("DELETE", "/api/v1/namespaces/default/configmaps?labelSelector=group%3Dg").json()
+    assert sorted(item["metadata"]["name"] for item in listed["items"]) == ["a", "b", "c"]
+    assert sorted(review["request"]["name"] for review in hook.seen) == ["a", "b", "c"]
+    assert core.list_namespaced_config_map("default", label_selector="group=g").items == []

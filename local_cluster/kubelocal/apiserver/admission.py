@@ -15,14 +15,23 @@ to `request.warnings`. Register with `ApiServer.admission.register(plugin)`; a p
 requests it cares about in `handles`. Dry-run requests pass through the chain like real ones
 (`request.dry_run` is set so a plugin with side effects can skip them, as webhooks declare
 `sideEffects`). Built in: `NamespaceLifecycle` (404 for a missing namespace, 403 for a terminating one).
+
+Plugins are plain functions, but one that waits on I/O (a webhook call) must not hold the event loop,
+where every other client's request is served. It asks through `awaited(key, call)`: under
+`run_admitted` (how the handler runs every write), the first time this raises `Pending` before the write
+has changed anything (plugins run before storage; the only one that writes, quota, runs last); the call
+runs on a worker thread, its answer is kept under `key`, and the write runs again from the start, when
+`awaited` returns the answer. Outside `run_admitted`, `awaited` makes the call in place.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .authorization import ADMIN, UserInfo
 from .errors import ApiError, not_found
@@ -30,6 +39,12 @@ from .registry import ResourceType
 from .store import Key, Store
 
 NS_KEY: Key = ("", "namespaces")
+#: Rounds of one write under `run_admitted` (each may meet one more call); past this, the object kept changing.
+MAX_ROUNDS = 32
+
+T = TypeVar("T")
+# The answers the write this request is running has had so far (None: not under `run_admitted`).
+_ANSWERS: ContextVar[dict[Hashable, Any] | None] = ContextVar("admission_answers", default=None)
 
 
 class Operation(enum.Enum):
@@ -133,3 +148,47 @@ class NamespaceLifecycle:
                 "because it is being terminated",
                 details={"group": rt.group, "kind": rt.plural},
             )
+
+
+# -- plugins that wait on I/O -----------------------------------------------------------------------------
+
+
+class Pending(Exception):
+    """A plugin needs `call` made before the write can go on (raised before the write changed anything)."""
+
+    def __init__(self, key: Hashable, call: Callable[[], Any]) -> None:
+        super().__init__(f"admission call pending: {key!r}")
+        self.key, self.call = key, call
+
+
+def awaited(key: Hashable, call: Callable[[], T]) -> T:
+    """What `call` returns, for a plugin. `call` is blocking I/O that touches no server state and raises
+    nothing (it returns its failure); `key` names the answer within one write. Under `run_admitted` the
+    answer is the one kept from an earlier round, or `Pending` has it made off the event loop; otherwise
+    the call is made here."""
+    answers = _ANSWERS.get()
+    if answers is None:
+        return call()
+    if key in answers:
+        return answers[key]  # type: ignore[no-any-return]
+    raise Pending(key, call)
+
+
+async def run_admitted(write: Callable[[], T], *, again: Callable[[], Awaitable[None]] | None = None) -> T:
+    """Run a write (a synchronous REST operation) so that its plugins' calls wait on worker threads while
+    the event loop serves other requests: each `Pending` call is made, kept, and the write run again.
+    `again` renews, before a further round, what the write consumed (a body it takes over)."""
+    answers: dict[Hashable, Any] = {}
+    token = _ANSWERS.set(answers)
+    try:
+        for _ in range(MAX_ROUNDS):
+            try:
+                return write()
+            except Pending as pending:
+                answers[pending.key] = await asyncio.to_thread(pending.call)
+                if again is not None:
+                    await again()
+    finally:
+        _ANSWERS.reset(token)
+    raise ApiError(409, f"Operation cannot be fulfilled: the object changed {MAX_ROUNDS} times while its admission "
+                        "calls were made; try again", reason="Conflict")

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from . import apply, nonresource, objects, options, portforward, protobuf, remotecommand, reviews, subresources
 from . import patch as patching
+from .admission import run_admitted
 from .authorization import Attributes, Authorizer, Decision, authorize, forbidden, user_from_headers
 from .codec import json_response, object_response, read_body, read_body_or_none, warning_headers
 from .errors import ApiError, status_body
@@ -180,7 +181,7 @@ class RequestHandler:
             pods = ctx.registry.get("", "v1", "pods")
             assert pods is not None
             target = ((body or {}).get("metadata") or {}).get("name") or ""
-            return json_response(subresources.pod_binding(ctx, pods, ns, target, body), 201)
+            return json_response(await run_admitted(lambda: subresources.pod_binding(ctx, pods, ns, target, body)), 201)
         if name is None:
             if method in ("GET", "HEAD"):
                 if info.verb == "watch":
@@ -191,11 +192,21 @@ class RequestHandler:
             if method == "POST":
                 options.validate_write(query, "CreateOptions")
                 body = await read_body(request)
-                obj, warnings = create.create(ctx, rt, ns, body, query, user=user, manager=manager, owned=True)
+                body_now = [body]
+
+                async def decode_again() -> None:  # create consumes its body (owned): a new round decodes it anew
+                    body_now[0] = await read_body(request)
+
+                obj, warnings = await run_admitted(
+                    lambda: create.create(ctx, rt, ns, body_now[0], query, user=user, manager=manager, owned=True),
+                    again=decode_again)
                 return self._written(request, rt, obj, 201, warning_headers(warnings))
             if method == "DELETE":
                 opts = await self._delete_options(request)
-                deleted = delete.delete_collection(ctx, rt, list_ns, read.predicate(rt, query), opts, user=user)
+                pred = read.predicate(rt, query)
+                done: dict[str, dict[str, Any]] = {}  # kept across the rounds of run_admitted
+                deleted = await run_admitted(
+                    lambda: delete.delete_collection(ctx, rt, list_ns, pred, opts, user=user, deleted=done))
                 return json_response(
                     {
                         "kind": f"{rt.kind}List",
@@ -215,9 +226,11 @@ class RequestHandler:
         if sub == "log":
             return await subresources.pod_log(ctx, request, rt, ns, name, self.log_source)
         if sub == "binding":
-            return json_response(subresources.pod_binding(ctx, rt, ns, name, await read_body(request)), 201)
+            body = await read_body(request)
+            return json_response(await run_admitted(lambda: subresources.pod_binding(ctx, rt, ns, name, body)), 201)
         if sub == "eviction":
-            return json_response(subresources.pod_eviction(ctx, rt, ns, name, await read_body(request)), 201)
+            body = await read_body(request)
+            return json_response(await run_admitted(lambda: subresources.pod_eviction(ctx, rt, ns, name, body)), 201)
         if method in ("GET", "HEAD"):
             stored = read.get(ctx, rt, ns, name)
             if wants_table(request.headers.get("Accept", "")):
@@ -232,19 +245,22 @@ class RequestHandler:
         if method == "PUT":
             options.validate_write(query, "UpdateOptions")
             body = await read_body(request)
-            obj, warnings, created = update.update(ctx, rt, ns, name, body, sub, query, user=user, manager=manager)
+            obj, warnings, created = await run_admitted(
+                lambda: update.update(ctx, rt, ns, name, body, sub, query, user=user, manager=manager))
             return self._written(request, rt, obj, 201 if created else 200, warning_headers(warnings))
         if method == "PATCH":
             raw, ctype = await request.read(), (request.content_type or "").lower()
             options.validate_write(query, "PatchOptions", apply=ctype == patching.APPLY_PATCH, patch=True)
             if ctype == patching.APPLY_PATCH:
-                obj, warnings, created = apply.apply(ctx, rt, ns, name, raw, sub, query, user=user)
+                obj, warnings, created = await run_admitted(
+                    lambda: apply.apply(ctx, rt, ns, name, raw, sub, query, user=user))
                 return self._written(request, rt, obj, 201 if created else 200, warning_headers(warnings))
-            obj, warnings = update.patch(ctx, rt, ns, name, raw, ctype, sub, query, user=user, manager=manager)
+            obj, warnings = await run_admitted(
+                lambda: update.patch(ctx, rt, ns, name, raw, ctype, sub, query, user=user, manager=manager))
             return self._written(request, rt, obj, 200, warning_headers(warnings))
         if method == "DELETE":
             opts = await self._delete_options(request)
-            obj, removed = delete.delete(ctx, rt, ns, name, opts, user=user)
+            obj, removed = await run_admitted(lambda: delete.delete(ctx, rt, ns, name, opts, user=user))
             return object_response(request, *delete.response(rt, obj, removed, opts))
         raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
 

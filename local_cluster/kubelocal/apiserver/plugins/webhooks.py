@@ -9,15 +9,19 @@ network). `allowed: false` refuses the write with the webhook's status; a mutati
 is applied; `warnings` reach the client. A webhook that cannot be called (refused, TLS, `timeoutSeconds`)
 refuses the write with 500 under `failurePolicy: Fail` (the default) and is skipped under `Ignore`.
 
-One departure: the admission chain is synchronous, so a call blocks the API server's event loop for
-its duration (bounded by `timeoutSeconds`); a webhook must not call back into the API server while it
-answers, which ours never do.
+A call never stalls the API server (one slow webhook must not hold every other client's request): it is
+`admission.awaited`, so a write the handler runs under `admission.run_admitted` stops before it has
+changed anything, the call is made off the event loop, and the write runs again with the answer. An
+answer is kept per webhook and per version of the stored object it judged, so a write whose object
+changed meanwhile asks again (as kube-apiserver re-runs admission when its storage update retries). A
+write run outside `run_admitted` calls its webhooks in place, blocking.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
+import functools
 import http.client
 import json
 import socket
@@ -30,7 +34,7 @@ from urllib.parse import urlsplit
 
 import jsonpatch
 
-from ..admission import AdmissionRequest
+from ..admission import AdmissionRequest, awaited
 from ..errors import ApiError
 from ..store import Key, Store
 from .labels import selector_matches
@@ -41,6 +45,8 @@ NS_KEY: Key = ("", "namespaces")
 SERVICE_KEY: Key = ("", "services")
 POD_KEY: Key = ("", "pods")
 WEBHOOK_CONFIG_KINDS = {MUTATING, VALIDATING}
+#: The review's uid as sent, and what came back: the AdmissionReview, or why the call failed.
+Exchange = tuple[str, "dict[str, Any] | _CallFailed"]
 
 
 def rule_matches(rule: Mapping[str, Any], request: AdmissionRequest) -> bool:
@@ -96,8 +102,8 @@ class AdmissionWebhooks:
             bool(self._store.items(MUTATING)) or bool(self._store.items(VALIDATING)))
 
     def admit(self, request: AdmissionRequest) -> None:
-        for hook in self._hooks(MUTATING, request):
-            response = self._call(hook, request)
+        for config, hook in self._hooks(MUTATING, request):
+            response = self._call(MUTATING, config, hook, request)
             if response is None:
                 continue
             patch = response.get("patch")
@@ -106,17 +112,18 @@ class AdmissionWebhooks:
                 request.obj = jsonpatch.apply_patch(request.obj, ops)
 
     def validate(self, request: AdmissionRequest) -> None:
-        for hook in self._hooks(VALIDATING, request):
-            self._call(hook, request)
+        for config, hook in self._hooks(VALIDATING, request):
+            self._call(VALIDATING, config, hook, request)
 
     # -- matching -------------------------------------------------------------------------------------
 
-    def _hooks(self, key: Key, request: AdmissionRequest) -> Iterable[dict[str, Any]]:
+    def _hooks(self, key: Key, request: AdmissionRequest) -> Iterable[tuple[str, dict[str, Any]]]:
+        """(configuration name, webhook) of every webhook of this phase that matches the request, in order."""
         configs = sorted((s.obj for s in self._store.items(key)), key=lambda c: c["metadata"]["name"])
         for config in configs:
             for hook in config.get("webhooks") or []:
                 if self._matches(hook, request):
-                    yield hook
+                    yield config["metadata"]["name"], hook
 
     def _matches(self, hook: Mapping[str, Any], request: AdmissionRequest) -> bool:
         if not any(rule_matches(rule, request) for rule in hook.get("rules") or []):
@@ -177,22 +184,34 @@ class AdmissionWebhooks:
                         return int(cp["containerPort"])
         raise _CallFailed(f'Post "{display}": no endpoints available for service "{meta.get("name")}"')
 
-    def _call(self, hook: Mapping[str, Any], request: AdmissionRequest) -> dict[str, Any] | None:
-        """Send the review; the response (None when skipped under failurePolicy Ignore); raise on refusal."""
+    def _call(self, phase: Key, config: str, hook: Mapping[str, Any],
+              request: AdmissionRequest) -> dict[str, Any] | None:
+        """The webhook's answer (None when skipped under failurePolicy Ignore); raise on refusal. The call is
+        `admission.awaited`: off the event loop when the write runs under `run_admitted`."""
         name = hook.get("name") or ""
         if request.dry_run and hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
             raise ApiError(400, f'admission webhook "{name}" does not support dry run')
         review = self._review(request)
         try:
-            response = self._post(hook, review)
+            target = self._target(hook)  # reads the store: here, on the event loop
         except _CallFailed as exc:
+            return self._judge(hook, review["request"]["uid"], exc)
+        # One answer per webhook and per version of the stored object it judged (see the module docstring).
+        version = ((request.old or {}).get("metadata") or {}).get("resourceVersion")
+        uid, outcome = awaited((phase, config, name, version), functools.partial(_exchange, target, hook, review))
+        return self._judge(hook, uid, outcome)
+
+    @staticmethod
+    def _judge(hook: Mapping[str, Any], uid: str, outcome: dict[str, Any] | _CallFailed) -> dict[str, Any] | None:
+        """What the webhook's answer (or failure) to the review `uid` means for the write."""
+        name = hook.get("name") or ""
+        if isinstance(outcome, _CallFailed):
             if (hook.get("failurePolicy") or "Fail") == "Ignore":
                 return None
             raise ApiError(500, f'Internal error occurred: failed calling webhook "{name}": '
-                                f"failed to call webhook: {exc}") from None
-        answer = response.get("response") or {}
-        request.warnings.extend(str(w) for w in answer.get("warnings") or [])
-        if answer.get("uid") != review["request"]["uid"] and (hook.get("failurePolicy") or "Fail") == "Fail":
+                                f"failed to call webhook: {outcome}") from None
+        answer = outcome.get("response") or {}
+        if answer.get("uid") != uid and (hook.get("failurePolicy") or "Fail") == "Fail":
             raise ApiError(500, f'Internal error occurred: failed calling webhook "{name}": '
                                 "expected response.uid to match the request.uid")
         if not answer.get("allowed"):
@@ -220,37 +239,48 @@ class AdmissionWebhooks:
             body["namespace"] = request.namespace
         return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": body}
 
-    def _post(self, hook: Mapping[str, Any], review: Mapping[str, Any]) -> dict[str, Any]:
-        target = self._target(hook)
-        timeout = float(hook.get("timeoutSeconds") or 10)
-        ca = (hook.get("clientConfig") or {}).get("caBundle")
-        context = ssl.create_default_context()
-        if ca:
-            context = ssl.create_default_context(cadata=base64.b64decode(ca).decode())
-        raw = json.dumps(review).encode()
+
+
+def _exchange(target: Target, hook: Mapping[str, Any], review: Mapping[str, Any]) -> Exchange:
+    """The review's uid and the webhook's answer to it, or why it could not be had (never raises)."""
+    try:
+        return review["request"]["uid"], _send(target, hook, review)
+    except _CallFailed as exc:
+        return review["request"]["uid"], exc
+
+
+def _send(target: Target, hook: Mapping[str, Any], review: Mapping[str, Any]) -> dict[str, Any]:
+    """POST the review to the webhook and read its AdmissionReview; blocking, and touching no server state, so
+    it may run on a worker thread."""
+    timeout = float(hook.get("timeoutSeconds") or 10)
+    ca = (hook.get("clientConfig") or {}).get("caBundle")
+    context = ssl.create_default_context()
+    if ca:
+        context = ssl.create_default_context(cadata=base64.b64decode(ca).decode())
+    raw = json.dumps(review).encode()
+    try:
+        sock = socket.create_connection((target.connect_host, target.port), timeout=timeout)
+        tls = context.wrap_socket(sock, server_hostname=target.server_name)
+        conn = http.client.HTTPConnection(target.server_name, target.port, timeout=timeout)
+        conn.sock = tls
         try:
-            sock = socket.create_connection((target.connect_host, target.port), timeout=timeout)
-            tls = context.wrap_socket(sock, server_hostname=target.server_name)
-            conn = http.client.HTTPConnection(target.server_name, target.port, timeout=timeout)
-            conn.sock = tls
-            try:
-                conn.request("POST", f"{target.path}?timeout={int(timeout)}s", body=raw,
-                             headers={"Content-Type": "application/json", "Accept": "application/json"})
-                resp = conn.getresponse()
-                data = resp.read()
-            finally:
-                conn.close()
-        except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
-            raise _CallFailed(f'Post "{target.display}": {exc}') from None
-        if resp.status != 200:
-            raise _CallFailed(f'Post "{target.display}": HTTP {resp.status}')
-        try:
-            decoded = json.loads(data)
-        except ValueError as exc:
-            raise _CallFailed(f'Post "{target.display}": the response is not an AdmissionReview ({exc})') from None
-        if not isinstance(decoded, dict):
-            raise _CallFailed(f'Post "{target.display}": the response is not an AdmissionReview')
-        return decoded
+            conn.request("POST", f"{target.path}?timeout={int(timeout)}s", body=raw,
+                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+            resp = conn.getresponse()
+            data = resp.read()
+        finally:
+            conn.close()
+    except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
+        raise _CallFailed(f'Post "{target.display}": {exc}') from None
+    if resp.status != 200:
+        raise _CallFailed(f'Post "{target.display}": HTTP {resp.status}')
+    try:
+        decoded = json.loads(data)
+    except ValueError as exc:
+        raise _CallFailed(f'Post "{target.display}": the response is not an AdmissionReview ({exc})') from None
+    if not isinstance(decoded, dict):
+        raise _CallFailed(f'Post "{target.display}": the response is not an AdmissionReview')
+    return decoded
 
 
 class _CallFailed(Exception):

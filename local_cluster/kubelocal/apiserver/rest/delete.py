@@ -177,13 +177,16 @@ def delete_collection(
     opts: Mapping[str, Any],
     *,
     user: UserInfo = ADMIN,
+    deleted: dict[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Delete every selected object; ones that cannot be deleted are skipped, as kube-apiserver does."""
-    deleted = []
+    """Delete every selected object; ones that cannot be deleted are skipped, as kube-apiserver does.
+    `deleted` (by uid) keeps what this request deleted when it runs again (`admission.run_admitted`: a webhook
+    call between two objects), so none is deleted twice and the answer lists them all."""
+    done: dict[str, dict[str, Any]] = {} if deleted is None else deleted
     for stored in list(ctx.store.items(rt.key, ns, pred)):
-        if pred(stored.obj):
+        if pred(stored.obj) and stored.obj["metadata"]["uid"] not in done:
             m = stored.obj["metadata"]
             with contextlib.suppress(ApiError):
                 obj, _ = delete(ctx, rt, m.get("namespace"), m["name"], opts, user=user)
-                deleted.append(obj)
-    return deleted
+                done[m["uid"]] = obj
+    return list(done.values())
