@@ -4,11 +4,12 @@ the event loop, and the write runs again with the answers; outside it, calls are
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 
 import pytest
 
-from kubelocal.apiserver.admission import MAX_ROUNDS, awaited, run_admitted
+from kubelocal.apiserver.admission import MAX_ROUNDS, awaited, run_admitted, stable
 from kubelocal.apiserver.errors import ApiError
 
 
@@ -40,3 +41,13 @@ def test_a_write_that_needs_a_new_answer_every_round_ends_as_a_conflict() -> Non
     with pytest.raises(ApiError) as refused:
         asyncio.run(run_admitted(write))
     assert refused.value.code == 409
+
+
+def test_what_the_server_makes_for_a_write_is_the_same_in_every_round() -> None:
+    made = itertools.count()
+
+    def write() -> tuple[str, int]:
+        return stable("name", lambda: f"gen-{next(made)}"), awaited("hook", lambda: 1)
+
+    assert asyncio.run(run_admitted(write)) == ("gen-0", 1)  # two rounds, one name
+    assert next(made) == 1

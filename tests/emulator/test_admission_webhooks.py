@@ -248,3 +248,27 @@ def test_a_collection_delete_calls_the_webhook_once_per_object_and_lists_every_d
     assert sorted(item["metadata"]["name"] for item in listed["items"]) == ["a", "b", "c"]
     assert sorted(review["request"]["name"] for review in hook.seen) == ["a", "b", "c"]
     assert core.list_namespaced_config_map("default", label_selector="group=g").items == []
+
+
+def test_mutating_then_validating_webhooks_each_judge_a_generated_name_create_once(core, admission, hook: Hook) -> None:
+    """Two webhooks, so the write runs three times: the patch is applied once, to the body as sent, and the
+    validating webhook sees the patched object with the name and uid the server generated: those stored."""
+    patch = [{"op": "add", "path": "/data/added", "value": "by-webhook"}]
+
+    def answer(review: Review) -> dict[str, Any]:
+        if review["request"]["object"]["data"].get("added"):
+            return {"allowed": True}  # the validating call: the mutation is already there
+        encoded = base64.b64encode(json.dumps(patch).encode()).decode()
+        return {"allowed": True, "patchType": "JSONPatch", "patch": encoded}
+
+    hook.answer = answer
+    admission.create_mutating_webhook_configuration(_config("MutatingWebhookConfiguration", hook))
+    admission.create_validating_webhook_configuration(_config("ValidatingWebhookConfiguration", hook))
+    body = {"metadata": {"generateName": "gen-"}, "data": {"k": "v"}}
+    created = core.create_namespaced_config_map("default", body)
+    assert created.data == {"k": "v", "added": "by-webhook"}
+    mutating, validating = hook.seen
+    assert "name" not in mutating["request"]["object"]["metadata"]
+    judged = validating["request"]["object"]["metadata"]
+    assert (judged["name"], judged["uid"]) == (created.metadata.name, created.metadata.uid)
+    assert [cm.metadata.name for cm in core.list_namespaced_config_map("default").items] == [created.metadata.name]

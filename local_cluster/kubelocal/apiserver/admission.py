@@ -174,6 +174,18 @@ def awaited(key: Hashable, call: Callable[[], T]) -> T:
     raise Pending(key, call)
 
 
+def stable(key: str, make: Callable[[], T]) -> T:
+    """A value the server makes for a write (a generated name, a uid), the same in every round of it under
+    `run_admitted`, so a webhook's answer is about the object that is stored."""
+    answers = _ANSWERS.get()
+    if answers is None:
+        return make()
+    slot = ("stable", key)
+    if slot not in answers:
+        answers[slot] = make()
+    return answers[slot]  # type: ignore[no-any-return]
+
+
 async def run_admitted(write: Callable[[], T], *, again: Callable[[], Awaitable[None]] | None = None) -> T:
     """Run a write (a synchronous REST operation) so that its plugins' calls wait on worker threads while
     the event loop serves other requests: each `Pending` call is made, kept, and the write run again.

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import managedfields, objects, strategy
-from ..admission import AdmissionRequest, Operation
+from ..admission import AdmissionRequest, Operation, stable
 from ..authorization import ADMIN, UserInfo
 from ..codec import is_dry_run
 from ..errors import ApiError, already_exists, invalid
@@ -62,7 +62,8 @@ def create(
     meta = obj["metadata"]
     if not meta.get("name"):
         if meta.get("generateName"):
-            meta["name"] = objects.generate_name(meta["generateName"])
+            # the same in every round of the write (admission.run_admitted), so a webhook judges the stored name
+            meta["name"] = stable("name", lambda: objects.generate_name(meta["generateName"]))
         else:
             raise invalid(
                 rt.kind,
@@ -79,8 +80,8 @@ def create(
     warnings = strategy.validate(rt, obj, query)
     if ctx.store.get(rt.key, meta.get("namespace"), meta["name"]) is not None:
         raise already_exists(rt.group, rt.plural, meta["name"])
-    meta["uid"] = str(uuid.uuid4())
-    meta["creationTimestamp"] = objects.timestamp()
+    meta["uid"] = stable("uid", lambda: str(uuid.uuid4()))
+    meta["creationTimestamp"] = stable("creationTimestamp", objects.timestamp)
     if rt.is_custom or "spec" in obj or rt.key == POD_KEY:
         meta["generation"] = 1
     strategy.prepare_create(rt, obj, ctx.allocate_ip)
