@@ -12,7 +12,7 @@ from typing import Any
 
 import kubernetes
 import pytest
-from emulator_helpers import pod
+from emulator_helpers import pod, widget
 
 from kubelocal.apiserver.registry import BUILTINS, ResourceType
 from kubelocal.apiserver.rest import delete
@@ -118,3 +118,14 @@ def test_an_object_held_by_a_finalizer_is_answered_with_itself_marked_for_deleti
     assert held.json()["metadata"]["deletionTimestamp"]
     core.patch_namespaced_config_map("x", "default", {"metadata": {"finalizers": None}})
     assert http("GET", f"{CORE}/namespaces/default/configmaps/x").status_code == 404
+
+
+def test_a_custom_resource_is_answered_with_itself_to_the_client_and_kubectl(custom, widgets, kubectl):
+    path = "/apis/emulator.test/v1/namespaces/default/widgets"
+    for how in ("client", "kubectl"):
+        custom.create_namespaced_custom_object("emulator.test", "v1", "default", "widgets", widget("w"))
+        if how == "client":
+            deleted = custom.delete_namespaced_custom_object("emulator.test", "v1", "default", "widgets", "w")
+        else:
+            deleted = json.loads(kubectl("delete", "--raw", f"{path}/w").stdout)
+        assert (deleted["kind"], deleted["metadata"]["name"]) == ("Widget", "w")
