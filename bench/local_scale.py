@@ -21,6 +21,7 @@ the pods already there.
                                           [--phases fresh,after,burst]
 
 `--phases` runs some of the three (the summary then carries only their figures; the plot needs fresh and after).
+A SUMMARY line follows each phase with the figures so far; the last one has them all.
 """
 
 from __future__ import annotations
@@ -278,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
 
     summary: list[str] = []
     ok = True
+
+    def print_summary() -> None:
+        # after every phase, figures so far: a run stopped at its time share (bench/run_all.py) keeps them
+        print(f"SUMMARY {' '.join(summary)} {'goals met' if ok else 'goals NOT met'}", flush=True)
+
     fresh = after = None
     if "fresh" in phases:
         (root / "fresh").mkdir()
@@ -298,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         summary.append(f"pods={args.pods} first_bucket={fresh.wall[0]:.2f}ms last_bucket={fresh.wall[-1]:.2f}ms "
                        f"ratio={ratio:.2f} (goal <={GOAL_RATIO}; cpu ratio {cpu_ratio:.2f}) total={fresh.seconds:.1f}s "
                        f"(goal <={GOAL_TOTAL_S:g}s)")
+        print_summary()
 
     if "after" in phases:
         (root / "after").mkdir()
@@ -310,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         summary.append(f"after_{args.finished}_finished_last_bucket={after.wall[-1]:.2f}ms")
     if fresh is not None:
         summary.append(f"watch_p99={watch_p99:.1f}ms")
+    if after is not None:
+        print_summary()
 
     if "burst" in phases:
         (root / "burst").mkdir()
@@ -323,11 +332,11 @@ def main(argv: list[str] | None = None) -> int:
               f"p99 {get_p99:.1f} ms max {max(gets):.1f} ms ({len(gets):,} GETs from another process)", flush=True)
         ok = ok and get_p99 <= GOAL_GET_P99_MS
         summary.append(f"get_p99_burst_{args.burst_jobs}x4={get_p99:.1f}ms (goal <={GOAL_GET_P99_MS:g}ms)")
+        print_summary()
 
     if fresh is not None and after is not None:
         plot(args.plot, args.bucket, fresh, after, args.finished)
         print(f"  plot: {args.plot}")
-    print(f"SUMMARY {' '.join(summary)} {'goals met' if ok else 'goals NOT met'}", flush=True)
     return 0
 
 
