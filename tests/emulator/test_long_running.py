@@ -31,11 +31,7 @@ def test_a_full_collection_runs_only_when_quiet_and_worth_it(young_collections, 
 def test_a_quiet_server_runs_the_pending_full_collection_and_gives_the_collector_back_when_stopped():
     before = gc.get_threshold()
     with ApiServerThread() as api:
-
-        async def take_over() -> None:
-            api.server.manage_gc(GcSettings(full_every=1000, idle_seconds=0.2, idle_after=2))
-
-        api.call(take_over())
+        api.server.manage_gc(GcSettings(full_every=1000, idle_seconds=0.2, idle_after=2))  # from another thread
         assert gc.get_threshold() == (before[0], before[1], 1000)
         collector = api.server.idle_gc
         assert collector is not None

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -126,10 +127,24 @@ class ApiServer:
 
     def manage_gc(self, settings: GcSettings = GcSettings()) -> None:
         """Take over the process's garbage collector (gcpolicy.py): for a process that serves for a long
-        time, called once start-up is done (`tfjob local up`); `stop()` gives it back."""
-        if self.idle_gc is None:
-            self.idle_gc = IdleCollector(lambda: self.handler.last_activity, settings)
-            self.idle_gc.start()
+        time, called once start-up is done (`tfjob local up`, `tfjob local`), from any thread; `stop()`
+        gives it back."""
+        if self._loop is None:
+            raise RuntimeError("start the API server before it manages the garbage collector")
+
+        def take_over() -> None:
+            if self.idle_gc is None:
+                self.idle_gc = IdleCollector(lambda: self.handler.last_activity, settings)
+                self.idle_gc.start()
+
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            take_over()
+        else:  # the collector's task lives on the server's loop
+            asyncio.run_coroutine_threadsafe(_call(take_over), self._loop).result(30)
 
     async def stop(self) -> None:
         """Close every watch stream and the listener."""
@@ -173,3 +188,7 @@ class ApiServer:
         else:  # called from a test thread: asyncio queues are not thread-safe
             self._loop.call_soon_threadsafe(drop)
         return len(watchers)
+
+
+async def _call(function: Callable[[], None]) -> None:
+    function()

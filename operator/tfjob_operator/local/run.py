@@ -198,6 +198,7 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     started = time.monotonic()
     with LocalClusterThread(nodes=options.nodes, workdir=workdir, port=options.port, crds=(CRD_PATH,),
                             image=worker_image_defaults(), images=local_images()) as cluster:
+        cluster.apiserver.manage_gc()  # full collections off the request path while the jobs run
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, cluster.url)
         operator = start_operator(kubeconfig, workdir)
