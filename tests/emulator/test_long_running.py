@@ -2,30 +2,36 @@
 moment, stopping the server gives the collector back as it was, and the record of requests stays bounded."""
 
 import gc
+from dataclasses import replace
 
 import pytest
 import requests
 from polling import wait_for
 
 from kubelocal.apiserver import ApiServerThread
-from kubelocal.apiserver.gcpolicy import GcSettings, full_collection_due
+from kubelocal.apiserver.gcpolicy import GcSettings, GcState, full_collection_due
 
-SETTINGS = GcSettings(full_every=1000, idle_seconds=1.0, idle_after=10)
+SETTINGS = GcSettings(full_every=1000, idle_seconds=1.0, idle_after=10, max_lag=0.05, max_share=0.02)
+READY = GcState(young_collections=10, quiet_for=1.0, lag=0.0, since_full=100.0, last_full_took=0.5)
 
 
 @pytest.mark.parametrize(
-    ("young_collections", "quiet_for", "due"),
+    ("state", "due"),
     [
-        (10, 1.0, True),  # enough survived, and nobody has asked for anything for a second
-        (500, 5.0, True),
-        (9, 60.0, False),  # quiet, but too little survived to be worth walking the heap
-        (0, 60.0, False),
-        (10, 0.99, False),  # a request just came: its neighbours may be on their way
-        (5000, 0.0, False),  # under load the automatic collector's own (rare) threshold decides
+        (READY, True),  # enough survived, nobody asked for anything for a second, and the last was long ago
+        (replace(READY, young_collections=500, quiet_for=5.0), True),
+        (replace(READY, last_full_took=0.0, since_full=0.0), True),  # the first one
+        (replace(READY, young_collections=9), False),  # quiet, but too little survived to be worth the walk
+        (replace(READY, quiet_for=0.99), False),  # a request just came: its neighbours may be on their way
+        (replace(READY, lag=0.2), False),  # the loop is behind: requests wait unread in its sockets
+        (replace(READY, since_full=24.0), False),  # 0.5 s of the last 24.5 s went to it already (> 2 %)
+        (replace(READY, young_collections=5000, quiet_for=0.0), False),  # under load the collector's own
     ],
+    ids=["ready", "long-quiet", "first", "little-survived", "request-just-came", "loop-behind", "too-often",
+         "under-load"],
 )
-def test_a_full_collection_runs_only_when_quiet_and_worth_it(young_collections, quiet_for, due):
-    assert full_collection_due(young_collections, quiet_for, SETTINGS) is due
+def test_a_full_collection_runs_only_when_quiet_keeping_up_and_not_too_often(state, due):
+    assert full_collection_due(state, SETTINGS) is due
 
 
 def test_a_quiet_server_runs_the_pending_full_collection_and_gives_the_collector_back_when_stopped():

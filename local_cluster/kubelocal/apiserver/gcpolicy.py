@@ -37,18 +37,37 @@ class GcSettings:
     idle_seconds: float = 1.0
     #: Generation-1 collections since the last full one that make a full collection worth running when idle.
     idle_after: int = DEFAULT_FULL_EVERY
+    #: How late the server's loop may be and still count as idle: a loop that is behind has requests waiting
+    #: in its sockets that it has not read yet (they are not "activity" until it does).
+    max_lag: float = 0.05
+    #: At most this share of the time goes to full collections: after one that took d seconds, the next
+    #: waits at least d / max_share (a heap of a million objects: 0.5 s, then 25 s).
+    max_share: float = 0.02
 
 
-def full_collection_due(young_collections: int, quiet_for: float, settings: GcSettings) -> bool:
-    """Whether to run a full collection now: enough has survived into the old generation since the last one
-    and the server has been quiet long enough that no request waits behind the pause."""
-    return young_collections >= settings.idle_after and quiet_for >= settings.idle_seconds
+@dataclass(frozen=True)
+class GcState:
+    """What the decision looks at: the collector's counts and the server's recent past, in seconds."""
+
+    young_collections: int  # generation-1 collections since the last full one (gc.get_count()[2])
+    quiet_for: float  # since a request last started or finished
+    lag: float  # how late the server's loop woke the collector
+    since_full: float  # since the last full collection the server ran ended
+    last_full_took: float  # how long that one took (0 before the first)
+
+
+def full_collection_due(state: GcState, settings: GcSettings) -> bool:
+    """Whether to run a full collection now: enough has survived into the old generation since the last one,
+    the server is quiet and keeping up (so no request waits behind the pause), and full collections stay
+    a small share of the time."""
+    return (state.young_collections >= settings.idle_after and state.quiet_for >= settings.idle_seconds
+            and state.lag <= settings.max_lag and state.since_full * settings.max_share >= state.last_full_took)
 
 
 class IdleCollector:
     """Owns the process's collector while the server runs (`last_activity`: time.monotonic() of the latest
-    request): freezes the start-up heap, makes automatic full
-    collections rare, and runs them when the server is idle. `stop()` gives the collector back."""
+    request): freezes the start-up heap, makes automatic full collections rare, and runs them when the
+    server is idle. `stop()` gives the collector back."""
 
     def __init__(self, last_activity: Callable[[], float], settings: GcSettings = GcSettings()) -> None:
         self.last_activity = last_activity
@@ -56,6 +75,8 @@ class IdleCollector:
         self.full_collections = 0
         self._saved: tuple[int, int, int] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._full_ended = time.monotonic()
+        self._full_took = 0.0
 
     def start(self) -> None:
         """Call once start-up is done, on the loop that serves requests."""
@@ -70,10 +91,25 @@ class IdleCollector:
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.idle_seconds / 2)
-            if full_collection_due(gc.get_count()[2], time.monotonic() - self.last_activity(), self.settings):
-                gc.collect()
-                self.full_collections += 1
+            if not await self._quiet_check():
+                continue
+            # Once more after a moment: a request that had arrived by the check is being read by now.
+            if not await self._quiet_check(0.02):
+                continue
+            started = time.monotonic()
+            gc.collect()
+            self._full_ended = time.monotonic()
+            self._full_took = self._full_ended - started
+            self.full_collections += 1
+
+    async def _quiet_check(self, wait: float | None = None) -> bool:
+        wait = self.settings.idle_seconds / 2 if wait is None else wait
+        asked = time.monotonic()
+        await asyncio.sleep(wait)
+        now = time.monotonic()
+        state = GcState(young_collections=gc.get_count()[2], quiet_for=now - self.last_activity(),
+                        lag=now - asked - wait, since_full=now - self._full_ended, last_full_took=self._full_took)
+        return full_collection_due(state, self.settings)
 
     async def stop(self) -> None:
         if self._task is None:
