@@ -10,6 +10,8 @@ import pytest
 from emulator_helpers import pod, widget
 from kubernetes.client import ApiException
 
+from kubelocal.apiserver import objects
+
 pytestmark = pytest.mark.timeout(60)
 
 G, V = "emulator.test", "v1"
@@ -245,3 +247,18 @@ def test_events_are_served_in_core_and_events_k8s_io(core, client):
         },
     )
     assert [e.reason for e in events_v1.list_namespaced_event("default").items] == ["R"]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ({"x": 1, "y": [1, {"z": "s"}]}, {"y": [1, {"z": "s"}], "x": 1}, True),  # key order is not a change
+        ({"x": 1}, {"x": True}, False),  # Python's == says equal; the JSON (and the client) does not
+        ({"x": 1}, {"x": 1.0}, False),
+        ({"x": [1, 2]}, {"x": [2, 1]}, False),
+        (None, None, True),
+    ],
+    ids=["key-order", "int-vs-bool", "int-vs-float", "list-order", "none"],
+)
+def test_a_write_is_a_no_op_only_when_the_json_is_the_same(a, b, same):
+    assert objects.same_json(a, b) is same

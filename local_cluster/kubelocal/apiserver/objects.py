@@ -52,14 +52,20 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two values serialise alike: Python's == first (it tells most writes apart without encoding
+    anything), then the canonical JSON, which also tells `1` from `true` and `1.0`."""
+    return bool(a == b) and canonical(a) == canonical(b)
+
+
 def generation_changed(old: dict[str, Any], new: dict[str, Any], *, custom: bool, has_status: bool) -> bool:
     """Whether an update bumps metadata.generation: spec changes for built-ins; for custom resources any
     change outside metadata (and outside status when the CRD has a status subresource)."""
     if not custom:
-        return canonical(old.get("spec")) != canonical(new.get("spec"))
+        return not same_json(old.get("spec"), new.get("spec"))
     skip = {"metadata", "apiVersion", "kind"} | ({"status"} if has_status else set())
     strip = lambda o: {k: v for k, v in o.items() if k not in skip}
-    return canonical(strip(old)) != canonical(strip(new))
+    return not same_json(strip(old), strip(new))
 
 
 def _qos_class(spec: dict[str, Any]) -> str:

@@ -208,9 +208,9 @@ def write_update(
     admission.obj = new
     ctx.admission.validate(admission)
     warnings += admission.warnings
-    if objects.canonical({**new, "metadata": {**meta, "resourceVersion": None}}) == objects.canonical(
-        {**old, "metadata": {**old_meta, "resourceVersion": None}}
-    ):
+    unversioned = ({**new, "metadata": {**meta, "resourceVersion": None}},
+                   {**old, "metadata": {**old_meta, "resourceVersion": None}})
+    if objects.same_json(*unversioned):
         return old, warnings  # a no-op write keeps the resourceVersion, as etcd-backed storage does
     if admission.dry_run:
         meta["resourceVersion"] = old_meta["resourceVersion"]  # as the stored object's, never a new one
