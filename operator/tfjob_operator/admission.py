@@ -347,7 +347,8 @@ class AdmissionLoop:
         started = time.perf_counter()
         self._expire_reservations()
         members_of: dict[JobKey, list[Mapping[str, Any]]] = {
-            key: current_gang(waiting[key], self._as_released(list(self.host.pods.get(key) or []))) for key in jobs}
+            key: current_gang(waiting[key], self._as_released(list(self.host.pods.get(key) or [])),
+                              attempt=views[key].status.restartCount) for key in jobs}
         await self._resolve_priority_classes([p for members in members_of.values() for p in members])
         class_values = {name: value for name, (_, value) in self._priority_cache.items()}
         gangs: list[builtin.QueuedGang] = []
@@ -386,8 +387,8 @@ class AdmissionLoop:
         """Look up PriorityClasses named by gated pods whose spec.priority the API server did not fill in."""
         now = time.monotonic()
         wanted = {str((p.get("spec") or {}).get("priorityClassName")) for p in pods
-                  if builtin.is_gated(p) and (p.get("spec") or {}).get("priorityClassName")
-                  and not (p.get("spec") or {}).get("priority")}
+                  if (p.get("spec") or {}).get("priorityClassName") and not (p.get("spec") or {}).get("priority")
+                  and builtin.is_gated(p)}
         for name in wanted:
             cached = self._priority_cache.get(name)
             if cached is not None and now - cached[0] < PRIORITY_CACHE_SECONDS:
@@ -427,10 +428,11 @@ class AdmissionLoop:
                 self._reserved[pod_key] = (uid, stamp)
                 self.capacity.reserve(pod_key, release.node, pod_requests(pod))
         now = time.time()
+        by_pod = {(r.namespace, r.pod): r for r in plan.releases}
         for skey in plan.admitted:
             key = key_tuple(skey)
-            names = {str((p.get("metadata") or {}).get("name")) for p in gangs[skey].pods}
-            mine = [r for r in plan.releases if r.namespace == key[0] and r.pod in names]
+            mine = [r for p in gangs[skey].pods
+                    if (r := by_pod.get((key[0], str((p.get("metadata") or {}).get("name"))))) is not None]
             since = self.state.queued_since.pop(skey, None)
             waited = now - since if since is not None else None
             if waited is not None:
@@ -502,7 +504,8 @@ class AdmissionLoop:
         for skey in list(set(self.state.timeouts) | set(self.state.not_before)):
             key = key_tuple(skey)
             view = self.host.view(key)
-            gang = current_gang(view.obj, list(self.host.pods.get(key) or [])) if view is not None else []
+            gang = current_gang(view.obj, list(self.host.pods.get(key) or []),
+                                attempt=view.status.restartCount) if view is not None else []
             if view is None or view.finished or (gang and all(builtin.is_bound(p) for p in gang)):
                 self.state.timeouts.pop(skey, None)
                 self.state.not_before.pop(skey, None)
@@ -536,7 +539,7 @@ class AdmissionLoop:
         for key, store in list(self.host.pods.items()):
             view = self.host.view(key)
             if view is not None and not view.finished:
-                pods_by_job[key] = current_gang(view.obj, list(store or []))
+                pods_by_job[key] = current_gang(view.obj, list(store or []), attempt=view.status.restartCount)
         held = held_gpu_seconds_by_job(pods_by_job, seconds)
         if held > 0:
             self.host.metrics.gang_partial_gpu_seconds.inc(float(held))

@@ -56,7 +56,10 @@ def test_exit_code_1_fails_the_job_naming_pod_container_code_and_exception(clust
     assert f"{name}-worker-0" in failed["message"] and "container tensorflow" in failed["message"]
     assert "exited with code 1: ValueError: bad layer size" in failed["message"]
     assert cluster.status(name)["restartCount"] == 0
-    assert [m for r, m in cluster.events(name) if r == "NonRetryableExitCode"] == [failed["message"]]
+    # The Event is posted right after the status it announces: wait for it rather than race it.
+    events = wait_for(lambda: [m for r, m in cluster.events(name) if r == "NonRetryableExitCode"], 10,
+                      what="the NonRetryableExitCode Event")
+    assert events == [failed["message"]]
 
 
 def test_a_crash_loop_under_on_failure_ends_once_restarts_exceed_backoff_limit_naming_the_exception(

@@ -30,14 +30,16 @@ def waits_for_admission(pod: Mapping[str, Any]) -> bool:
     return not builtin.is_bound(pod) and builtin.ANNOTATION_RELEASED_AT in (meta.get("annotations") or {})
 
 
-def current_gang(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The job's pods of its current attempt that are not being deleted (what admission may release)."""
+def current_gang(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], *,
+                 attempt: int | None = None) -> list[Mapping[str, Any]]:
+    """The job's pods of its current attempt that are not being deleted (what admission may release). `attempt`:
+    the job's restartCount when the caller parsed its status already."""
     meta = obj.get("metadata") or {}
-    attempt = str(prior_status(obj).restartCount)
+    current = str(prior_status(obj).restartCount if attempt is None else attempt)
     return [p for p in pods
             if owned_by(p, str(meta.get("name")), meta.get("uid"))
             and (p.get("metadata") or {}).get("namespace", "default") == meta.get("namespace", "default")
-            and ((p.get("metadata") or {}).get("labels") or {}).get(constants.LABEL_ATTEMPT, "0") == attempt
+            and ((p.get("metadata") or {}).get("labels") or {}).get(constants.LABEL_ATTEMPT, "0") == current
             and not (p.get("metadata") or {}).get("deletionTimestamp")]
 
 
