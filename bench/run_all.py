@@ -83,7 +83,8 @@ BENCHES: tuple[Bench, ...] = (
     Bench("operator_scale", ("--sweep", "100,1000,250,500", "--budget", "270", "--plot",
                              "{results}/operator_scale.png"), 290,
           "N TFJobs x 4 workers, pods exit at once, N = 100, 1000, 250, 500 within 270 s"),
-    Bench("runtime_overhead", (), 270, "conv net (>= 20 ms step) and tiny MLP, interleaved repeats; recovery"),
+    Bench("runtime_overhead", ("--plot", "{results}/runtime_overhead.png"), 270,
+          "conv net (>= 20 ms step) and tiny MLP, interleaved repeats; recovery"),
 )
 
 # Bench scripts that another bench runs (their figures come in that bench's SUMMARY).
