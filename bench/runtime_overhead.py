@@ -250,7 +250,8 @@ def plot(path: Path, conv: Runs, mwms: Runs, split: dict[str, float] | None) -> 
         import recovery_time
 
         left = 0.0
-        for part in ("recreate", *recovery_time.PHASES):
+        for part in ("recreate", "launch", "tensorflow", "data", "peer_wait", "join", "build", "restore",
+                     "first_step"):
             mine = part in recovery_time.OURS
             rec_ax.barh([0], [split[part]], left=left, hatch="//" if mine else None, edgecolor="black",
                          label=f"{part} {split[part]:.2f} s" + (" (ours)" if mine else ""))
@@ -335,4 +336,8 @@ def main() -> None:
     summary(f"mwms_ratio={statistics.median(mwms.ratios):.3f} hook_us={hooks:.1f}", final=True)
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # `make bench` stops a bench at its share with SIGINT: the SUMMARY so far stands
+        print("  stopped (SIGINT); the last SUMMARY line has the figures measured so far", flush=True)
+        sys.exit(130)

@@ -70,11 +70,12 @@ def test_progress_lines_have_the_documented_shape():
 
 STARTUP_SPLITS = [
     # marks after began=100.0                                                    seconds per phase
-    ({"launch": 100.5, "tensorflow": 104.5, "data": 105.0, "peers": 106.0, "setup": 106.5, "first_step": 107.0},
-     {"launch": 0.5, "tensorflow": 4.0, "data": 0.5, "peers": 1.0, "setup": 0.5, "first_step": 0.5}),
+    ({"launch": 100.5, "tensorflow": 104.5, "data": 105.0, "peers": 106.0, "build": 106.25, "restore": 106.5,
+      "first_step": 107.0},
+     {"launch": 0.5, "tensorflow": 4.0, "data": 0.5, "peers": 1.0, "build": 0.25, "restore": 0.25, "first_step": 0.5}),
     # a phase not marked (no strategy built) is left out; the next counts from the mark before it
-    ({"launch": 100.5, "tensorflow": 104.5, "data": 105.0, "setup": 106.5, "first_step": 107.0},
-     {"launch": 0.5, "tensorflow": 4.0, "data": 0.5, "setup": 1.5, "first_step": 0.5}),
+    ({"launch": 100.5, "tensorflow": 104.5, "data": 105.0, "restore": 106.5, "first_step": 107.0},
+     {"launch": 0.5, "tensorflow": 4.0, "data": 0.5, "restore": 1.5, "first_step": 0.5}),
     ({"first_step": 99.0}, {"first_step": 0.0}),  # a clock step back is no negative phase
 ]
 

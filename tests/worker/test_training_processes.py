@@ -48,7 +48,8 @@ def test_two_workers_train_digits_to_90_percent_with_identical_weights(launcher:
     assert start == {"role": "worker", "index": "0", "world_size": "2", "strategy": "MultiWorkerMirroredStrategy",
                      "collective": "RING", "global_batch": "64", "lr": "0.004"}
     startups = [fields(line(p.stdout, "[tfjob] ready") or "") for p in procs.values()]  # worker1 is --verbose
-    assert all(set(s) == {"launch", "tensorflow", "data", "peers", "setup", "first_step", "total", "began"}
+    assert all(set(s) == {"launch", "tensorflow", "data", "peers", "build", "restore", "first_step", "total",
+                                "began"}
                for s in startups), startups
     done = [fields(line(p.stdout, "[tfjob] done") or "") for p in procs.values()]
     assert float(done[0]["test_accuracy"]) >= 0.9

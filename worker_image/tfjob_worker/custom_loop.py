@@ -29,6 +29,7 @@ def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
         state = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_var, step=step_var)
     backup = tf.train.CheckpointManager(state, os.path.join(job.backup_dir, "chief"), max_to_keep=1)
     resumed = backup.latest_checkpoint is not None
+    job.startup.mark("build")
     if resumed:
         state.restore(backup.latest_checkpoint)
 

@@ -113,6 +113,9 @@ def fit_callbacks(job: Job, keras: Any, recorder: EpochRecorder, is_ps: bool) ->
     """
 
     class StopClock(keras.callbacks.Callback):  # type: ignore[name-defined,misc]
+        def on_train_begin(self, logs: Any = None) -> None:
+            job.startup.mark("build")  # before BackupAndRestore's restore, the next callback
+
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             recorder.steps_ended()
 

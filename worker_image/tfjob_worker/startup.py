@@ -1,7 +1,7 @@
 """Where a (re)start's seconds go, from the pod's process starting to the first training step.
 
 Every gang restart pays this whole path on every worker, so the chief prints it once, after its first step:
-`[tfjob] ready launch=0.3s tensorflow=4.1s data=0.4s peers=1.0s setup=0.6s first_step=0.9s total=7.3s
+`[tfjob] ready launch=0.3s tensorflow=4.1s data=0.4s peers=1.0s build=0.5s restore=0.2s first_step=0.9s total=7.4s
 began=1795558307.408`. `began` is the Unix time the pod's process (the supervisor) started, so the line can be
 lined up with what happened outside the pod (the kill, the pod's re-creation). Marks are plain wall-clock
 times; the split is a pure function of them.
@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 BEGAN_ENV = "TFJOB_STARTED_AT"
 #: The phases in order; each ends at its mark. launch: supervisor start → trainer's main (a second Python and
 #: its imports); tensorflow: import and device set-up; data: dataset and model code; peers: the strategy's
-#: constructor (MultiWorkerMirroredStrategy returns once every peer has joined); setup: compile, input
-#: pipeline and the backup's restore; first_step: tracing and running the first step.
-PHASES = ("launch", "tensorflow", "data", "peers", "setup", "first_step")
+#: constructor (MultiWorkerMirroredStrategy returns once every peer has joined); build: the model under the
+#: strategy, compile, the input pipeline and Keras's fit set-up; restore: the backup's restore and the first
+#: epoch's input iterator; first_step: tracing and running the first step.
+PHASES = ("launch", "tensorflow", "data", "peers", "build", "restore", "first_step")
 
 
 @dataclass

@@ -170,7 +170,7 @@ class EpochRecorder:
         """`epoch` is 1-based."""
         if self.first_epoch is None:
             self.first_epoch = epoch
-            self.job.startup.mark("setup")  # compiled, input pipeline built, backup restored
+            self.job.startup.mark("restore")  # the backup restored, the epoch's input iterator made
             if self.resumable and epoch > 1:
                 progress.emit(progress.format_resumed(epoch), self.job.prints)
             earlier = progress.read_history(self.job.history_path) if self.resumable else []
