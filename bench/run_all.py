@@ -276,12 +276,18 @@ def run(bench: Bench, results: Path, echo: Callable[[str], None], script_dir: Pa
         timer.start()
         captured = []
         assert proc.stdout is not None
-        for line in proc.stdout:
-            captured.append(line)
-            out.write(line)
-            out.flush()
-            echo(line)
-        proc.wait()
+        try:
+            for line in proc.stdout:
+                captured.append(line)
+                out.write(line)
+                out.flush()
+                echo(line)
+            proc.wait()
+        except KeyboardInterrupt:
+            # The bench has its own session (so a stop reaches its whole group): pass the Ctrl-C on.
+            timer.cancel()
+            _stop(proc, threading.Event())
+            raise
         timer.cancel()
         outcome.seconds = time.monotonic() - started
         outcome.returncode = proc.returncode
@@ -313,7 +319,11 @@ def main(argv: list[str] | None = None) -> int:
     outcomes: dict[str, Outcome] = {}
     for b in benches:
         print(f"\n=== {b.name} ({b.sizes}; share {b.share:.0f} s)", flush=True)
-        outcomes[b.name] = run(b, args.results, lambda line: print(line, end="", flush=True))
+        try:
+            outcomes[b.name] = run(b, args.results, lambda line: print(line, end="", flush=True))
+        except KeyboardInterrupt:
+            print(f"\nbench/run_all.py: interrupted during {b.name} (stopped it); no summary written", file=sys.stderr)
+            return 130
         print(f"=== {b.name}: {outcomes[b.name].status()} in {outcomes[b.name].seconds:.0f} s", flush=True)
     total = time.monotonic() - started
     header = (f"`make bench` {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: {len(benches)} benches in {total / 60:.1f} min "
