@@ -11,7 +11,7 @@ The sweep runs each size on a fresh control plane and operator, in the order giv
 and operator peak RSS against the number of jobs, and ends with one SUMMARY line whose keys carry the size
 (jobs100_created_p99=...). With --budget, a size waits at most for what is left of the budget (its figures then
 cover the jobs that finished; `jobsN_succeeded=k/N` says how many) and sizes reached with nothing left are skipped,
-so `make bench` lists the sizes whose figures it needs first: --sweep 100,1000,250,500 --budget 270.
+so `make bench` lists the sizes whose figures it needs first: --sweep 100,1000,250,500 --budget 265.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from tfjob_operator.crd import CRD_PATH
 BENCH_UA = "tfjob-bench"
 RESULTS = Path(__file__).resolve().parent / "results"
 # Per size, around the wait for the jobs: control plane and operator start (3 s), the 2 s tail, tear-down of what
-# still runs (~10 s for 200 jobs cut short on the loaded machine).
-SIZE_OVERHEAD_SECONDS = 25.0
+# still runs (grows with the jobs: ~10 s for 200 jobs cut short at load 6, over 45 s for 1000 at load 12).
+SIZE_OVERHEAD_SECONDS = 15.0
+SIZE_OVERHEAD_PER_JOB = 0.05
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -212,7 +213,13 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
             pods_w.stop = jobs_w.stop = True
         finally:
             os.killpg(operator.pid, signal.SIGTERM)
-            operator.wait(20)
+            try:
+                operator.wait(20)
+            except subprocess.TimeoutExpired:  # a loaded machine: do not let it outlive the bench
+                os.killpg(operator.pid, signal.SIGKILL)
+                operator.wait()
+        teardown_started = time.monotonic()
+    teardown = time.monotonic() - teardown_started
 
     created, done = [], []
     states = collections.Counter(state for _, state in jobs_w.finished.values())
@@ -263,7 +270,7 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
     print(f"    {'total':<40} {total:6.2f}   {goal:6d}  (without clean-up deletes of cleanPodPolicy Running, "
           f"racing pods that exit at once: {total - cleanup:.2f})")
     peak = max(rss) / 2**20 if rss else float("nan")
-    print(f"  operator peak RSS: {peak:.0f} MiB", flush=True)
+    print(f"  operator peak RSS: {peak:.0f} MiB; control plane and pods torn down in {teardown:.1f} s", flush=True)
     return Result(n, w, percentile(created, 50), percentile(created, 99), percentile(done, 50),
                   percentile(done, 99), total, goal, peak, states.get("Succeeded", 0), total_seconds)
 
@@ -338,12 +345,15 @@ def main(argv: list[str] | None = None) -> int:
         timeout = args.timeout
         if args.budget:
             # What is left, less the fixed costs around the wait (start-up, the 2 s tail, tear-down).
-            timeout = min(timeout, args.budget - (time.monotonic() - sweep_started) - SIZE_OVERHEAD_SECONDS)
+            overhead = SIZE_OVERHEAD_SECONDS + SIZE_OVERHEAD_PER_JOB * n
+            timeout = min(timeout, args.budget - (time.monotonic() - sweep_started) - overhead)
             if timeout < 10:
                 print(f"operator_scale: {n} TFJobs skipped: the sweep's budget of {args.budget:.0f} s is spent\n")
                 continue
         results.append(run_once(n, args.workers, timeout, args.gang))
-        print()
+        # The figures so far: if the sweep is stopped (make bench's share), its last SUMMARY line keeps them.
+        print(f"SUMMARY (so far) workers={args.workers} " + " ".join(r.summary(f"jobs{r.jobs}_") for r in results))
+        print(flush=True)
     results.sort(key=lambda r: r.jobs)
     print(f"sweep: N TFJobs x {args.workers} workers   created p50/p99 s   Succeeded p50/p99 s   "
           "requests/job   peak RSS MiB   Succeeded   wall s")
