@@ -429,7 +429,7 @@ class PodRuntime:
         await asyncio.sleep(int(probe.get("initialDelaySeconds") or 0))
         successes = failures = 0
         while run.code is None:
-            ok = await run_probe(probe, c.spec, spec, timeout)
+            ok = await run_probe(probe, c.spec, spec, timeout, self.kubelet.lifeline)
             successes, failures = (successes + 1, 0) if ok else (0, failures + 1)
             ready = True if successes >= needed else False if failures >= allowed else c.probe_ready
             if ready != c.probe_ready and run.code is None:
@@ -607,21 +607,21 @@ class PodRuntime:
 
 
 async def run_probe(probe: Mapping[str, Any], container: Mapping[str, Any], spec: ct.ProcessSpec,
-                    timeout: float) -> bool:
+                    timeout: float, lifeline: Lifeline | None = None) -> bool:
     """One exec, tcpSocket or httpGet probe against the local process; grpc probes are not checked locally."""
     try:
         async with asyncio.timeout(timeout):
             if "exec" in probe:
-                proc = await asyncio.create_subprocess_exec(
-                    *spec.command(probe["exec"].get("command") or []), cwd=spec.cwd, env=spec.env,
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                    start_new_session=True)
+                proc = spawn(spec.command(probe["exec"].get("command") or []), cwd=spec.cwd, env=spec.env,
+                             stdout=subprocess.DEVNULL, lifeline=lifeline)
                 try:
                     return await proc.wait() == 0
                 finally:
                     if proc.returncode is None:
                         _killpg(proc.pid, signal.SIGKILL)
                         await proc.wait()
+                    if lifeline is not None:
+                        lifeline.forget(proc.pid)
             if "tcpSocket" in probe:
                 port = ct.probe_port(container, probe["tcpSocket"].get("port"))
                 _, writer = await asyncio.open_connection(ct.LOCAL_IP, port)

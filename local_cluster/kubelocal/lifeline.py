@@ -192,7 +192,7 @@ class ChildProcess:
         return await asyncio.shield(self._exited)
 
 
-def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdout: IO[bytes],
+def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdout: IO[bytes] | int,
           lifeline: Lifeline | None) -> ChildProcess:
     """Start a process in its own process group (stdin empty, stderr with stdout), watched by the lifeline.
 
