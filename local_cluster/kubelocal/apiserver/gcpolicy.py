@@ -11,7 +11,7 @@ So, as long-running Python servers do (gc.freeze after start-up; full collection
   no collection walks it again;
 - generations 0 and 1 keep CPython's thresholds: they catch nearly all cyclic garbage with pauses of a few ms;
 - automatic full collections become rare (a safety net under load that never stops), and the server runs the
-  full collection itself once no request has arrived for a moment, so that its pause falls where nobody waits.
+  full collection itself once requests have slowed to heartbeats, so that its pause falls where nobody waits.
 """
 
 from __future__ import annotations
@@ -31,12 +31,17 @@ class GcSettings:
     """How often the collector may run a full collection on its own, and when the server runs one."""
 
     #: Generation-1 collections between two automatic full collections (CPython: 10); only under load that
-    #: never pauses for `idle_seconds` does a full collection happen during requests.
+    #: never lets the server be idle does a full collection happen during requests.
     full_every: int = 1000
-    #: Quiet seconds (no request started or finished) before the server runs the pending full collection.
-    idle_seconds: float = 1.0
     #: Generation-1 collections since the last full one that make a full collection worth running when idle.
     idle_after: int = DEFAULT_FULL_EVERY
+    #: Seconds over which the request rate is measured.
+    window: float = 1.0
+    #: Requests per second that still count as idle: the kubelet's heartbeats (a Lease per node each second)
+    #: and the odd poll never stop, a burst or a client at work is hundreds.
+    idle_rate: float = 20.0
+    #: Seconds without any request right before a full collection starts.
+    min_quiet: float = 0.1
     #: How late the server's loop may be and still count as idle: a loop that is behind has requests waiting
     #: in its sockets that it has not read yet (they are not "activity" until it does).
     max_lag: float = 0.05
@@ -50,6 +55,7 @@ class GcState:
     """What the decision looks at: the collector's counts and the server's recent past, in seconds."""
 
     young_collections: int  # generation-1 collections since the last full one (gc.get_count()[2])
+    rate: float  # requests per second over the last window
     quiet_for: float  # since a request last started or finished
     lag: float  # how late the server's loop woke the collector
     since_full: float  # since the last full collection the server ran ended
@@ -58,25 +64,27 @@ class GcState:
 
 def full_collection_due(state: GcState, settings: GcSettings) -> bool:
     """Whether to run a full collection now: enough has survived into the old generation since the last one,
-    the server is quiet and keeping up (so no request waits behind the pause), and full collections stay
+    the server is idle and keeping up (so no request waits behind the pause), and full collections stay
     a small share of the time."""
-    return (state.young_collections >= settings.idle_after and state.quiet_for >= settings.idle_seconds
-            and state.lag <= settings.max_lag and state.since_full * settings.max_share >= state.last_full_took)
+    return (state.young_collections >= settings.idle_after and state.rate <= settings.idle_rate
+            and state.quiet_for >= settings.min_quiet and state.lag <= settings.max_lag
+            and state.since_full * settings.max_share >= state.last_full_took)
 
 
 class IdleCollector:
-    """Owns the process's collector while the server runs (`last_activity`: time.monotonic() of the latest
-    request): freezes the start-up heap, makes automatic full collections rare, and runs them when the
-    server is idle. `stop()` gives the collector back."""
+    """Owns the process's collector while the server runs (`activity`: time.monotonic() of the latest request
+    and how many requests have started): freezes the start-up heap, makes automatic full collections rare,
+    and runs them when the server is idle. `stop()` gives the collector back."""
 
-    def __init__(self, last_activity: Callable[[], float], settings: GcSettings = GcSettings()) -> None:
-        self.last_activity = last_activity
+    def __init__(self, activity: Callable[[], tuple[float, int]], settings: GcSettings = GcSettings()) -> None:
+        self.activity = activity
         self.settings = settings
         self.full_collections = 0
         self._saved: tuple[int, int, int] | None = None
         self._task: asyncio.Task[None] | None = None
         self._full_ended = time.monotonic()
         self._full_took = 0.0
+        self._lag = 0.0
 
     def start(self) -> None:
         """Call once start-up is done, on the loop that serves requests."""
@@ -91,10 +99,13 @@ class IdleCollector:
 
     async def _run(self) -> None:
         while True:
-            if not await self._quiet_check():
+            before = self.activity()[1]
+            await self._sleep(self.settings.window)
+            rate = (self.activity()[1] - before) / (self.settings.window + self._lag)
+            if not self._due(rate):
                 continue
-            # Once more after a moment: a request that had arrived by the check is being read by now.
-            if not await self._quiet_check(0.02):
+            await self._sleep(0.02)  # once more after a moment: a request that had arrived is being read by now
+            if not self._due(rate):
                 continue
             started = time.monotonic()
             gc.collect()
@@ -102,13 +113,16 @@ class IdleCollector:
             self._full_took = self._full_ended - started
             self.full_collections += 1
 
-    async def _quiet_check(self, wait: float | None = None) -> bool:
-        wait = self.settings.idle_seconds / 2 if wait is None else wait
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, and keep how late the loop woke us."""
         asked = time.monotonic()
-        await asyncio.sleep(wait)
+        await asyncio.sleep(seconds)
+        self._lag = time.monotonic() - asked - seconds
+
+    def _due(self, rate: float) -> bool:
         now = time.monotonic()
-        state = GcState(young_collections=gc.get_count()[2], quiet_for=now - self.last_activity(),
-                        lag=now - asked - wait, since_full=now - self._full_ended, last_full_took=self._full_took)
+        state = GcState(young_collections=gc.get_count()[2], rate=rate, quiet_for=now - self.activity()[0],
+                        lag=self._lag, since_full=now - self._full_ended, last_full_took=self._full_took)
         return full_collection_due(state, self.settings)
 
     async def stop(self) -> None:

@@ -63,9 +63,12 @@ class RequestHandler:
         self.started = objects.timestamp()
         #: time.monotonic() when a request last started or finished (watch streams only when they open or end).
         self.last_activity = time.monotonic()
+        #: Requests started so far (the idle collector measures the request rate with it).
+        self.started_requests = 0
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.last_activity = time.monotonic()
+        self.started_requests += 1
         try:
             return await self._handle(request)
         finally:

@@ -134,7 +134,8 @@ class ApiServer:
 
         def take_over() -> None:
             if self.idle_gc is None:
-                self.idle_gc = IdleCollector(lambda: self.handler.last_activity, settings)
+                activity = lambda: (self.handler.last_activity, self.handler.started_requests)
+                self.idle_gc = IdleCollector(activity, settings)
                 self.idle_gc.start()
 
         try:
