@@ -26,6 +26,9 @@ log = logging.getLogger("tfjob_operator.informer")
 
 #: The server ends a watch after this many seconds; it resumes from the last resourceVersion (no list).
 WATCH_SECONDS = 240
+#: Events decoded but not yet handled by the event loop, at most: when the loop falls behind, the watch thread
+#: waits (the server holds the rest) instead of piling decoded objects up in memory.
+BACKLOG = 256
 #: Seconds before relisting after a watch error (doubling up to RELIST_MAX_SECONDS).
 RELIST_BACKOFF_SECONDS = 0.5
 RELIST_MAX_SECONDS = 30.0
@@ -59,6 +62,7 @@ class Informer:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._response: Any = None
+        self._room = threading.BoundedSemaphore(BACKLOG)
 
     async def start(self) -> None:
         """List (raising KubeError if the server refuses, e.g. 403), deliver it, then watch in a thread."""
@@ -89,13 +93,16 @@ class Informer:
         return str((body.get("metadata") or {}).get("resourceVersion") or "")
 
     def _deliver(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        key = _key(obj)
-        if event_type == "DELETED":
-            self._keys.pop(key, None)
-        else:
-            # Only who it is is kept (for a relist's DELETED): the callback keeps what it needs.
-            self._keys[key] = _identity(obj)
-        self.on_event(event_type, obj)
+        try:
+            key = _key(obj)
+            if event_type == "DELETED":
+                self._keys.pop(key, None)
+            else:
+                # Only who it is is kept (for a relist's DELETED): the callback keeps what it needs.
+                self._keys[key] = _identity(obj)
+            self.on_event(event_type, obj)
+        finally:
+            self._room.release()
 
     # -------------------------------------------------------- in the watch thread
 
@@ -157,6 +164,9 @@ class Informer:
                     raise RuntimeError(f"watch error: {obj.get('message') or obj}")
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                 if kind != "BOOKMARK":
+                    while not self._room.acquire(timeout=1.0):
+                        if self._stop.is_set():
+                            return version
                     self._loop.call_soon_threadsafe(self._deliver, kind, obj)
         finally:
             self._response = None
