@@ -537,12 +537,22 @@ class AdmissionLoop:
         seconds, self._last_integration = now - self._last_integration, now
         pods_by_job: dict[JobKey, list[Mapping[str, Any]]] = {}
         for key, store in list(self.host.pods.items()):
+            pods = list(store or [])
+            if not _holds_idle(pods):
+                continue  # nothing bound, or everything running or ended: nothing held idle (no job to read)
             view = self.host.view(key)
             if view is not None and not view.finished:
-                pods_by_job[key] = current_gang(view.obj, list(store or []), attempt=view.status.restartCount)
+                pods_by_job[key] = current_gang(view.obj, pods, attempt=view.status.restartCount)
         held = held_gpu_seconds_by_job(pods_by_job, seconds)
         if held > 0:
             self.host.metrics.gang_partial_gpu_seconds.inc(float(held))
+
+
+def _holds_idle(pods: Sequence[Mapping[str, Any]]) -> bool:
+    """Some pod is bound and some live pod is not Running: a gang that may hold GPUs it cannot use yet."""
+    live = [p for p in pods if not is_terminal(p)]
+    return any(builtin.is_bound(p) for p in live) and any(
+        (p.get("status") or {}).get("phase") != "Running" for p in live)
 
 
 def _report_watch_failure(future: asyncio.Future[None]) -> None:
