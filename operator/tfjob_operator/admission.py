@@ -53,7 +53,7 @@ from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import JobView
 from tfjob_operator.reconcile import effective_job
-from tfjob_operator.resources import is_terminal, pod_requests
+from tfjob_operator.resources import is_terminal, scheduling_demand
 from tfjob_operator.settings import OperatorSettings
 
 log = logging.getLogger("tfjob_operator.admission")
@@ -426,7 +426,7 @@ class AdmissionLoop:
             if pod is not None and not self.capacity.holds(pod_key) and pod_key not in self._reserved:
                 # Counted where it was pinned until the watch shows the release (then the pod itself says so).
                 self._reserved[pod_key] = (uid, stamp)
-                self.capacity.reserve(pod_key, release.node, pod_requests(pod))
+                self.capacity.reserve(pod_key, release.node, scheduling_demand(pod))
         now = time.time()
         by_pod = {(r.namespace, r.pod): r for r in plan.releases}
         for skey in plan.admitted:

@@ -47,6 +47,10 @@ def covers(available: Mapping[str, Decimal], wanted: Mapping[str, Decimal]) -> b
 #: Pod phases after which a pod holds nothing and is never restarted.
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
+#: A node's allocatable pod count (kubelet's maxPods): kube-scheduler's NodeResourcesFit counts every pod
+#: as one of it, whatever the pod requests.
+POD_COUNT: str = "pods"
+
 
 def is_terminal(pod: Mapping[str, Any]) -> bool:
     """The pod ended (Succeeded or Failed)."""
@@ -192,14 +196,23 @@ def node_accepts(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     return node_is_ready(node) and matches_node_selector(pod, node) and tolerates_taints(pod, node)
 
 
+def scheduling_demand(pod: Mapping[str, Any]) -> Resources:
+    """What a pod takes of its node in the fit check: its effective requests plus one of the node's `pods`.
+
+    Without the count, pods that request nothing "fit" a node without end, while the scheduler refuses
+    them once the node holds maxPods: a gang admitted there would never bind.
+    """
+    return {**pod_requests(pod), POD_COUNT: Decimal(1)}
+
+
 def used_on_nodes(pods: Iterable[Mapping[str, Any]]) -> dict[str, Resources]:
-    """Requests of bound, non-terminal pods summed per node name."""
+    """What bound, non-terminal pods take (requests and pod count) summed per node name."""
     used: dict[str, Resources] = {}
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if not node_name or is_terminal(pod):
             continue
-        used[node_name] = add(used.get(node_name, {}), pod_requests(pod))
+        used[node_name] = add(used.get(node_name, {}), scheduling_demand(pod))
     return used
 
 

@@ -15,8 +15,9 @@ def node(
     labels: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
     ready: bool = True,
+    pods: str = "110",
 ) -> dict[str, Any]:
-    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
+    allocatable = {"cpu": cpu, "memory": memory, "pods": pods}
     if gpu:
         allocatable["nvidia.com/gpu"] = str(gpu)
     return {

@@ -82,6 +82,8 @@ def overcommitted(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) ->
     for pod in pods:
         for name, amount in effective_request(pod).items():
             total[name] = total.get(name, 0) + amount
+        # NodeResourcesFit: every pod counts against the node's allocatable `pods` (maxPods), requests or not.
+        total["pods"] = total.get("pods", 0) + 1
     have = allocatable(node)
     return {name: (amount, have.get(name, 0)) for name, amount in total.items() if amount > have.get(name, 0)}
 

@@ -383,7 +383,8 @@ def test_in_flight_reservations_are_released_but_unbound_pods():
     bound = _released(pods[1], node="n1", phase="Running")
     gated = _with_gates(pods[2], constants.GANG_SCHEDULING_GATE)
     held = builtin.in_flight_reservations([waiting, bound, gated])
-    assert held == {"n1": {"cpu": Decimal(2), "memory": Decimal(4 * 2**30), "nvidia.com/gpu": Decimal(2)}}
+    # A released pod holds its requests and one of the node's pod slots.
+    assert held == {"n1": {"cpu": Decimal(2), "memory": Decimal(4 * 2**30), "nvidia.com/gpu": Decimal(2), "pods": Decimal(1)}}
     assert builtin.bound_pods([waiting, bound, gated]) == [bound]
 
 

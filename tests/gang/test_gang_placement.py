@@ -108,6 +108,24 @@ FIT_TABLE = [
         "no node offers nvidia.com/gpu",
     ),
     (
+        "a node holding its maxPods takes no more pods, however small",
+        [node("a", pods="2")],
+        [pod("x", cpu="0", memory="0", node_name="a", phase="Running"),
+         pod("y", cpu="0", memory="0", node_name="a", phase="Running")],
+        gang("j", 1, cpu="0", memory="0"),
+        False,
+        "needs 1 pods on ≤ 1 node; largest free 0",
+    ),
+    (
+        "finished pods give their pod slot back",
+        [node("a", pods="2")],
+        [pod("x", cpu="0", memory="0", node_name="a", phase="Succeeded"),
+         pod("y", cpu="0", memory="0", node_name="a", phase="Failed")],
+        gang("j", 2, cpu="0", memory="0"),
+        True,
+        None,
+    ),
+    (
         "bigger than any node forever",
         [node("a", gpu=4)],
         [],
@@ -196,6 +214,16 @@ def test_a_sidecar_that_makes_the_pod_too_big_keeps_the_gang_waiting():
     assert k8s_oracle.effective_request(g.pods[0])["cpu"] == 5000
     result = admit([g], [node("a", cpu="4")])
     assert result.admitted == {} and "j" in result.waiting
+
+
+def test_pods_that_request_nothing_spill_to_the_next_node_at_its_pod_limit():
+    # Without the pod count every such pod "fits" the first node and the scheduler then refuses it at maxPods.
+    nodes = [node("a", pods="3"), node("b", pods="3")]
+    bound = [pod(f"x{i}", cpu="0", memory="0", node_name="a", phase="Running") for i in range(2)]
+    request_ = gang("j", 4, cpu="0", memory="0")
+    placed = admit([request_], nodes, bound).admitted["j"]
+    per_node = {n: sorted(p for p, on in placed.items() if on == n) for n in ("a", "b")}
+    assert [len(per_node["a"]), len(per_node["b"])] == [1, 3]
 
 
 def test_best_fit_fills_used_nodes_and_keeps_whole_nodes_free():

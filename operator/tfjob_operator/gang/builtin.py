@@ -118,7 +118,7 @@ def in_flight_reservations(pods: Iterable[Mapping[str, Any]]) -> dict[str, resou
     for pod in pods:
         node = released_to(pod)
         if node:
-            held[node] = resources.add(held.get(node, {}), resources.pod_requests(pod))
+            held[node] = resources.add(held.get(node, {}), resources.scheduling_demand(pod))
     return held
 
 

@@ -115,7 +115,7 @@ class GangRequest:
         for pod in self.pods:
             reqs = tuple(
                 sorted(
-                    (name, _units(value, up=True)) for name, value in resources.pod_requests(pod).items() if value > 0
+                    (name, _units(value, up=True)) for name, value in resources.scheduling_demand(pod).items() if value > 0
                 )
             )
             groups.setdefault((reqs, _constraint_signature(pod)), []).append(pod)
@@ -187,6 +187,8 @@ class Cluster:
     def __init__(self, nodes: Sequence[Mapping[str, Any]], used: Mapping[str, Mapping[str, Decimal]]):
         ordered = sorted(nodes, key=lambda n: str((n.get("metadata") or {}).get("name", "")))
         allocs = [resources.node_allocatable(n) for n in ordered]
+        # Every node has a pod count: one that does not report `pods` (a test's bare node) is taken as unbounded.
+        allocs = [{resources.POD_COUNT: Decimal(_MAX_UNITS), **a} for a in allocs]
         names: set[str] = set()
         for alloc in allocs:
             names.update(alloc)
@@ -633,7 +635,7 @@ class ClusterState:
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
         node_name = None if event_type == "DELETED" else self._holds_on(pod)
         # Parsed once per event, not per pass; requests may change in place (pod resize), so compare them.
-        return self._set(self._held, key, (node_name, resources.pod_requests(pod)) if node_name else None)
+        return self._set(self._held, key, (node_name, resources.scheduling_demand(pod)) if node_name else None)
 
     def holds(self, key: str) -> bool:
         """Whether pod ``key`` (namespace/name) holds capacity as its last event showed it."""
