@@ -384,7 +384,9 @@ def test_in_flight_reservations_are_released_but_unbound_pods():
     gated = _with_gates(pods[2], constants.GANG_SCHEDULING_GATE)
     held = builtin.in_flight_reservations([waiting, bound, gated])
     # A released pod holds its requests and one of the node's pod slots.
-    assert held == {"n1": {"cpu": Decimal(2), "memory": Decimal(4 * 2**30), "nvidia.com/gpu": Decimal(2), "pods": Decimal(1)}}
+    assert held == {
+        "n1": {"cpu": Decimal(2), "memory": Decimal(4 * 2**30), "nvidia.com/gpu": Decimal(2), "pods": Decimal(1)}
+    }
     assert builtin.bound_pods([waiting, bound, gated]) == [bound]
 
 

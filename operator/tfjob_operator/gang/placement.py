@@ -113,11 +113,8 @@ class GangRequest:
         """Pods grouped by (requests, constraints), biggest first (GPUs, then cpu, then memory)."""
         groups: dict[tuple[Requests, str], list[Mapping[str, Any]]] = {}
         for pod in self.pods:
-            reqs = tuple(
-                sorted(
-                    (name, _units(value, up=True)) for name, value in resources.scheduling_demand(pod).items() if value > 0
-                )
-            )
+            demand = resources.scheduling_demand(pod)
+            reqs = tuple(sorted((name, _units(value, up=True)) for name, value in demand.items() if value > 0))
             groups.setdefault((reqs, _constraint_signature(pod)), []).append(pod)
         classes = [
             PodClass(reqs, sig, members[0], tuple(_pod_name(p) for p in members))
