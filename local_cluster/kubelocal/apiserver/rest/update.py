@@ -201,7 +201,10 @@ def write_update(
         objects.default_pod_spec(new.setdefault("spec", {}))
     # A status write carries the stored spec (narrow_to_subresource): a pod's status updates need not walk it.
     warnings = strategy.validate(rt, new, query, settled=frozenset({"spec"}) if sub == "status" else frozenset())
-    if "generation" in old_meta and objects.generation_changed(old, new, custom=rt.is_custom, has_status=rt.has_status):
+    # A status write keeps everything else as stored (narrow_to_subresource): its generation cannot change.
+    if sub != "status" and "generation" in old_meta and objects.generation_changed(
+        old, new, custom=rt.is_custom, has_status=rt.has_status
+    ):
         meta["generation"] = old_meta["generation"] + 1
     if rt.key == CRD_KEY:
         strategy.crd_status(new)
