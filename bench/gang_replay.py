@@ -345,8 +345,8 @@ def admission_pass_time(
 
     Returns (incremental, rebuild, admitted). Incremental is the pass with state kept: the free capacity is a
     :class:`ClusterState` fed by pod and node events before the pass, and each queued gang's pod requests were
-    parsed once beforehand, so the pass is `admit_in` alone (the replay runs this way; the operator's loop
-    still lists and rebuilds per pass). Rebuild parses
+    parsed once beforehand, so the pass is `admit_in` alone (the replay runs this way, and so does the operator's
+    loop, its ClusterState fed by watches of nodes and pods). Rebuild parses
     nodes, bound pods and every queued pod afresh (`Cluster.from_objects` and new GangRequests), as a pass
     without kept state does. Best of three each (the machine may be shared).
     """
