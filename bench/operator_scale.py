@@ -11,7 +11,7 @@ The sweep runs each size on a fresh control plane and operator, in the order giv
 and operator peak RSS against the number of jobs, and ends with one SUMMARY line whose keys carry the size
 (jobs100_created_p99=...). With --budget, a size waits at most for what is left of the budget (its figures then
 cover the jobs that finished; `jobsN_succeeded=k/N` says how many) and sizes reached with nothing left are skipped,
-so `make bench` lists the sizes whose figures it needs first: --sweep 100,1000,250,500 --budget 265.
+so `make bench` lists the sizes whose figures it needs first: --sweep 100,1000,250,500 --budget 250.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ from tfjob_operator.crd import CRD_PATH
 BENCH_UA = "tfjob-bench"
 RESULTS = Path(__file__).resolve().parent / "results"
 # Per size, around the wait for the jobs: control plane and operator start (3 s), the 2 s tail, tear-down of what
-# still runs (grows with the jobs: ~10 s for 200 jobs cut short at load 6, over 45 s for 1000 at load 12).
+# still runs and removing the pods' directories (grows with the jobs: ~10 s for 200 jobs cut short at load 6, over
+# a minute for 1000 at load 10).
 SIZE_OVERHEAD_SECONDS = 15.0
-SIZE_OVERHEAD_PER_JOB = 0.05
+SIZE_OVERHEAD_PER_JOB = 0.08
 
 
 def percentile(values: list[float], q: float) -> float:
