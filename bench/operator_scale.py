@@ -288,6 +288,10 @@ def plot(results: list[Result], path: Path) -> None:
     lat.plot(xs, [r.created_p50 for r in results], "o-", label="submit → all pods created, p50")
     lat.plot(xs, [r.created_p99 for r in results], "o-", label="submit → all pods created, p99")
     lat.plot(xs, [r.succeeded_p99 for r in results], "s--", label="submit → Succeeded, p99")
+    for r in results:
+        if r.succeeded < r.jobs:  # cut short by --timeout/--budget: the Succeeded p99 covers only those done
+            lat.annotate(f"{r.succeeded}/{r.jobs} done", (r.jobs, r.succeeded_p99), textcoords="offset points",
+                         xytext=(-30, 8), fontsize=8)
     lat.set_xlabel("TFJobs submitted at once")
     lat.set_ylabel("seconds")
     lat.set_title("latency")
