@@ -14,8 +14,8 @@ client's model building).
    (the pods of the operator's 1000 x 4 benchmark) while another client GETs one pod every 10 ms; the
    GET latency p50/p99 over the burst, until every pod has finished.
 
-Prints figures and a one-line summary with the goals beside them; writes a plot of ms per create against
-the pods already there.
+Prints figures and a one-line summary (bench/run_all.py judges them against the goals); writes a plot of ms
+per create against the pods already there.
 
     .venv/bin/python bench/local_scale.py [--pods 10000] [--finished 2000] [--burst-jobs 1000] [--plot PATH]
                                           [--phases fresh,after,burst]
@@ -47,7 +47,8 @@ from kubernetes import client, config, watch
 NODES = "4x{cpu:64,memory:256Gi,pods:5000}"
 NAMESPACE = "default"
 GATE = [{"name": "bench.example.com/hold"}]
-GOAL_RATIO, GOAL_TOTAL_S, GOAL_GET_P99_MS = 1.2, 10.0, 50.0
+#: Drawn on the plot as a reference; the goals themselves are judged by bench/run_all.py's table.
+FLAT_RATIO = 1.2
 PHASES = ("fresh", "after", "burst")
 
 
@@ -234,8 +235,8 @@ def plot(path: Path, bucket: int, fresh: Creates, after: Creates, finished: int)
                                   (after, f"after {finished:,} pods ran and finished", "s")):
             values = getattr(run, what)
             ax.plot([(i + 0.5) * bucket for i in range(len(values))], values, marker=marker, label=name)
-        ax.axhline(getattr(fresh, what)[0] * GOAL_RATIO, color="grey", linestyle="--", linewidth=1,
-                   label=f"{GOAL_RATIO} x first bucket")
+        ax.axhline(getattr(fresh, what)[0] * FLAT_RATIO, color="grey", linestyle="--", linewidth=1,
+                   label=f"{FLAT_RATIO} x first bucket")
         ax.set_xlabel("gated pods already created")
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
@@ -278,11 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         print("     client cpu ms/create:        " + " ".join(f"{v:.2f}" for v in run.client_cpu), flush=True)
 
     summary: list[str] = []
-    ok = True
 
     def print_summary() -> None:
         # after every phase, figures so far: a run stopped at its time share (bench/run_all.py) keeps them
-        print(f"SUMMARY {' '.join(summary)} {'goals met' if ok else 'goals NOT met'}", flush=True)
+        print(f"SUMMARY {' '.join(summary)}", flush=True)
 
     fresh = after = None
     if "fresh" in phases:
@@ -300,10 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"     watch: create sent -> ADDED received p50 {percentile(delivery, 50):.1f} ms  "
               f"p99 {watch_p99:.1f} ms ({len(delivery):,}/{len(fresh.sent):,} events)", flush=True)
         ratio, cpu_ratio = fresh.wall[-1] / fresh.wall[0], fresh.cpu[-1] / fresh.cpu[0]
-        ok = ok and ratio <= GOAL_RATIO and fresh.seconds <= GOAL_TOTAL_S
         summary.append(f"pods={args.pods} first_bucket={fresh.wall[0]:.2f}ms last_bucket={fresh.wall[-1]:.2f}ms "
-                       f"ratio={ratio:.2f} (goal <={GOAL_RATIO}; cpu ratio {cpu_ratio:.2f}) total={fresh.seconds:.1f}s "
-                       f"(goal <={GOAL_TOTAL_S:g}s)")
+                       f"ratio={ratio:.2f} cpu_ratio={cpu_ratio:.2f} total={fresh.seconds:.1f}s")
         print_summary()
 
     if "after" in phases:
@@ -330,8 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         get_p50, get_p99 = percentile(gets, 50), percentile(gets, 99)
         print(f"  3. burst of {args.burst_jobs} x 4 pods (run, exit 0) in {burst_s:.1f}s: GET pod p50 {get_p50:.1f} ms "
               f"p99 {get_p99:.1f} ms max {max(gets):.1f} ms ({len(gets):,} GETs from another process)", flush=True)
-        ok = ok and get_p99 <= GOAL_GET_P99_MS
-        summary.append(f"get_p99_burst_{args.burst_jobs}x4={get_p99:.1f}ms (goal <={GOAL_GET_P99_MS:g}ms)")
+        summary.append(f"get_p99_burst_{args.burst_jobs}x4={get_p99:.1f}ms")
         print_summary()
 
     if fresh is not None and after is not None:
