@@ -177,6 +177,8 @@ class AdmissionLoop:
         self._watching: asyncio.Future[None] | None = None
         #: Each queued job's parsed request, kept while its gated pods do not change (plan_pass_in).
         self._requests: dict[str, tuple[tuple[Any, ...], builtin.GangRequest]] = {}
+        #: Job uid → (the view, its parsed builtin job or None), see _builtin_job.
+        self._jobs: dict[Any, tuple[JobView, TFJob | None]] = {}
         #: Jobs that may have pods waiting for admission (see _waiting_jobs).
         self._candidates: set[JobKey] = set()
         self._next_full_scan = 0.0
@@ -317,7 +319,17 @@ class AdmissionLoop:
         return found
 
     def _builtin_job(self, view: JobView) -> TFJob | None:
-        """The parsed job (at its recorded gang size) if it is valid, of the builtin backend and not suspended."""
+        """The parsed job (at its recorded gang size) if it is valid, of the builtin backend and not suspended
+        (worked out once per view: a view is one version of the job)."""
+        key = (view.obj.get("metadata") or {}).get("uid")
+        kept = self._jobs.get(key)
+        if kept is not None and kept[0] is view:
+            return kept[1]
+        job = self._decide_builtin_job(view)
+        self._jobs[key] = (view, job)
+        return job
+
+    def _decide_builtin_job(self, view: JobView) -> TFJob | None:
         job = view.job
         if job is None:
             return None
@@ -336,6 +348,8 @@ class AdmissionLoop:
         self._integrate_gpu_seconds(every=INTEGRATE_SECONDS)
         views = self._waiting_jobs()
         jobs = {key: job for key, view in views.items() if (job := self._builtin_job(view)) is not None}
+        waiting_uids = {(view.obj.get("metadata") or {}).get("uid") for view in views.values()}
+        self._jobs = {uid: kept for uid, kept in self._jobs.items() if uid in waiting_uids}
         waiting = {key: view.obj for key, view in views.items()}
         if not jobs:
             self._publish({}, set())
@@ -408,8 +422,8 @@ class AdmissionLoop:
             *(self.host.kube.request("PATCH", pods_path(r.namespace, r.pod), r.patch, content_type=MERGE_PATCH)
               for r in plan.releases), return_exceptions=True)
         stamp = time.monotonic()
-        pods = {(str(gang.job.namespace), str((p.get("metadata") or {}).get("name"))): p
-                for gang in gangs.values() for p in gang.pods}
+        pods = {(str(gangs[skey].job.namespace), str((p.get("metadata") or {}).get("name"))): p
+                for skey in plan.admitted for p in gangs[skey].pods}
         for release, result in zip(plan.releases, results, strict=True):
             if isinstance(result, BaseException):
                 if not isinstance(result, Exception):
