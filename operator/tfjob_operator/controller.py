@@ -95,6 +95,8 @@ class _JobState:
     annotations: tuple[str | None, dict[str, str | None]] | None = None
     recent_events: dict[tuple[str, str], float] = field(default_factory=dict)
     failures: int = 0
+    #: A reconcile has started since the controller first saw the job (later ones are debounced).
+    reconciled: bool = False
     pod_create_error: str | None = None
     #: Set by every event of one of the job's pods (read-your-writes after creating them waits on it).
     pods_changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -240,8 +242,10 @@ class JobController:
 
     async def _drain(self, key: JobKey, state: _JobState) -> None:
         while state.dirty:
-            # Pod events come in bursts (a gang starts together): one reconcile for the burst.
-            await asyncio.sleep(RECONCILE_DEBOUNCE_SECONDS)
+            # Pod events come in bursts (a gang starts together): one reconcile for the burst. A job's first
+            # reconcile does not wait: nothing of it is bursting yet, and it creates the pods.
+            await asyncio.sleep(RECONCILE_DEBOUNCE_SECONDS if state.reconciled else 0)
+            state.reconciled = True
             state.dirty = False
             async with state.lock:
                 started = time.perf_counter()
@@ -307,21 +311,15 @@ class JobController:
         """Read the job and its pods from the indices, decide, write status, act. Returns the requeue delay."""
         # Parsing, rendering and deciding are CPU work that grows with the job: done on worker threads, so the
         # event loop keeps serving every other job's events and API calls meanwhile (issue 15: isolation).
-        seen = await asyncio.to_thread(self.view, key)
-        if seen is None:
+        # One hop for the reading (each hop waits its turn behind every other job's in a burst). The pod index is
+        # listed here, on the event loop, which alone updates it.
+        read = await asyncio.to_thread(self._read, key, state, list(self.pods.get(key) or []))
+        if read is None:
             self.forget(key)
             return None
-        view = seen
-        if state.written is None or state.written[0] != view.uid:
-            # What the server holds, as far as we know: the watch's copy until we write ourselves.
-            state.written = (view.uid, apigroups.status_for_group(
-                apigroups.group_of(view.obj), key[1], view.status.model_dump(mode="json")))
-        view = await asyncio.to_thread(_with_own_writes, view, state)
-        if not apigroups.managed_here(apigroups.group_of(view.obj), apigroups.manager_of(view.obj),
-                                      self.settings.kubeflow_api):
+        if not read:
             return None  # another controller's job (reconcile would say so too): not even its gang is looked up
-        # Private copies, made on a worker thread (a gang's pods are big; the event loop serves everyone).
-        view, pods, record = await asyncio.to_thread(_with_pod_records, view, list(self.pods.get(key) or []))
+        view, pods, record = read
         job = view.job
         over = reconcile_budget.over_bytes(job, self.settings.reconcile_budget_bytes) if job is not None else None
         run_policy = job.spec.runPolicy if job is not None else None
@@ -342,6 +340,24 @@ class JobController:
         if not decision.managed:
             return None
         return _next_delay(await self._act(key, view, decision, state, record), decision)
+
+    def _read(self, key: JobKey, state: _JobState, store: list[Mapping[str, Any]]
+              ) -> tuple[JobView, list[dict[str, Any]], dict[str, str | None]] | tuple[()] | None:
+        """On a worker thread: the job's view with the controller's own writes over it, private copies of its pods
+        and the annotations to record (`_with_pod_records`). None if the job is gone, () if it is not ours."""
+        view = self.view(key)
+        if view is None:
+            return None
+        if state.written is None or state.written[0] != view.uid:
+            # What the server holds, as far as we know: the watch's copy until we write ourselves.
+            state.written = (view.uid, apigroups.status_for_group(
+                apigroups.group_of(view.obj), key[1], view.status.model_dump(mode="json")))
+        view = _with_own_writes(view, state)
+        if not apigroups.managed_here(apigroups.group_of(view.obj), apigroups.manager_of(view.obj),
+                                      self.settings.kubeflow_api):
+            return ()
+        # Private copies (a gang's pods are big; the event loop serves everyone meanwhile).
+        return _with_pod_records(view, store)
 
     async def _options(self, view: JobView, pods: list[dict[str, Any]], state: _JobState,
                        job: TFJob | None, budget: _TimeBudget) -> ReconcileOptions:
@@ -459,9 +475,11 @@ class JobController:
                 state.held_since = None
                 state.written = (view.uid, new_status)
         state.status = (view.uid, new_status)
-        # Events right after the status they announce, before the slow part, so a crash rarely loses one.
+        # Events right after the status they announce, sent alongside the creates rather than before them: under a
+        # burst each request waits its turn for an API thread, and a JobCreated Event ahead of the Service and pods
+        # delayed the pods by a whole turn. They are sent before the slow part ends, so a crash rarely loses one.
+        events = [self._post_event(obj, event, state) for event in decision.of_type(EmitEvent)]
         for event in decision.of_type(EmitEvent):
-            await self._post_event(obj, event, state)
             if event.condition == JobConditionType.RUNNING:
                 self.metrics.running(view.status, obj["metadata"].get("creationTimestamp"), utcnow())
         deletes: list[DeletePod] = []
@@ -477,8 +495,12 @@ class JobController:
         if annotations:
             await self.kube.annotate_job(namespace, name, annotations, group=group)
             state.annotations = (view.uid, annotations)
-        await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
-        await self._create(creates, state)
+        posted = asyncio.gather(*events)
+        try:
+            await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
+            await self._create(creates, state)
+        finally:
+            await posted  # _post_event never raises (an Event is a courtesy)
         await self._until_seen(key, state, {c.name for c in creates if c.kind == "Pod"})
         for action in decision.of_type(DeleteJob):
             log.info("deleting TFJob %s/%s: %s", namespace, name, action.reason)
