@@ -15,6 +15,7 @@ import kopf
 from tfjob_operator import apigroups, constants
 from tfjob_operator.controller import JobController, JobKey
 from tfjob_operator.metrics import Metrics
+from tfjob_operator.observed import as_kept
 from tfjob_operator.settings import OperatorSettings
 
 log = logging.getLogger("tfjob_operator")
@@ -72,14 +73,14 @@ async def cleanup(memo: Any, **_: Any) -> None:
 # Indexing functions are coroutines: kopf would run plain functions on a worker thread, one hop per event.
 @kopf.index(constants.PLURAL, group=constants.GROUP, version=constants.VERSION)
 async def tfjobs_by_key(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[JobKey, Any]:
-    """Every TFJob by (namespace, name): the latest body as seen on the watch."""
-    return {(namespace or "default", name): body}
+    """Every TFJob by (namespace, name): the latest body as seen on the watch (as kept: observed.as_kept)."""
+    return {(namespace or "default", name): as_kept(body)}
 
 
 @kopf.index("pods", labels={constants.LABEL_JOB_NAME: kopf.PRESENT})
 async def pods_by_job(namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, Any]:
-    """Every pod of a TFJob, by the job's (namespace, name), from the job-name label."""
-    return {(namespace or "default", labels[constants.LABEL_JOB_NAME]): body}
+    """Every pod of a TFJob, by the job's (namespace, name), from the job-name label (as kept: observed.as_kept)."""
+    return {(namespace or "default", labels[constants.LABEL_JOB_NAME]): as_kept(body)}
 
 
 @kopf.on.event(constants.PLURAL, group=constants.GROUP, version=constants.VERSION)
@@ -113,7 +114,7 @@ def register_kubeflow_api(registry: kopf.OperatorRegistry | None = None) -> None
     @kopf.index(group.plural, id="kubeflow_tfjobs_by_key", **where)  # the id names the handlers' kwarg
     async def kubeflow_tfjobs_by_key(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[JobKey, Any]:
         """Every kubeflow.org/v1 TFJob by (namespace, name); whether it is ours, reconcile decides (managedBy)."""
-        return {(namespace or "default", name): body}
+        return {(namespace or "default", name): as_kept(body)}
 
     kopf.on.event(group.plural, **where)(tfjob_event)
 

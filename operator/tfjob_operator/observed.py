@@ -19,6 +19,16 @@ from tfjob_operator.api import JobConditionType, TFJob, TFJobStatus
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 
+def as_kept(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What the operator keeps of a watched object (kopf's indices): the body without `metadata.managedFields`,
+    which nothing here reads and which is over a third of a pod (like client-go's TransformStripManagedFields).
+    A shallow copy: the rest is shared with the watch's body, which kopf replaces, never changes."""
+    meta = body.get("metadata") or {}
+    if "managedFields" not in meta:
+        return dict(body)
+    return {**body, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+
+
 def latest(store: Any) -> Mapping[str, Any] | None:
     """The newest body in a kopf index entry (a store of bodies), or None for a missing or empty one."""
     items = list(store or [])
