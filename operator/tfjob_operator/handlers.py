@@ -20,6 +20,9 @@ from tfjob_operator.settings import OperatorSettings
 
 log = logging.getLogger("tfjob_operator")
 
+#: Seconds an object's kopf worker waits for its next event before exiting (a later event starts a new one).
+KOPF_WORKER_IDLE_SECONDS = 1.0
+
 
 class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
     """kopf builds an object's diff-base (its essence: a deep copy of the body, cleared by another deep copy) on
@@ -41,6 +44,9 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.networking.request_timeout = ops.request_timeout
     settings.networking.error_backoffs = [ops.retry_backoff * 2**i for i in range(ops.retry_attempts)]
     settings.posting.enabled = ops.post_kopf_events
+    # kopf's per-object worker holds its object's last raw event (managedFields and all) until it has been idle
+    # this long: in a burst of thousands of pods, 5 s (kopf's default) kept most of them alive at once.
+    settings.queueing.idle_timeout = KOPF_WORKER_IDLE_SECONDS
     # Only watching handlers are registered, so kopf stores no progress nor diff-base: annotations (not status.kopf,
     # which the CRD's structural schema would prune) should a changing handler ever be added.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage()
