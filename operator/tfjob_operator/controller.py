@@ -478,7 +478,8 @@ class JobController:
         # Events right after the status they announce, sent alongside the creates rather than before them: under a
         # burst each request waits its turn for an API thread, and a JobCreated Event ahead of the Service and pods
         # delayed the pods by a whole turn. They are sent before the slow part ends, so a crash rarely loses one.
-        events = [self._post_event(obj, event, state) for event in decision.of_type(EmitEvent)]
+        # Started at once (gather schedules them), so an error below cannot leave them unsent or never awaited.
+        posted = asyncio.gather(*(self._post_event(obj, event, state) for event in decision.of_type(EmitEvent)))
         for event in decision.of_type(EmitEvent):
             if event.condition == JobConditionType.RUNNING:
                 self.metrics.running(view.status, obj["metadata"].get("creationTimestamp"), utcnow())
@@ -495,7 +496,6 @@ class JobController:
         if annotations:
             await self.kube.annotate_job(namespace, name, annotations, group=group)
             state.annotations = (view.uid, annotations)
-        posted = asyncio.gather(*events)
         try:
             await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
             await self._create(creates, state)
