@@ -141,6 +141,13 @@ class Cluster:
     def event_reasons(self, name: str) -> list[str]:
         return [reason for reason, _ in self.events(name)]
 
+    def wait_events(self, name: str, *reasons: str, timeout: float = 15.0) -> list[tuple[str, str]]:
+        """The job's Events once every reason named is among them (or any, if none is named). The operator posts
+        a decision's Events after the status it announces, as kube's recorders do, so a test that has just seen
+        the status must wait for them, bounded."""
+        return wait_for(lambda: (events := self.events(name)) and set(reasons) <= {r for r, _ in events} and events,
+                        timeout, what=f"{name} Events {sorted(reasons) or 'any'}")
+
     def wait_state(self, name: str, state: str, timeout: float = 40.0) -> dict[str, Any]:
         return wait_for(lambda: (s := self.status(name)).get("state") == state and s, timeout,
                         what=f"{name} state {state}")

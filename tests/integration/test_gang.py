@@ -233,7 +233,7 @@ def test_two_four_gpu_jobs_on_six_gpus_run_one_at_a_time_never_as_partial_gangs(
     first_end = min(r.t for r in recorder.of(first) if r.phase == "Succeeded")
     second_bound = min(r.t for r in recorder.of(second) if r.node)
     assert second_bound > first_end
-    assert "GangAdmitted" in c.event_reasons(second)
+    c.wait_events(second, "GangAdmitted")
     assert metric(metrics_port, "tfjob_gang_admissions_total") >= 2
     assert metric(metrics_port, "tfjob_gang_admission_latency_seconds_count") >= 2
     assert metric(metrics_port, "tfjob_gang_queue_length") == 0
@@ -384,7 +384,7 @@ def test_pods_kueue_stops_are_recreated_as_the_next_attempt_in_a_new_pod_group(g
         c.call(kueue.close())
     status = c.wait_state("kq", "Succeeded", 40)
     assert (status["restartCount"], status["failureRestarts"]) == (1, 0)
-    assert "PodPreempted" in c.event_reasons("kq")
+    c.wait_events("kq", "PodPreempted")
     groups = {r.name: r for r in recorder.of("kq") if r.attempt == "1"}
     assert set(groups) == {"kq-worker-0", "kq-worker-1"}
     assert {p.metadata.labels["kueue.x-k8s.io/pod-group-name"] for p in c.pods("kq")} <= {"kq-1"}

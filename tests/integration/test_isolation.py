@@ -32,7 +32,7 @@ def test_a_job_over_its_budget_fails_while_a_normal_job_beside_it_succeeds(
     assert failed["reason"] == reconcile_budget.REASON
     assert f"{limits.MAX_REPLICAS_PER_JOB} pods" in failed["message"] and "TFJOB_RECONCILE_BUDGET_BYTES" in \
         failed["message"]
-    assert reconcile_budget.REASON in cluster.event_reasons(hostile)
+    cluster.wait_events(hostile, reconcile_budget.REASON)
     assert cluster.pods(hostile) == []  # refused before anything was built or created
     # The operator keeps serving: a job submitted after the hostile one was handled runs too.
     after = cluster.submit({"Worker": replica(py("pass"), 1)})

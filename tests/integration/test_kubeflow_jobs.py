@@ -92,7 +92,7 @@ def test_jobs_managed_by_another_controller_are_never_touched(cluster: Cluster, 
 def test_tfjob_dev_job_naming_kubeflows_controller_is_ours_with_an_event(cluster: Cluster, operator: Operator) -> None:
     name = cluster.submit({"Worker": replica(QUICK, 1)}, managedBy=apigroups.MANAGED_BY_KUBEFLOW)
     cluster.wait_state(name, "Succeeded")
-    assert "ManagedByKubeflowValue" in cluster.event_reasons(name)
+    cluster.wait_events(name, "ManagedByKubeflowValue")
 
 
 def test_unknown_managed_by_fails_a_kubeflow_job_as_invalid_spec(cluster: Cluster, operator: Operator) -> None:

@@ -24,7 +24,7 @@ def test_two_workers_succeed_and_kubectl_shows_the_job(cluster: Cluster) -> None
     row = cluster.kubectl("get", "tfj", name, "--no-headers").split()
     # NAME STATE WORKERS RESTARTS AGE
     assert (row[0], row[1], row[2].split("/")[1], row[3]) == (name, "Succeeded", "2", "0")
-    reasons = cluster.event_reasons(name)
+    reasons = [r for r, _ in cluster.wait_events(name, "JobCreated", "WorkerSucceeded")]
     # The happy path posts two Events: created, and the outcome (Running shows in the STATE column).
     assert sorted(reasons) == ["JobCreated", "WorkerSucceeded"]
     service = cluster.core.read_namespaced_service(name, "default")
@@ -42,7 +42,7 @@ def test_retryable_exit_code_restarts_the_whole_gang_as_the_next_attempt(cluster
     name = cluster.submit({"Worker": replica(EXIT_130_THEN_0, 2)})
     status = cluster.wait_state(name, "Succeeded")
     assert (status["restartCount"], status["failureRestarts"]) == (1, 1)
-    restarts = [message for reason, message in cluster.events(name) if reason == "RetryableExitCode"]
+    restarts = [m for r, m in cluster.wait_events(name, "RetryableExitCode") if r == "RetryableExitCode"]
     assert len(restarts) == 1 and "code 130" in restarts[0] and "attempt 1" in restarts[0]
     attempts = {p.metadata.labels["tfjob.dev/attempt"] for p in cluster.pods(name)}
     assert attempts <= {"1"}
@@ -102,7 +102,7 @@ def test_eviction_restarts_the_gang_without_consuming_the_backoff_limit(cluster:
     cluster.call(cluster.local.kubelet.evict("default", f"{name}-worker-1", "The node was low on resource: memory."))
     status = cluster.wait_state(name, "Succeeded")
     assert (status["restartCount"], status["failureRestarts"]) == (1, 0)
-    reasons = cluster.event_reasons(name)
+    reasons = [r for r, _ in cluster.wait_events(name, "PodEvicted")]
     assert "PodEvicted" in reasons and "RetryableExitCode" not in reasons
 
 
@@ -116,7 +116,7 @@ def test_parameter_server_failure_restarts_that_pod_alone(cluster: Cluster, tmp_
     name = cluster.submit({"Worker": replica(worker, 1), "PS": replica(ps, 1)})
     status = cluster.wait_state(name, "Succeeded")
     assert status["restartCount"] == 0 and runs.read_text() == "xx"
-    assert "ReplicaRestarting" in cluster.event_reasons(name)
+    cluster.wait_events(name, "ReplicaRestarting")
 
 
 def test_active_deadline_fails_the_job_and_stops_its_pods(cluster: Cluster) -> None:
@@ -144,7 +144,7 @@ def test_suspend_deletes_the_pods_and_resume_recreates_them(cluster: Cluster) ->
     cluster.patch_spec(name, {"runPolicy": {"suspend": False}})
     status = cluster.wait_state(name, "Running")
     assert status["restartCount"] == 0
-    assert {"JobSuspended", "JobResumed"} <= set(cluster.event_reasons(name))
+    cluster.wait_events(name, "JobSuspended", "JobResumed")
 
 
 def test_invalid_spec_fails_with_reason_invalid_spec_and_creates_no_pods(cluster: Cluster) -> None:
@@ -166,7 +166,7 @@ def test_replicas_change_on_a_running_job_is_refused_with_a_message(cluster: Clu
                        and c, 20, what="the refusal on the Running condition")
     assert "cannot resize" in running["message"] and "suspend" in running["message"]
     assert len(cluster.pods(name)) == 2
-    assert "ReplicasChangeRefused" in cluster.event_reasons(name)
+    cluster.wait_events(name, "ReplicasChangeRefused")
     # The refusal outlives the pods: a whole-gang restart (a worker deleted) recreates the gang at its size.
     cluster.core.delete_namespaced_pod(f"{name}-worker-0", "default")
     wait_for(lambda: (cluster.status(name) or {}).get("restartCount") == 1, 30, what="the whole-gang restart")

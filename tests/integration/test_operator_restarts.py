@@ -61,7 +61,7 @@ def test_killed_after_the_gang_size_was_recorded_creates_each_pod_once(fresh: tu
     assert pod_creations(cluster, since) <= WORKERS and pod_deletions(cluster, since) == 0
     status = cluster.wait_state(name, "Succeeded", timeout=60)
     assert status["restartCount"] == 0
-    assert cluster.event_reasons(name).count("JobCreated") == 1
+    assert [r for r, _ in cluster.wait_events(name, "JobCreated")].count("JobCreated") == 1
 
 
 def test_killed_while_running_then_restarted_finishes_the_job(fresh: tuple[Cluster, Operator], tmp_path: Path) -> None:

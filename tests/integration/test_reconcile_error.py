@@ -35,7 +35,7 @@ def test_a_job_failed_by_reconcile_errors_cleans_its_pods_per_clean_pod_policy(
     failed = cluster.condition(name, "Failed")
     assert failed is not None and failed["reason"] == REASON
     assert "ValueError" in failed["message"] and "report it with the operator's log" in failed["message"]
-    assert [m for r, m in cluster.events(name) if r == REASON] == [failed["message"]]
+    assert [m for r, m in cluster.wait_events(name, REASON) if r == REASON] == [failed["message"]]
     # The running pod is deleted (graceful); a Succeeded pod is removed at once when deleted, so once worker-0
     # is gone, worker-1 is either gone too (All) or was never deleted (Running).
     wait_for(lambda: f"{name}-worker-0" not in cluster.pod_phases(name), 30, what="the running pod deleted")
