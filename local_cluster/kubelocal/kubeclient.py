@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 
+from kubelocal.apiserver.selectors import field_value
 from kubelocal.times import format_time
 
 log = logging.getLogger(__name__)
@@ -135,12 +136,42 @@ def shared_decoder() -> SharedDecoder:
     return decoder
 
 
+class FieldIndex:
+    """The keys of cached objects by the value of one field (client-go's indexer, e.g. pods by `spec.nodeName`).
+
+    The value is the one a field selector compares with (`field_value`, as the API server's own field indexes
+    read it), so an index answers what `fieldSelector=PATH=VALUE` would. Keys keep their insertion order."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._keys: dict[str, dict[tuple[str, str], None]] = {}
+
+    def update(self, key: tuple[str, str], old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+        """Move one object from its old version's value to its new one's (None: absent)."""
+        before = None if old is None else field_value(old, self.path)
+        after = None if new is None else field_value(new, self.path)
+        if before == after:
+            return
+        if before is not None:
+            keys = self._keys.get(before)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self._keys[before]
+        if after is not None:
+            self._keys.setdefault(after, {})[key] = None
+
+    def keys(self, value: str) -> list[tuple[str, str]]:
+        return list(self._keys.get(value, ()))
+
+
 class Informer:
     """Lists then watches a collection, keeps a cache, and calls handler(event_type, obj) per change.
 
     Re-lists on 410 Gone (synthesising DELETED for objects that vanished meanwhile) and resumes the
     watch from the last seen resourceVersion after a dropped connection. Watch events are decoded through
     the thread's SharedDecoder: cached objects are shared with the other informers, and read-only.
+    `index_fields` name fields to index the cache by (`by_field`), kept current before the handler runs.
     """
 
     def __init__(
@@ -150,6 +181,7 @@ class Informer:
         handler: Callable[[str, dict[str, Any]], None],
         *,
         params: Mapping[str, str] | None = None,
+        index_fields: tuple[str, ...] = (),
         watch_timeout: int = 300,
         retry_delay: float = 0.2,
     ) -> None:
@@ -160,6 +192,7 @@ class Informer:
         self.watch_timeout = watch_timeout
         self.retry_delay = retry_delay
         self.cache: dict[tuple[str, str], dict[str, Any]] = {}
+        self.indexes = {path: FieldIndex(path) for path in index_fields}
         self.synced = asyncio.Event()
         self._resource_version = ""
 
@@ -185,11 +218,10 @@ class Informer:
             fresh[object_key(item)] = item
         for key, old in list(self.cache.items()):
             if key not in fresh:
-                del self.cache[key]
+                self._store(key, None)
                 self.handler("DELETED", old)
         for key, obj in fresh.items():
-            previous = self.cache.get(key)
-            self.cache[key] = obj
+            previous = self._store(key, obj)
             if previous is None:
                 self.handler("ADDED", obj)
             elif (previous.get("metadata") or {}).get("resourceVersion") != obj["metadata"].get("resourceVersion"):
@@ -231,12 +263,21 @@ class Informer:
             self._resource_version = rv
         if kind == "BOOKMARK":
             return
-        key = object_key(obj)
-        if kind == "DELETED":
-            self.cache.pop(key, None)
-        else:
-            self.cache[key] = obj
+        self._store(object_key(obj), None if kind == "DELETED" else obj)
         self.handler(str(kind), obj)
+
+    def _store(self, key: tuple[str, str], obj: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Put (None: remove) one object in the cache and its indexes; the version it replaces."""
+        old = self.cache.pop(key, None) if obj is None else self.cache.get(key)
+        if obj is not None:
+            self.cache[key] = obj
+        for index in self.indexes.values():
+            index.update(key, old, obj)
+        return old
+
+    def by_field(self, path: str, value: str) -> list[dict[str, Any]]:
+        """The cached objects whose field (one of `index_fields`) has this value, without a scan."""
+        return [self.cache[key] for key in self.indexes[path].keys(value)]
 
 
 async def wait_event(event: asyncio.Event, timeout: float) -> bool:

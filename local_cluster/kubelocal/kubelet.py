@@ -26,7 +26,7 @@ import aiohttp
 
 from kubelocal import containers as ct
 from kubelocal import times
-from kubelocal.controllers.node_lifecycle import ready_status
+from kubelocal.controllers.node_lifecycle import NODE_NAME, ready_status
 from kubelocal.kubeclient import (
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
@@ -688,7 +688,7 @@ class ProcessKubelet:
         self._retired: list[PodRuntime] = []  # forgotten runtimes whose tasks may still be winding down
         self._by_name: dict[tuple[str, str], str] = {}
         self._confirming: set[str] = set()
-        self._pods = Informer(self.client, "/api/v1/pods", self._on_pod)
+        self._pods = Informer(self.client, "/api/v1/pods", self._on_pod, index_fields=(NODE_NAME,))
         self._nodes = Informer(self.client, "/api/v1/nodes", self._on_node)
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[Any]] = set()
@@ -788,10 +788,8 @@ class ProcessKubelet:
 
     def _on_node(self, kind: str, node: dict[str, Any]) -> None:
         if kind == "ADDED" and self._pods.synced.is_set():
-            name = node["metadata"]["name"]
-            for pod in list(self._pods.cache.values()):
-                if pod["spec"].get("nodeName") == name:
-                    self._on_pod("MODIFIED", pod)
+            for pod in self._pods.by_field(NODE_NAME, node["metadata"]["name"]):
+                self._on_pod("MODIFIED", pod)
 
     def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
         meta = pod.get("metadata") or {}
@@ -932,9 +930,8 @@ class ProcessKubelet:
         await self._renew_lease(node)
         await self.client.patch(f"/api/v1/nodes/{node}/status", {"status": {"conditions": ready_conditions(True)}},
                                 MERGE_PATCH)
-        for pod in list(self._pods.cache.values()):
-            if pod["spec"].get("nodeName") == node:
-                self._on_pod("MODIFIED", pod)
+        for pod in self._pods.by_field(NODE_NAME, node):
+            self._on_pod("MODIFIED", pod)
 
     # -- LogSource --------------------------------------------------------------------------------------
 

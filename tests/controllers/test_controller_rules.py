@@ -1,4 +1,5 @@
-"""The controllers' decisions as tables: rollout steps, Job outcomes, NoExecute eviction, GC actions."""
+"""The controllers' decisions as tables: rollout steps, Job outcomes, NoExecute eviction and the pods a taint
+change looks at, GC actions."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 
 from kubelocal.controllers.garbage_collector import dependent_action
 from kubelocal.controllers.job import JobCounts, JobDecision, decide
-from kubelocal.controllers.node_lifecycle import eviction_delay
+from kubelocal.controllers.node_lifecycle import NODE_NAME, eviction_delay, no_execute_since
 from kubelocal.controllers.rollout import SetState, plan, surge_and_unavailable, template_hash
+from kubelocal.kubeclient import FieldIndex
 
 ROLLING: dict[str, Any] = {"type": "RollingUpdate"}  # 25% surge, 25% unavailable
 NO_DOWNTIME = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
@@ -77,6 +79,7 @@ def test_job_decision(spec: dict[str, Any], counts: JobCounts, expected: JobDeci
 
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, 0, tzinfo=dt.UTC)
+NOW_TEXT = "2026-11-24T12:00:00.000000Z"
 UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "2026-11-24T11:59:50Z"}
 DEFAULT_TOLERATION = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
                       "tolerationSeconds": 300}
@@ -94,6 +97,53 @@ DEFAULT_TOLERATION = {"key": "node.kubernetes.io/unreachable", "operator": "Exis
 def test_eviction_delay(case: str, tolerations: list[dict[str, Any]], taints: list[dict[str, Any]],
                         cap: float | None, expected: float | None) -> None:
     assert eviction_delay({"spec": {"tolerations": tolerations}}, taints, NOW, cap) == expected, case
+
+
+SEEN = "2026-11-24T11:59:00.5Z"
+
+
+@pytest.mark.parametrize(("case", "taints", "before", "expected"), [
+    ("no node, no taints", None, {}, {}),
+    ("NoSchedule taints do not evict", [{"key": "k", "effect": "NoSchedule"}], {}, {}),
+    ("a taint's timeAdded is when it began", [{"key": "k", "value": "v", "effect": "NoExecute", "timeAdded": "T"}],
+     {}, {("k", "v"): "T"}),
+    ("without timeAdded, it began when first seen", [{"key": "k", "effect": "NoExecute"}], {}, {("k", ""): NOW_TEXT}),
+    ("and stays so on later looks", [{"key": "k", "effect": "NoExecute"}], {("k", ""): SEEN}, {("k", ""): SEEN}),
+    ("a removed taint is forgotten", [{"key": "a", "effect": "NoExecute"}], {("a", ""): SEEN, ("b", ""): SEEN},
+     {("a", ""): SEEN}),
+])
+def test_no_execute_since_is_what_a_pods_eviction_time_reads_from_its_node(
+        case: str, taints: list[dict[str, Any]] | None, before: dict[tuple[str, str], str],
+        expected: dict[tuple[str, str], str]) -> None:
+    node = None if taints is None else {"spec": {"taints": taints}}
+    assert no_execute_since(node, before, NOW_TEXT) == expected, case
+
+
+def _bound(name: str, node: str | None) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "name": name}, "spec": {"nodeName": node} if node else {}}
+
+
+@pytest.mark.parametrize(("case", "steps", "expected"), [
+    ("pods are found by their node", [("a", "n1"), ("b", "n2"), ("c", "n1")], {"n1": ["a", "c"], "n2": ["b"]}),
+    ("a pending pod is under the empty value, as fieldSelector=spec.nodeName= finds it",
+     [("a", None)], {"": ["a"], "n1": []}),
+    ("binding moves a pod from pending to its node", [("a", None), ("a", "n1")], {"": [], "n1": ["a"]}),
+    ("a deleted pod leaves its node", [("a", "n1"), ("b", "n1"), ("a", "DELETED")], {"n1": ["b"]}),
+    ("an update on the same node keeps one entry", [("a", "n1"), ("a", "n1")], {"n1": ["a"]}),
+])
+def test_the_node_name_index_selects_exactly_the_pods_on_a_node(
+        case: str, steps: list[tuple[str, str | None]], expected: dict[str, list[str]]) -> None:
+    index = FieldIndex(NODE_NAME)
+    current: dict[tuple[str, str], dict[str, Any]] = {}
+    for name, node in steps:
+        key = ("ns", name)
+        new = None if node == "DELETED" else _bound(name, node)
+        index.update(key, current.get(key), new)
+        if new is None:
+            current.pop(key, None)
+        else:
+            current[key] = new
+    assert {value: [name for _, name in index.keys(value)] for value in expected} == expected, case
 
 
 @pytest.mark.parametrize(("owners", "expected"), [

@@ -8,6 +8,11 @@
   those tolerating it for N seconds after N seconds (marking them `DisruptionTarget`). Pods normally
   tolerate `unreachable` for 300 s (DefaultTolerationSeconds admission); `toleration_cap` shortens that
   wait so a local run or a test need not sit five minutes.
+
+The taint manager works per node and per event, as kube's does, so that its cost does not grow with the
+pods elsewhere: a node whose NoExecute taints change queues only its own pods (from the pod informer's
+`spec.nodeName` index), a pod changing on such a node queues itself, and a pod that may stay a while longer
+is queued again when its time is due (a timer), not found by a periodic scan.
 """
 
 from __future__ import annotations
@@ -24,6 +29,23 @@ from .runtime import TRANSIENT, Controller, ignore_missing
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
 LEASE_NAMESPACE = "kube-node-lease"
+NODE_NAME = "spec.nodeName"
+
+#: When each of a node's NoExecute taints, by (key, value), began: everything a pod's eviction time reads from its node.
+TaintsSince = dict[tuple[str, str], str]
+
+
+def no_execute_since(node: Mapping[str, Any] | None, before: Mapping[tuple[str, str], str], now: str) -> TaintsSince:
+    """The node's NoExecute taints (none for no node) and since when: their timeAdded, else when this controller
+    first saw them (`before`, or `now`), as kube's taint manager counts from when it first scheduled an eviction.
+    When this changes, the eviction times of the node's pods may change."""
+    taints = ((node or {}).get("spec") or {}).get("taints") or []
+    since: TaintsSince = {}
+    for taint in taints:
+        if taint.get("effect") == "NoExecute":
+            key = (str(taint.get("key") or ""), str(taint.get("value") or ""))
+            since[key] = str(taint.get("timeAdded") or before.get(key) or now)
+    return dict(sorted(since.items()))
 
 
 def eviction_delay(pod: Mapping[str, Any], taints: Sequence[Mapping[str, Any]], now: dt.datetime,
@@ -86,14 +108,31 @@ class NodeLifecycleController(Controller):
         self.nodes = self.watch("/api/v1/nodes", self._on_node)
         self.leases = self.watch(f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases",
                                  lambda _k, _o: None)
-        self.pods = self.watch("/api/v1/pods", self._on_pod)
+        self.pods = self.watch("/api/v1/pods", self._on_pod, index_fields=(NODE_NAME,))
+        #: The NoExecute taints of each node that has any, and since when.
+        self._no_execute: dict[str, TaintsSince] = {}
 
-    def _on_node(self, _kind: str, node: dict[str, Any]) -> None:
-        self.queue.add(("node", node["metadata"]["name"]))
+    def _on_node(self, kind: str, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
+        self.queue.add(("node", name))
+        before = self._no_execute.get(name, {})
+        taints = {} if kind == "DELETED" else no_execute_since(node, before, times.format_micro_time())
+        if taints == before:
+            return
+        if not taints:
+            # Pods already timed keep their timers; each finds, when due, that it may stay.
+            del self._no_execute[name]
+            return
+        self._no_execute[name] = taints
+        for pod in self.pods.by_field(NODE_NAME, name):
+            self._queue_pod(pod)
 
     def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
-        if kind != "DELETED" and (pod.get("spec") or {}).get("nodeName"):
-            self.queue.add(("pod", pod["metadata"]["namespace"], pod["metadata"]["name"]))
+        if kind != "DELETED" and (pod.get("spec") or {}).get("nodeName") in self._no_execute:
+            self._queue_pod(pod)
+
+    def _queue_pod(self, pod: Mapping[str, Any]) -> None:
+        self.queue.add(("pod", pod["metadata"]["namespace"], pod["metadata"]["name"]))
 
     async def started(self) -> None:
         self.spawn(self._monitor(), "monitor")
@@ -130,10 +169,6 @@ class NodeLifecycleController(Controller):
             kept = [t for t in taints if t.get("key") != UNREACHABLE]
             await ignore_missing(self.client.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": kept or None}},
                                                    MERGE_PATCH))
-        if any(t.get("effect") == "NoExecute" for t in taints):
-            for pod in list(self.pods.cache.values()):
-                if (pod.get("spec") or {}).get("nodeName") == name:
-                    self.queue.add(("pod", pod["metadata"]["namespace"], pod["metadata"]["name"]))
 
     async def _mark_unreachable(self, node: dict[str, Any], taints: list[dict[str, Any]]) -> None:
         name = node["metadata"]["name"]
@@ -149,26 +184,25 @@ class NodeLifecycleController(Controller):
         await ignore_missing(self.client.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": kept}}, MERGE_PATCH))
         not_ready = {"status": {"conditions": [
             {"type": "Ready", "status": "False", "lastProbeTime": None, "lastTransitionTime": stamp}]}}
-        for pod in list(self.pods.cache.values()):
-            if (pod.get("spec") or {}).get("nodeName") == name:
-                meta = pod["metadata"]
-                try:
-                    await self.client.patch(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-                                            not_ready, STRATEGIC_MERGE_PATCH)
-                except TRANSIENT:
-                    pass
+        for pod in self.pods.by_field(NODE_NAME, name):
+            meta = pod["metadata"]
+            try:
+                await self.client.patch(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+                                        not_ready, STRATEGIC_MERGE_PATCH)
+            except TRANSIENT:
+                pass
 
     async def _sync_pod(self, namespace: str, name: str) -> None:
         pod = self.pods.cache.get((namespace, name))
         if pod is None or pod["metadata"].get("deletionTimestamp"):
             return
-        node = self.nodes.cache.get(("", (pod.get("spec") or {}).get("nodeName") or ""))
-        if node is None:
-            return
-        delay = eviction_delay(pod, (node.get("spec") or {}).get("taints") or [], times.now(), self.toleration_cap)
+        since = self._no_execute.get((pod.get("spec") or {}).get("nodeName") or "", {})
+        taints = [{"key": key, "value": value, "effect": "NoExecute", "timeAdded": added}
+                  for (key, value), added in since.items()]
+        delay = eviction_delay(pod, taints, times.now(), self.toleration_cap)
         if delay is None:
             return
-        if delay > 0:
+        if delay > 0:  # tolerated for a while: look again when that is over (no other event need come)
             self.queue.add_after(("pod", namespace, name), delay)
             return
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"

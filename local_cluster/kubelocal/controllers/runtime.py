@@ -73,9 +73,9 @@ class Controller:
         self._tasks: list[asyncio.Task[Any]] = []
 
     def watch(self, path: str, handler: Callable[[str, dict[str, Any]], None],
-              params: Mapping[str, str] | None = None) -> Informer:
-        """Declare an informer (started by `start`)."""
-        informer = Informer(self.client, path, handler, params=params)
+              params: Mapping[str, str] | None = None, index_fields: tuple[str, ...] = ()) -> Informer:
+        """Declare an informer (started by `start`), its cache indexed by `index_fields`."""
+        informer = Informer(self.client, path, handler, params=params, index_fields=index_fields)
         self.informers.append(informer)
         return informer
 
