@@ -211,6 +211,7 @@ class LocalCluster:
         self.apiserver.set_exec_source(self._kubelet)
         await self._kubelet.start()
         self._scheduler = Scheduler(self.url)
+        self.apiserver.metrics.register(self._scheduler.events)  # its dropped Events, on /metrics
         await self._scheduler.start()
 
     def _pod_kubeconfig(self) -> Path:
@@ -221,6 +222,7 @@ class LocalCluster:
 
     async def _stop_components(self) -> None:
         if self._scheduler is not None:
+            self.apiserver.metrics.unregister(self._scheduler.events)
             await self._scheduler.stop()
         if self._controllers is not None:
             await self._controllers.stop()

@@ -11,11 +11,13 @@ import contextlib
 import json
 import logging
 import threading
+import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from kubelocal.apiserver.selectors import field_value
 from kubelocal.times import format_time
@@ -321,13 +323,24 @@ async def post_event(client: KubeClient, obj: Mapping[str, Any], kind: str, reas
 
 class EventRecorder:
     """Records Events in the background, as client-go's event broadcaster does: the component never waits for
-    one; at most `workers` posts are in flight, and while `max_queued` wait, new ones are dropped (counted)."""
+    one; at most `workers` posts are in flight, and while `max_queued` wait, new ones are dropped.
 
-    def __init__(self, client: KubeClient, component: str, *, workers: int = 4, max_queued: int = 1000) -> None:
+    Dropped Events are counted (`dropped`, and `kubelocal_events_dropped_total` for a metrics registry this is
+    registered with) and reported on stderr (a WARNING): at the first drop, then at most once per `log_interval`
+    seconds while dropping goes on, with the count since the last report. client-go logs each drop; a burst of
+    thousands would flood the terminal the person is watching."""
+
+    def __init__(self, client: KubeClient, component: str, *, workers: int = 4, max_queued: int = 1000,
+                 log_interval: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.component = component
         self.workers = workers
+        self.max_queued = max_queued
+        self.log_interval = log_interval
+        self.clock = clock
         self.dropped = 0
+        self._unreported = 0
+        self._next_report = float("-inf")
         self._queue: asyncio.Queue[tuple[Mapping[str, Any], str, str, str, str | None]] = asyncio.Queue(max_queued)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -338,7 +351,24 @@ class EventRecorder:
         try:
             self._queue.put_nowait((obj, kind, reason, message, host))
         except asyncio.QueueFull:
-            self.dropped += 1
+            self._drop()
+
+    def _drop(self) -> None:
+        self.dropped += 1
+        self._unreported += 1
+        now = self.clock()
+        if now >= self._next_report:
+            log.warning("%s: dropped %d Event(s) since the last report, %d in all: %d were already waiting "
+                        "to be posted", self.component, self._unreported, self.dropped, self.max_queued)
+            self._unreported = 0
+            self._next_report = now + self.log_interval
+
+    def collect(self) -> Iterator[Metric]:
+        """The dropped count as a Prometheus counter (prometheus_client's custom-collector protocol)."""
+        family = CounterMetricFamily("kubelocal_events_dropped", "Events a component dropped because too many "
+                                     "were waiting to be posted.", labels=["component"])
+        family.add_metric([self.component], self.dropped)
+        yield family
 
     async def _post(self) -> None:
         while True:

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from . import apply, nonresource, objects, options, portforward, protobuf, remotecommand, reviews, subresources
 from . import patch as patching
@@ -60,6 +61,8 @@ class RequestHandler:
         self.bookmark_interval = bookmark_interval
         self.log_source: LogSource | None = None
         self.exec_source: remotecommand.ExecSource | None = None
+        #: What /metrics serves: the components beside the server register their collectors here.
+        self.metrics = CollectorRegistry(auto_describe=False)
         self.started = objects.timestamp()
         #: time.monotonic() when a request last started or finished (watch streams only when they open or end).
         self.last_activity = time.monotonic()
@@ -150,7 +153,7 @@ class RequestHandler:
         self._authorize(request, info)
         path = request.path.rstrip("/") or "/"
         if not info.is_resource:
-            return nonresource.serve(ctx, path, self.host_port())
+            return nonresource.serve(ctx, path, self.host_port(), self.metrics)
         assert info.group is not None and info.version is not None and info.resource is not None
         rt = ctx.registry.get(info.group, info.version, info.resource)
         if rt is None:

@@ -1,8 +1,9 @@
-"""Non-resource URLs: /version, health checks, discovery (/api, /apis, ...) and OpenAPI v3."""
+"""Non-resource URLs: /version, health checks, /metrics, discovery (/api, /apis, ...) and OpenAPI v3."""
 
 from __future__ import annotations
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from . import discovery
 from .codec import JSON, json_response
@@ -11,12 +12,14 @@ from .rest.context import RestContext
 from .store import dumps
 
 
-def serve(ctx: RestContext, path: str, host_port: str) -> web.Response:
+def serve(ctx: RestContext, path: str, host_port: str, metrics: CollectorRegistry) -> web.Response:
     reg = ctx.registry
     if path == "/version":
         return json_response(discovery.version_info())
     if path in ("/healthz", "/readyz", "/livez"):
         return web.Response(text="ok", content_type="text/plain")
+    if path == "/metrics":  # as kube-apiserver's: Prometheus text (`kubectl get --raw /metrics`)
+        return web.Response(body=generate_latest(metrics), headers={"Content-Type": CONTENT_TYPE_LATEST})
     if path == "/api":
         return json_response(discovery.api_versions(host_port))
     if path == "/apis":

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from . import objects
 from .admission import AdmissionChain, NamespaceLifecycle
@@ -162,6 +163,11 @@ class ApiServer:
         if self._runner:
             await self._runner.cleanup()
             self._runner = None
+
+    @property
+    def metrics(self) -> CollectorRegistry:
+        """The registry /metrics serves: register a collector (an object with `collect()`) to show its figures."""
+        return self.handler.metrics
 
     def set_log_source(self, source: LogSource | None) -> None:
         """Serve pods/{name}/log from `source` (the kubelet)."""
