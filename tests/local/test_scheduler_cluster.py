@@ -66,6 +66,21 @@ def test_node_selector_places_the_pod_on_the_labelled_node(api: Core) -> None:
     assert wait_until(lambda: scheduled(api, name), what="binding")["spec"]["nodeName"] == "zoned"
 
 
+def test_a_pod_whose_selector_matches_no_node_is_bound_once_a_node_gets_the_label(
+        gpu_cluster: LocalClusterThread, api: Core) -> None:
+    name = unique("relabel")
+    api.create_namespaced_pod("default", python_pod(name, "print(1)", nodeSelector={"zone": name}))
+    pending = wait_until(lambda: unschedulable(api, name), what="the pod Unschedulable")
+    assert "didn't match Pod's node affinity/selector" in condition(pending, "PodScheduled")["message"]
+    moves = gpu_cluster.scheduler.queue.moves["NodeUpdate"]
+    api.patch_node("zoned", {"metadata": {"labels": {"zone": name}}})
+    try:
+        assert wait_until(lambda: scheduled(api, name), what="binding after the label")["spec"]["nodeName"] == "zoned"
+        assert gpu_cluster.scheduler.queue.moves["NodeUpdate"] > moves
+    finally:
+        api.patch_node("zoned", {"metadata": {"labels": {"zone": "a"}}})
+
+
 def test_pod_too_big_for_any_node_waits_unschedulable_until_a_node_fits(
         gpu_cluster: LocalClusterThread, api: Core) -> None:
     name = unique("big")
