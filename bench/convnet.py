@@ -31,15 +31,19 @@ def dataset() -> dict[str, Any]:
 
 
 def model() -> Any:
-    """The worker's `--model` entry point: three 3x3 conv layers, two poolings, a dense head."""
+    """The worker's `--model` entry point: three 3x3 conv layers (32, 96, 96 filters), two poolings, a dense head.
+
+    The width sets the step: about 30 ms at batch 32 on 2 quiet cores, clear of the >= 20 ms the benchmark's
+    goal asks for (32-64-64 gave 18.5-20.7 ms, at the edge).
+    """
     import tf_keras as keras
 
     return keras.Sequential([
         keras.layers.Input(shape=(SIDE, SIDE, 1)),
         keras.layers.Conv2D(32, 3, activation="relu", padding="same"),
-        keras.layers.Conv2D(64, 3, activation="relu", padding="same"),
+        keras.layers.Conv2D(96, 3, activation="relu", padding="same"),
         keras.layers.MaxPooling2D(2),
-        keras.layers.Conv2D(64, 3, activation="relu", padding="same"),
+        keras.layers.Conv2D(96, 3, activation="relu", padding="same"),
         keras.layers.MaxPooling2D(2),
         keras.layers.Flatten(),
         keras.layers.Dense(128, activation="relu"),
