@@ -17,16 +17,17 @@ import asyncio
 import concurrent.futures
 import contextlib
 import copy
+import itertools
 import json
 import logging
 import socket
 import time
 from collections import ChainMap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tfjob_operator import apigroups, constants, reconcile_budget, reconcile_errors
+from tfjob_operator import apigroups, constants, dispatch, reconcile_budget, reconcile_errors
 from tfjob_operator.admission import AdmissionLoop, OnEvent
 from tfjob_operator.api import JobConditionType, TFJob
 from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
@@ -72,6 +73,8 @@ RECONCILE_DEBOUNCE_SECONDS = 0.05
 EVENT_DEDUP_SECONDS = 60.0
 #: At most this long after creating pods, a reconcile waits for the pod watch to show them.
 UNTIL_SEEN_SECONDS = 10.0
+#: At stop, Events still being sent get this long.
+STOP_GRACE_SECONDS = 2.0
 #: A job waiting on its PodGroup (not watched) reads it again this often, e.g. to see Volcano enqueue it.
 GROUP_RECHECK_SECONDS = 5.0
 
@@ -97,6 +100,8 @@ class _JobState:
     failures: int = 0
     #: A reconcile has started since the controller first saw the job (later ones are debounced).
     reconciled: bool = False
+    #: When the controller first saw the job, among all jobs (dispatch.job_order): its queued work runs in this order.
+    order: int = 0
     pod_create_error: str | None = None
     #: Set by every event of one of the job's pods (read-your-writes after creating them waits on it).
     pods_changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -117,6 +122,13 @@ class JobController:
         #: Parsed jobs by key, with the (uid, resourceVersion) they were parsed from.
         self._views: dict[JobKey, tuple[tuple[str | None, str | None], JobView]] = {}
         self._resync_task: asyncio.Task[None] | None = None
+        #: Work nobody waits for (Events), kept referenced until done.
+        self._background: set[asyncio.Task[None]] = set()
+        #: The threads of reconciles' CPU work (parsing, rendering, deciding), a job's steps ahead of younger jobs':
+        #: a few suffice, the GIL serialises the work anyway; more would only interleave it.
+        self.work = dispatch.PriorityThreadPool(4, "tfjob-reconcile")
+        #: Order in which jobs were first seen: their queued work runs oldest first (tfjob_operator.dispatch).
+        self._orders = itertools.count()
         self.gang_options = GangOptions()
         #: The builtin backend's admission loop (started with the operator).
         self.admission: AdmissionLoop | None = None
@@ -142,8 +154,8 @@ class JobController:
 
     def start(self) -> None:
         """Start the resync loop and the gang admission loop (call from the running event loop)."""
-        # Parsing, rendering and deciding run on worker threads (API calls wait on Kube's own threads): a few
-        # suffice, the GIL serialises the work anyway; more would only interleave it.
+        # Reconciles' CPU work runs on self.work, API calls on Kube's own threads; the default executor serves the
+        # rest (a library's blocking call): a few threads, the GIL serialises the work anyway.
         asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(4, "tfjob-work"))
         self._resync_task = asyncio.create_task(self.resync_forever(), name="tfjob resync")
         # One loop per operator process; only the active replica runs kopf at all (Lease leader election, or one
@@ -171,6 +183,8 @@ class JobController:
             if state.task is not None:
                 state.task.cancel()
             self.forget(key)
+        if self._background:  # Events on their way: a moment to be sent, not a wait on a dead API server
+            await asyncio.wait(self._background, timeout=STOP_GRACE_SECONDS)
 
     def pod_changed(self, key: JobKey, event_type: str, pod: Mapping[str, Any]) -> None:
         """A pod of job `key` changed: tell the admission loop (gated or ended pods), reconcile the job."""
@@ -221,10 +235,16 @@ class JobController:
 
     def trigger(self, key: JobKey) -> None:
         """Reconcile this job soon; many triggers while one runs cause one more run."""
-        state = self._states.setdefault(key, _JobState())
+        state = self._state(key)
         state.dirty = True
         if state.task is None or state.task.done():
             state.task = asyncio.create_task(self._drain(key, state), name=f"reconcile {key[0]}/{key[1]}")
+
+    def _state(self, key: JobKey) -> _JobState:
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = _JobState(order=next(self._orders))
+        return state
 
     def forget(self, key: JobKey) -> None:
         self._views.pop(key, None)
@@ -241,6 +261,8 @@ class JobController:
             state.timer = asyncio.get_running_loop().call_later(delay + 0.05, self.trigger, key)
 
     async def _drain(self, key: JobKey, state: _JobState) -> None:
+        # This task's work (and the tasks and threads it starts) queues in the job's order: oldest job first.
+        dispatch.job_order.set(state.order)
         while state.dirty:
             # Pod events come in bursts (a gang starts together): one reconcile for the burst. A job's first
             # reconcile does not wait: nothing of it is bursting yet, and it creates the pods.
@@ -313,7 +335,7 @@ class JobController:
         # event loop keeps serving every other job's events and API calls meanwhile (issue 15: isolation).
         # One hop for the reading (each hop waits its turn behind every other job's in a burst). The pod index is
         # listed here, on the event loop, which alone updates it.
-        read = await asyncio.to_thread(self._read, key, state, list(self.pods.get(key) or []))
+        read = await dispatch.run_in(self.work, self._read, key, state, list(self.pods.get(key) or []))
         if read is None:
             self.forget(key)
             return None
@@ -327,7 +349,7 @@ class JobController:
             decision = reconcile_budget.fail(view.obj, over, utcnow(), pods, run_policy)
             return _next_delay(await self._act(key, view, decision, state, {}), decision)
         # An over-budget job that has finished is never rendered again (its gang view would render every pod).
-        budget = _TimeBudget(self.settings.reconcile_budget_seconds)
+        budget = _TimeBudget(self.work, self.settings.reconcile_budget_seconds)
         try:
             options = await self._options(view, pods, state, None if over else job, budget)
             decision = await budget.run(reconcile, view, pods, utcnow(), options)
@@ -475,11 +497,12 @@ class JobController:
                 state.held_since = None
                 state.written = (view.uid, new_status)
         state.status = (view.uid, new_status)
-        # Events right after the status they announce, sent alongside the creates rather than before them: under a
-        # burst each request waits its turn for an API thread, and a JobCreated Event ahead of the Service and pods
-        # delayed the pods by a whole turn. They are sent before the slow part ends, so a crash rarely loses one.
-        # Started at once (gather schedules them), so an error below cannot leave them unsent or never awaited.
-        posted = asyncio.gather(*(self._post_event(obj, event, state) for event in decision.of_type(EmitEvent)))
+        # Events right after the status they announce, in the background: the API pool sends them after every
+        # queued create (tfjob_operator.dispatch), and the reconcile does not wait for them (the job's next
+        # reconcile, e.g. its Running status, would wait behind the burst's creates too). Started here, so an error
+        # below cannot leave them unsent.
+        for event in decision.of_type(EmitEvent):
+            self._in_background(self._post_event(obj, event, state))
         for event in decision.of_type(EmitEvent):
             if event.condition == JobConditionType.RUNNING:
                 self.metrics.running(view.status, obj["metadata"].get("creationTimestamp"), utcnow())
@@ -496,11 +519,8 @@ class JobController:
         if annotations:
             await self.kube.annotate_job(namespace, name, annotations, group=group)
             state.annotations = (view.uid, annotations)
-        try:
-            await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
-            await self._create(creates, state)
-        finally:
-            await posted  # _post_event never raises (an Event is a courtesy)
+        await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
+        await self._create(creates, state)
         await self._until_seen(key, state, {c.name for c in creates if c.kind == "Pod"})
         for action in decision.of_type(DeleteJob):
             log.info("deleting TFJob %s/%s: %s", namespace, name, action.reason)
@@ -510,7 +530,7 @@ class JobController:
     async def write_progress(self, key: JobKey, progress: dict[str, Any]) -> bool:
         """Merge-patch status.progress, under the job's reconcile lock so a reconcile's full status write and
         its cached copy keep it. False if the job is gone."""
-        state = self._states.setdefault(key, _JobState())
+        state = self._state(key)
         async with state.lock:
             body = latest(self.jobs.get(key)) or {}
             current = state.status[1] if state.status is not None and state.status[0] == (
@@ -558,6 +578,12 @@ class JobController:
                 raise result
             elif result:
                 self.metrics.pods_created.inc()
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` (which never raises) without waiting for it; :meth:`stop` lets it finish for a moment."""
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _post_event(self, obj: Mapping[str, Any], event: EmitEvent, state: _JobState) -> None:
         now = time.monotonic()
@@ -614,6 +640,7 @@ class _TimeBudget:
     """Seconds one reconcile may spend on CPU work, counted over every step run through it (API waits are not:
     they are the cluster's, and are retried with back-off)."""
 
+    threads: dispatch.PriorityThreadPool
     seconds: float
     spent: float = 0.0
 
@@ -622,7 +649,7 @@ class _TimeBudget:
         thread cannot be stopped; it ends on its own, and the limits of `limits.py` bound how long that takes.)"""
         started = time.monotonic()
         try:
-            return await asyncio.wait_for(asyncio.to_thread(fn, *args), max(self.seconds - self.spent, 0.0))
+            return await asyncio.wait_for(dispatch.run_in(self.threads, fn, *args), max(self.seconds - self.spent, 0.0))
         except TimeoutError:
             raise _OverBudget from None
         finally:

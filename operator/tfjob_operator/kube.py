@@ -19,7 +19,6 @@ retries are off so that nothing retries twice. Create tolerates 409 AlreadyExist
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import logging
 import os
@@ -37,6 +36,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from tfjob_operator import apigroups, constants
+from tfjob_operator.dispatch import PriorityThreadPool, request_key
 from tfjob_operator.times import format_time
 
 log = logging.getLogger(__name__)
@@ -172,14 +172,15 @@ class Kube:
     def __init__(self, api: k8s.ApiClient, retry: RetryPolicy | None = None) -> None:
         self.api = api
         self.retry = retry or RetryPolicy()
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._executor: PriorityThreadPool | None = None
 
-    def _threads(self) -> concurrent.futures.ThreadPoolExecutor:
+    def _threads(self) -> PriorityThreadPool:
         """The threads that wait on the network: their own pool (one per pooled connection), so CPU work that
-        async callers send to the default executor never queues behind a burst of slow requests."""
+        async callers send to the default executor never queues behind a burst of slow requests. Its queue runs
+        creates first, oldest job first (`tfjob_operator.dispatch`)."""
         if self._executor is None:
             size = int(getattr(self.api.configuration, "connection_pool_maxsize", None) or POOL_SIZE)
-            self._executor = concurrent.futures.ThreadPoolExecutor(size, "tfjob-api")
+            self._executor = PriorityThreadPool(size, "tfjob-api")
         return self._executor
 
     def _call(self, method: str, path: str, body: Any, content_type: str,
@@ -221,9 +222,10 @@ class Kube:
     async def request(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
                       query: list[tuple[str, str]] | None = None, ok: frozenset[int] = frozenset()) -> Any:
         """One call with retries, in a worker thread; the decoded body, or None when the status is in `ok`."""
+        key = request_key(method, path)
         for attempt in range(self.retry.attempts):
-            outcome = await asyncio.get_running_loop().run_in_executor(
-                self._threads(), self._attempt, attempt, method, path, body, content_type, query or [], ok)
+            outcome = await asyncio.wrap_future(self._threads().submit_ordered(
+                key, self._attempt, attempt, method, path, body, content_type, query or [], ok))
             if outcome.error is not None:
                 raise outcome.error
             if outcome.retry_in is None:

@@ -6,14 +6,16 @@ leader election all go through it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
+from typing import Any
 
 import pytest
 from operator_harness import free_port
 
 from kubelocal.apiserver.thread import ApiServerThread
 from tfjob_operator import leader
-from tfjob_operator.kube import Kube, KubeError, RetryPolicy, api_client, pods_path
+from tfjob_operator.dispatch import job_order
+from tfjob_operator.kube import MERGE_PATCH, Kube, KubeError, RetryPolicy, api_client, pods_path
 
 QUICK = RetryPolicy(attempts=3, backoff=0.01, max_backoff=1.5, timeout=5.0)
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
@@ -95,3 +97,40 @@ async def test_leader_election_calls_go_through_the_same_layer(server: ApiServer
     with pytest.raises(KubeError):
         await lease_api.get("default", "l")
     await lease_api.close()
+
+
+def test_queued_creates_are_sent_before_queued_releases_and_events_oldest_job_first(server: ApiServerThread) -> None:
+    """Under a burst every call waits for a thread: what a submitted job waits for (its pods) goes first."""
+    api = api_client(server.url)
+    api.configuration.connection_pool_maxsize = 1  # one thread: the order of the queue is the order served
+    kube = Kube(api, QUICK)
+    asyncio.run(kube.create(POD))
+    server.server.faults.delay("GET", r"/pods$", 0.5)  # holds the thread while the others queue
+
+    def pod(name: str) -> dict[str, Any]:
+        return {**POD, "metadata": {"name": name, "namespace": "default"}}
+
+    async def as_job(order: int, call: Awaitable[Any]) -> Any:
+        job_order.set(order)
+        return await call
+
+    async def burst() -> None:
+        started = server.server.handler.started_requests
+        busy = asyncio.ensure_future(kube.request("GET", pods_path("default")))
+        while server.server.handler.started_requests == started:  # until the GET has the thread (for 0.5 s)
+            await asyncio.sleep(0.01)
+        await asyncio.gather(
+            busy,
+            kube.post_event(pod("p"), "Normal", "Released", "gang admitted"),
+            kube.request("PATCH", pods_path("default", "p"), {"metadata": {"labels": {"released": "yes"}}},
+                         content_type=MERGE_PATCH),
+            as_job(2, kube.create(pod("younger"))),
+            as_job(1, kube.create(pod("older"))),
+        )
+
+    asyncio.run(burst())
+    after = [(r.method, r.resource, r.name) for r in server.server.requests if r.method != "GET"][1:]
+    assert after == [("POST", "pods", None), ("POST", "pods", None), ("PATCH", "pods", "p"), ("POST", "events", None)]
+    stored = kube.request_sync("GET", pods_path("default"))["items"]
+    versions = {p["metadata"]["name"]: int(p["metadata"]["resourceVersion"]) for p in stored}
+    assert versions["older"] < versions["younger"]
