@@ -294,7 +294,7 @@ class JobController:
         if view is None:
             return None
         # Only what cannot raise again: the job's parsed run policy and its pods as indexed (no render, no gang).
-        pods = [copy.deepcopy(dict(p)) for p in (self.pods.get(key) or [])]
+        pods = [dict(p) for p in (self.pods.get(key) or [])]
         run_policy = view.job.spec.runPolicy if view.job is not None else None
         decision = reconcile_errors.give_up(view.obj, exc, state.failures, utcnow(), pods, run_policy)
         try:
@@ -325,8 +325,14 @@ class JobController:
         cached = self._views.get(key)
         if cached is not None and version[1] is not None and cached[0] == version:
             return cached[1]
-        view = view_job(copy.deepcopy(dict(body)))
-        self._views[key] = (version, view)
+        # The kept body is the index's private copy (observed.as_kept), which nothing changes: shared, not copied.
+        view = view_job(body)
+        if view.finished:
+            # A finished job is read again only by the resync, its TTL and its pods' clean-up: parsing it then
+            # costs less than keeping a parsed copy of every finished job (thousands, until their TTL).
+            self._views.pop(key, None)
+        else:
+            self._views[key] = (version, view)
         return view
 
     async def reconcile_once(self, key: JobKey, state: _JobState) -> float | None:
@@ -378,7 +384,6 @@ class JobController:
         if not apigroups.managed_here(apigroups.group_of(view.obj), apigroups.manager_of(view.obj),
                                       self.settings.kubeflow_api):
             return ()
-        # Private copies (a gang's pods are big; the event loop serves everyone meanwhile).
         return _with_pod_records(view, store)
 
     async def _options(self, view: JobView, pods: list[dict[str, Any]], state: _JobState,
@@ -678,7 +683,8 @@ def _with_pod_records(view: JobView, store: list[Mapping[str, Any]]
     them itself (it never does unless a resize was refused: the pods record them, no write to the job needed);
     and the annotations to write on the job: the gang size, once a changed spec is refused, so the refusal
     outlives the pods (a whole-gang restart recreates them at the recorded size)."""
-    pods = [copy.deepcopy(dict(p)) for p in store]
+    # Shallow copies: the kept pods are the index's private copies, which nothing changes (observed.as_kept).
+    pods = [dict(p) for p in store]
     job = view.job
     if job is None or job.spec.runPolicy.suspend:
         return view, pods, {}  # suspended, the gang may be resized: only what the job itself says counts

@@ -8,7 +8,8 @@ per reader.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,15 +19,41 @@ from tfjob_operator import apigroups, constants
 from tfjob_operator.api import JobConditionType, TFJob, TFJobStatus
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
+#: Strings up to this length are interned in what the operator keeps (:func:`as_kept`): keys, phases, condition
+#: types, label values and timestamps repeat across thousands of objects; longer ones (a termination message) rarely.
+INTERN_MAX_CHARS = 64
+
 
 def as_kept(body: Mapping[str, Any]) -> dict[str, Any]:
     """What the operator keeps of a watched object (kopf's indices): the body without `metadata.managedFields`,
-    which nothing here reads and which is over a third of a pod (like client-go's TransformStripManagedFields).
-    A shallow copy: the rest is shared with the watch's body, which kopf replaces, never changes."""
+    which nothing here reads and which is over a third of a pod (like client-go's TransformStripManagedFields),
+    rebuilt with its keys and short strings interned. A decoded pod repeats every key ("metadata", "lastTransitionTime")
+    and most values ("True", "Running", its job's labels) as strings of its own: interned, a kept pod takes ~7 KB
+    instead of ~17 KB, and every field stays, equal to the watch's.
+
+    The result is a private copy (kopf keeps the watch's body apart and replaces it on the next event): readers
+    share it without copying and never change it."""
     meta = body.get("metadata") or {}
-    if "managedFields" not in meta:
-        return dict(body)
-    return {**body, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return _compact({**body, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+                    if "managedFields" in meta else dict(body))
+
+
+def _compact(value: Any, _intern: Callable[[str], str] = sys.intern) -> Any:
+    """A JSON value rebuilt with its keys and short strings interned (leaves inline: this runs on every event)."""
+    kind = type(value)
+    if kind is dict:
+        return {_intern(k): (_compact(v) if type(v) in _NESTED else
+                             _intern(v) if type(v) is str and len(v) <= INTERN_MAX_CHARS else v)
+                for k, v in value.items()}
+    if kind is list:
+        return [_compact(v) if type(v) in _NESTED else
+                _intern(v) if type(v) is str and len(v) <= INTERN_MAX_CHARS else v for v in value]
+    if kind is str and len(value) <= INTERN_MAX_CHARS:
+        return _intern(value)
+    return value
+
+
+_NESTED = (dict, list)
 
 
 def latest(store: Any) -> Mapping[str, Any] | None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tfjob_operator import constants
+from tfjob_operator.observed import as_kept
 from tfjob_operator.reconcile import (
     AnnotateJob,
     CreateObject,
@@ -586,3 +587,43 @@ def test_pods_of_a_previous_job_with_the_same_name_are_ignored() -> None:
     stranger["metadata"]["ownerReferences"][0]["uid"] = "uid-of-a-deleted-job"
     creates = reconcile(tfjob(), [stranger], T0).of_type(CreateObject)
     assert [c.name for c in creates if c.kind == "Pod"] == ["j-worker-0", "j-worker-1"]
+
+
+# ---------------------------------------------------------------- what the operator keeps of a body
+
+MANAGED_FIELDS = [{"manager": "kubectl", "operation": "Update", "apiVersion": "v1", "time": at(0),
+                   "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {".": {}}}}}]
+
+
+def watched(body: dict[str, Any]) -> dict[str, Any]:
+    """The body as a watch delivers it: with managedFields, decoded afresh (no string shared with the table)."""
+    out = json.loads(json.dumps(body))
+    out["metadata"]["managedFields"] = MANAGED_FIELDS
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_job_and_pods_as_the_operator_keeps_them_decide_the_same_as_the_watched_bodies(case: Case) -> None:
+    now = T0 + timedelta(seconds=case.now)
+    kept = reconcile(as_kept(watched(case.job)), [as_kept(watched(p)) for p in case.pods], now, case.options)
+    assert kept == reconcile(case.job, case.pods, now, case.options)
+
+
+def test_the_kept_body_is_the_watched_one_without_managed_fields_and_every_other_field_equal() -> None:
+    body = watched(pod("worker-0", "Failed", code=137, reason="OOMKilled", log_tail="x" * 500, restarts=2))
+    body["spec"].update(priority=0, enableServiceLinks=False, overhead=None, tolerations=[
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}])
+    kept = as_kept(body)
+    assert "managedFields" not in kept["metadata"]
+    del body["metadata"]["managedFields"]
+    assert kept == body
+    assert json.dumps(kept) == json.dumps(body)  # same order, same types (False stays False, not 0)
+
+
+def test_kept_bodies_share_their_keys_and_short_strings_but_not_their_containers() -> None:
+    """Thousands of kept pods hold one "lastTransitionTime", one "Running", one copy of their job's name."""
+    first, second = (as_kept(watched(pod(n, disruption="PreemptionByScheduler"))) for n in W2)
+    a, b = first["status"]["conditions"][0], second["status"]["conditions"][0]
+    assert a is not b
+    assert [id(k) for k in a] == [id(k) for k in b]
+    assert a["reason"] is b["reason"] and first["status"]["phase"] is second["status"]["phase"]
