@@ -1,11 +1,12 @@
 """List, then watch, one collection through the official client, handing every change to a callback on the event
 loop: how the admission loop keeps nodes and pods (of any owner) without listing them per pass.
 
-The list replays the collection as ADDED events (and DELETED for objects gone since the last list); the watch then
-resumes from the list's resourceVersion (bookmarks keep it fresh across the server's watch timeouts). A watch the
-server refuses with 410 Gone, or any error, costs one relist after a back-off: `relists` counts them (the loop logs
-them), so a resync is never silent. The watch blocks, so it runs in its own thread; events reach the callback
-through the event loop, in order.
+The list replays the collection as ADDED events (and DELETED for objects gone since the last list), in pages of
+PAGE_SIZE (limit/continue, as client-go's reflector: thousands of pods are never one response decoded at once); the
+watch then resumes from the list's resourceVersion (bookmarks keep it fresh across the server's watch timeouts).
+A watch the server refuses with 410 Gone, or any error, costs one relist after a back-off: `relists` counts them
+(the loop logs them), so a resync is never silent. The watch blocks, so it runs in its own thread; events reach
+the callback through the event loop, in order.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.watch.watch import iter_resp_lines
 
@@ -29,11 +30,14 @@ WATCH_SECONDS = 240
 #: Events decoded but not yet handled by the event loop, at most: when the loop falls behind, the watch thread
 #: waits (the server holds the rest) instead of piling decoded objects up in memory.
 BACKLOG = 256
+#: Objects per list page (client-go's reflector pages by 500 too).
+PAGE_SIZE = 500
 #: Seconds before relisting after a watch error (doubling up to RELIST_MAX_SECONDS).
 RELIST_BACKOFF_SECONDS = 0.5
 RELIST_MAX_SECONDS = 30.0
 
 OnEvent = Callable[[str, Mapping[str, Any]], None]
+T = TypeVar("T")
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -50,11 +54,12 @@ def _identity(obj: Mapping[str, Any]) -> dict[str, Any]:
 class Informer:
     """One collection (`path`, e.g. /api/v1/nodes) kept in step with the server through `on_event(type, obj)`."""
 
-    def __init__(self, kube: Kube, path: str, on_event: OnEvent, *, name: str) -> None:
+    def __init__(self, kube: Kube, path: str, on_event: OnEvent, *, name: str, page_size: int = PAGE_SIZE) -> None:
         self.kube = kube
         self.path = path
         self.on_event = on_event
         self.name = name
+        self.page_size = page_size
         #: Lists after the first (watch expired or failed): each re-reads the whole collection.
         self.relists = 0
         self._keys: dict[str, Mapping[str, Any]] = {}
@@ -67,8 +72,15 @@ class Informer:
     async def start(self) -> None:
         """List (raising KubeError if the server refuses, e.g. 403), deliver it, then watch in a thread."""
         self._loop = asyncio.get_running_loop()
-        body = await self.kube.request("GET", self.path)
-        version = self._replace(body or {})
+        seen: set[str] = set()
+        token = ""
+        while True:
+            body = _stripped_list(await self.kube.request("GET", self.path, query=self._page(token)))
+            self._deliver_page(body, seen)
+            token = str((body.get("metadata") or {}).get("continue") or "")
+            if not token:
+                break
+        version = self._end_list(body, seen)
         self._thread = threading.Thread(target=self._run, args=(version,), name=f"informer {self.name}", daemon=True)
         self._thread.start()
 
@@ -81,16 +93,22 @@ class Informer:
 
     # -------------------------------------------------------- on the event loop
 
-    def _replace(self, body: Mapping[str, Any]) -> str:
-        """A full list: ADDED (or MODIFIED) for every item, DELETED for what is gone; the list's resourceVersion."""
-        items = list(body.get("items") or [])
-        seen = {_key(o): o for o in items}
-        for key in [k for k in self._keys if k not in seen]:
-            self.on_event("DELETED", self._keys.pop(key))
-        for key, obj in seen.items():
+    def _page(self, token: str) -> list[tuple[str, str]]:
+        return [("limit", str(self.page_size)), *([("continue", token)] if token else [])]
+
+    def _deliver_page(self, body: Mapping[str, Any], seen: set[str]) -> None:
+        """One page of a list: ADDED (or MODIFIED) for every item; `seen` collects their keys."""
+        for obj in body.get("items") or []:
+            key = _key(obj)
+            seen.add(key)
             self.on_event("MODIFIED" if key in self._keys else "ADDED", obj)
             self._keys[key] = _identity(obj)
-        return str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _end_list(self, last_page: Mapping[str, Any], seen: set[str]) -> str:
+        """After a list's last page: DELETED for what is gone; the list's resourceVersion (every page has it)."""
+        for key in [k for k in self._keys if k not in seen]:
+            self.on_event("DELETED", self._keys.pop(key))
+        return str((last_page.get("metadata") or {}).get("resourceVersion") or "")
 
     def _deliver(self, event_type: str, obj: Mapping[str, Any]) -> None:
         try:
@@ -129,10 +147,20 @@ class Informer:
                 self._stop.wait(min(RELIST_BACKOFF_SECONDS * 2 ** failures, RELIST_MAX_SECONDS))
 
     def _relist(self) -> str:
-        body = self.kube.request_sync("GET", self.path)
-        self.relists += 1
+        """List again, page by page (an expired continue token, 410, fails the list: the caller lists again)."""
         assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(_call(self._replace, body or {}), self._loop).result(RELIST_MAX_SECONDS)
+        seen: set[str] = set()
+        token = ""
+        while True:
+            body = _stripped_list(self.kube.request_sync("GET", self.path, query=self._page(token)))
+            asyncio.run_coroutine_threadsafe(_call(self._deliver_page, body, seen), self._loop).result(
+                RELIST_MAX_SECONDS)
+            token = str((body.get("metadata") or {}).get("continue") or "")
+            if not token:
+                break
+        self.relists += 1
+        return str(asyncio.run_coroutine_threadsafe(_call(self._end_list, body, seen), self._loop).result(
+            RELIST_MAX_SECONDS))
 
     def _watch(self, version: str) -> str:
         """One watch request, until the server ends it; the last resourceVersion seen."""
@@ -157,7 +185,7 @@ class Informer:
                 if not line:
                     continue
                 event = json.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
+                kind, obj = event.get("type"), _stripped(event.get("object") or {})
                 if kind == "ERROR":
                     if obj.get("code") == 410:
                         raise _Gone
@@ -174,9 +202,25 @@ class Informer:
         return version
 
 
+def _stripped(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object without metadata.managedFields (no callback reads them; a third of a pod), dropped in the watch
+    thread so that events waiting for the event loop do not hold them."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+def _stripped_list(body: Any) -> dict[str, Any]:
+    body = body if isinstance(body, dict) else {}
+    for obj in body.get("items") or []:
+        _stripped(obj)
+    return body
+
+
 class _Gone(Exception):
     """The server no longer has the history the watch asked for (HTTP 410): list again."""
 
 
-async def _call(fn: Callable[..., str], *args: Any) -> str:
+async def _call(fn: Callable[..., T], *args: Any) -> T:
     return fn(*args)
