@@ -17,7 +17,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import copy
-import itertools
 import json
 import logging
 import socket
@@ -100,8 +99,6 @@ class _JobState:
     failures: int = 0
     #: A reconcile has started since the controller first saw the job (later ones are debounced).
     reconciled: bool = False
-    #: When the controller first saw the job, among all jobs (dispatch.job_order): its queued work runs in this order.
-    order: int = 0
     pod_create_error: str | None = None
     #: Set by every event of one of the job's pods (read-your-writes after creating them waits on it).
     pods_changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -124,11 +121,9 @@ class JobController:
         self._resync_task: asyncio.Task[None] | None = None
         #: Work nobody waits for (Events), kept referenced until done.
         self._background: set[asyncio.Task[None]] = set()
-        #: The threads of reconciles' CPU work (parsing, rendering, deciding), a job's steps ahead of younger jobs':
-        #: a few suffice, the GIL serialises the work anyway; more would only interleave it.
+        #: The threads of reconciles' CPU work (parsing, rendering, deciding), a reconcile's steps ahead of later
+        #: reconciles': a few suffice, the GIL serialises the work anyway; more would only interleave it.
         self.work = dispatch.PriorityThreadPool(4, "tfjob-reconcile")
-        #: Order in which jobs were first seen: their queued work runs oldest first (tfjob_operator.dispatch).
-        self._orders = itertools.count()
         self.gang_options = GangOptions()
         #: The builtin backend's admission loop (started with the operator).
         self.admission: AdmissionLoop | None = None
@@ -243,7 +238,7 @@ class JobController:
     def _state(self, key: JobKey) -> _JobState:
         state = self._states.get(key)
         if state is None:
-            state = self._states[key] = _JobState(order=next(self._orders))
+            state = self._states[key] = _JobState()
         return state
 
     def forget(self, key: JobKey) -> None:
@@ -261,8 +256,6 @@ class JobController:
             state.timer = asyncio.get_running_loop().call_later(delay + 0.05, self.trigger, key)
 
     async def _drain(self, key: JobKey, state: _JobState) -> None:
-        # This task's work (and the tasks and threads it starts) queues in the job's order: oldest job first.
-        dispatch.job_order.set(state.order)
         while state.dirty:
             # Pod events come in bursts (a gang starts together): one reconcile for the burst. A job's first
             # reconcile does not wait: nothing of it is bursting yet, and it creates the pods.
@@ -270,6 +263,9 @@ class JobController:
             state.reconciled = True
             state.dirty = False
             async with state.lock:
+                # This reconcile's work (and the tasks and threads it starts) queues by its start: ahead of
+                # later reconciles' (tfjob_operator.dispatch).
+                dispatch.reconcile_started.set(time.monotonic())
                 started = time.perf_counter()
                 try:
                     delay = await self.reconcile_once(key, state)

@@ -1,18 +1,22 @@
-"""The order in which the operator's queued work runs: what a submitted job waits for first, oldest job first.
+"""The order in which the operator's queued work runs in a burst: a reconcile's steps ahead of later
+reconciles', what a job waits for to start ahead of what can wait a moment, and nothing overtaken for long.
 
 In a burst (hundreds of jobs submitted at once) every API call and every piece of CPU work waits its turn for a
-thread. In plain arrival order a job's pod creates queued behind every younger job's Service create, its
-reconcile's second CPU step behind every younger job's first, and all of them behind the gang releases and
-Events of the jobs before: each job's work was spread over the whole burst, so every job finished late. Here a
-queue is ordered by (class, job order, arrival):
+thread. In plain arrival order a job's pod creates queued behind every Service create sent after its own, its
+reconcile's second CPU step behind every later reconcile's first, and all of them behind the status writes and
+Events of the jobs before: each job's work was spread over the whole burst, so every job finished late. Here
+each queued piece of work carries a deadline, and the queue runs the earliest deadline first (arrival among
+equals):
 
-- class: creates (Service, gang objects, pods) before every other call, Events (a courtesy) last;
-- job order: the order in which the controller first saw the job (a context variable its reconcile sets, which
-  the tasks and threads it starts inherit); work of no job (the admission loop, watches) comes first;
-- arrival: first come, first served among equals.
+- CPU work (parse, render, decide) and the creates and gang releases a job waits for to start (a POST, and the
+  PATCH of a pod that releases it): the time the reconcile they belong to started (a context variable
+  its task sets; the tasks and threads it starts inherit it), else the time they were queued;
+- every other call (status writes, deletes, reads): queued time + OTHER_SLACK_SECONDS;
+- Events, a courtesy: queued time + EVENT_SLACK_SECONDS.
 
-Nothing waits on a lower class for ever in practice: the burst that fills the queue with creates ends, and the
-pool serves the rest at once.
+A deadline rather than a strict class order, so nothing starves: a status write or a release is overtaken only by
+work that is at most its slack younger (a release held back behind a whole burst of creates kept the admission
+loop's pass waiting on it, and its job reported Queued meanwhile: an Event and a status write more per job).
 """
 
 from __future__ import annotations
@@ -23,61 +27,79 @@ import contextvars
 import functools
 import heapq
 import itertools
+import re
 import threading
+import time
 from collections.abc import Callable
 from enum import IntEnum
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-#: The order in which the controller first saw the job whose work this is (smaller: older); None: no job's.
-job_order: contextvars.ContextVar[int | None] = contextvars.ContextVar("job_order", default=None)
+#: When the reconcile whose work this is started (time.monotonic()); None: no reconcile's.
+reconcile_started: contextvars.ContextVar[float | None] = contextvars.ContextVar("reconcile_started", default=None)
+
+#: Seconds a status write, delete or read may be overtaken by work queued after it.
+OTHER_SLACK_SECONDS = 0.5
+#: Seconds an Event may be overtaken by work queued after it.
+EVENT_SLACK_SECONDS = 5.0
 
 
 class RequestClass(IntEnum):
-    """An API call's class: smaller runs first."""
+    """What an API call is for, which sets its slack."""
 
-    CREATE = 0
+    START = 0
     OTHER = 1
     EVENT = 2
 
 
-#: Collections whose POSTs are creates a job waits for (everything a reconcile creates but Events).
-_EVENTS_SUFFIX = "/events"
+SLACK_SECONDS = {RequestClass.START: 0.0, RequestClass.OTHER: OTHER_SLACK_SECONDS,
+                 RequestClass.EVENT: EVENT_SLACK_SECONDS}
+
+#: A pod itself (not a subresource): the operator PATCHes one only to release it from the gang's gate.
+_POD = re.compile(r"/pods/[^/]+$")
 
 
 def request_class(method: str, path: str) -> RequestClass:
-    """The class of a call: POST to a collection is a create (an Event, a courtesy, runs last); any other call
-    (status writes, gang releases, deletes, reads) is in between."""
-    if method != "POST":
-        return RequestClass.OTHER
-    return RequestClass.EVENT if path.rstrip("/").endswith(_EVENTS_SUFFIX) else RequestClass.CREATE
+    """A POST is a create a job waits for to start, but an Event's; a PATCH of a pod is a gang release, which it
+    waits for too; any other call (status writes, deletes, reads) is OTHER."""
+    path = path.split("?")[0].rstrip("/")
+    if method == "POST":
+        return RequestClass.EVENT if path.endswith("/events") else RequestClass.START
+    if method == "PATCH" and _POD.search(path):
+        return RequestClass.START
+    return RequestClass.OTHER
 
 
-def request_key(method: str, path: str) -> tuple[int, int]:
-    """The queue key of an API call made now: creates by job order, every other class first come, first served
-    (a release or a status write is as urgent for a young job as for an old one)."""
-    klass = request_class(method, path)
-    return order_key(klass) if klass == RequestClass.CREATE else (klass, 0)
+def deadline(klass: RequestClass, queued: float, started: float | None) -> float:
+    """The queue key of work of this class queued at `queued` by the reconcile started at `started` (None: no
+    reconcile's): START work keeps its reconcile's start, the rest its queued time plus the class's slack."""
+    if klass == RequestClass.START and started is not None:
+        return min(started, queued)
+    return queued + SLACK_SECONDS[klass]
 
 
-def order_key(klass: int = 0) -> tuple[int, int]:
-    """The key of work submitted now in the current context: (class, job order); no job's work sorts first."""
-    order = job_order.get()
-    return klass, -1 if order is None else order
+def request_key(method: str, path: str) -> tuple[float]:
+    """The queue key of an API call queued now, in the current context."""
+    return (deadline(request_class(method, path), time.monotonic(), reconcile_started.get()),)
+
+
+def work_key() -> tuple[float]:
+    """The queue key of CPU work queued now, in the current context: a reconcile's steps keep its start."""
+    return (deadline(RequestClass.START, time.monotonic(), reconcile_started.get()),)
 
 
 #: A queued call: its key, its arrival, its future, the call.
-_Entry = tuple[tuple[int, ...], int, concurrent.futures.Future[Any], Callable[[], Any]]
+_Entry = tuple[tuple[float, ...], int, concurrent.futures.Future[Any], Callable[[], Any]]
 
 
 class PriorityThreadPool(concurrent.futures.Executor):
-    """A thread pool whose queue is ordered by a key (smaller first; equal keys first come, first served) rather
-    than by arrival alone. The key of a submission is `key()` read in the submitter's context (asyncio's
-    run_in_executor and to_thread submit from the calling task, so its context variables count), or the one given
-    to :meth:`submit_ordered`. Threads start on demand up to `size` and stay."""
+    """A thread pool whose queue is ordered by a key (smaller first; equal keys first come, first served), where
+    concurrent.futures' pools serve by arrival alone. The key of a submission is `key()` read in the submitter's
+    context (a task's context variables count), or the one given to :meth:`submit_ordered`. Threads start on
+    demand up to `size` and stay."""
 
-    def __init__(self, size: int, name: str, key: Callable[[], tuple[int, ...]] = order_key) -> None:
+    def __init__(self, size: int, name: str, key: Callable[[], tuple[float, ...]] = work_key) -> None:
         self._size = size
         self._name = name
         self._key = key
@@ -91,7 +113,7 @@ class PriorityThreadPool(concurrent.futures.Executor):
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
         return self.submit_ordered(self._key(), fn, *args, **kwargs)
 
-    def submit_ordered(self, key: tuple[int, ...], fn: Callable[..., T], /, *args: Any,
+    def submit_ordered(self, key: tuple[float, ...], fn: Callable[..., T], /, *args: Any,
                        **kwargs: Any) -> concurrent.futures.Future[T]:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._ready:
@@ -108,7 +130,7 @@ class PriorityThreadPool(concurrent.futures.Executor):
                 thread.start()
         return future
 
-    def pending(self) -> list[tuple[int, ...]]:
+    def pending(self) -> list[tuple[float, ...]]:
         """The keys of the work waiting for a thread, in the order it will run (for tests and diagnosis)."""
         with self._ready:
             return [key for key, *_ in sorted(self._queue, key=lambda item: item[:2])]

@@ -6,6 +6,7 @@ leader election all go through it."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Iterator
 from typing import Any
 
@@ -14,7 +15,7 @@ from operator_harness import free_port
 
 from kubelocal.apiserver.thread import ApiServerThread
 from tfjob_operator import leader
-from tfjob_operator.dispatch import job_order
+from tfjob_operator.dispatch import reconcile_started
 from tfjob_operator.kube import MERGE_PATCH, Kube, KubeError, RetryPolicy, api_client, pods_path
 
 QUICK = RetryPolicy(attempts=3, backoff=0.01, max_backoff=1.5, timeout=5.0)
@@ -99,8 +100,10 @@ async def test_leader_election_calls_go_through_the_same_layer(server: ApiServer
     await lease_api.close()
 
 
-def test_queued_creates_are_sent_before_queued_releases_and_events_oldest_job_first(server: ApiServerThread) -> None:
-    """Under a burst every call waits for a thread: what a submitted job waits for (its pods) goes first."""
+def test_queued_creates_and_releases_overtake_status_writes_and_events_earliest_reconcile_first(
+        server: ApiServerThread) -> None:
+    """Under a burst every call waits for a thread: what a submitted job waits for to start (its pods, their
+    release) overtakes what can wait a moment; a reconcile's creates go before those of one started later."""
     api = api_client(server.url)
     api.configuration.connection_pool_maxsize = 1  # one thread: the order of the queue is the order served
     kube = Kube(api, QUICK)
@@ -110,8 +113,8 @@ def test_queued_creates_are_sent_before_queued_releases_and_events_oldest_job_fi
     def pod(name: str) -> dict[str, Any]:
         return {**POD, "metadata": {"name": name, "namespace": "default"}}
 
-    async def as_job(order: int, call: Awaitable[Any]) -> Any:
-        job_order.set(order)
+    async def in_reconcile(age: float, call: Awaitable[Any]) -> Any:
+        reconcile_started.set(time.monotonic() - age)
         return await call
 
     async def burst() -> None:
@@ -121,16 +124,18 @@ def test_queued_creates_are_sent_before_queued_releases_and_events_oldest_job_fi
             await asyncio.sleep(0.01)
         await asyncio.gather(
             busy,
-            kube.post_event(pod("p"), "Normal", "Released", "gang admitted"),
+            kube.post_event(pod("p"), "Normal", "Created", "created"),
+            in_reconcile(3, kube.request("DELETE", pods_path("default", "p"))),
+            in_reconcile(1, kube.create(pod("later"))),
             kube.request("PATCH", pods_path("default", "p"), {"metadata": {"labels": {"released": "yes"}}},
                          content_type=MERGE_PATCH),
-            as_job(2, kube.create(pod("younger"))),
-            as_job(1, kube.create(pod("older"))),
+            in_reconcile(2, kube.create(pod("earlier"))),
         )
 
     asyncio.run(burst())
     after = [(r.method, r.resource, r.name) for r in server.server.requests if r.method != "GET"][1:]
-    assert after == [("POST", "pods", None), ("POST", "pods", None), ("PATCH", "pods", "p"), ("POST", "events", None)]
+    assert after == [("POST", "pods", None), ("POST", "pods", None), ("PATCH", "pods", "p"), ("DELETE", "pods", "p"),
+                     ("POST", "events", None)]
     stored = kube.request_sync("GET", pods_path("default"))["items"]
     versions = {p["metadata"]["name"]: int(p["metadata"]["resourceVersion"]) for p in stored}
-    assert versions["older"] < versions["younger"]
+    assert versions["earlier"] < versions["later"]
