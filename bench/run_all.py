@@ -72,9 +72,11 @@ class Figure:
 # defaults stay the full-size runs of its docstring. Shares total 885 s, leaving room to stop a bench.
 BENCHES: tuple[Bench, ...] = (
     Bench("worker_metrics", (), 15, "2000 scrapes, 200,000 steps"),
-    Bench("emulator_throughput", (), 30, "1000 objects, 10 watchers"),
-    Bench("gang_replay", ("--png", "{results}/gang_replay.png"), 70,
+    Bench("emulator_throughput", (), 20, "1000 objects, 10 watchers"),
+    Bench("gang_replay", ("--png", "{results}/gang_replay.png"), 55,
           "ITP cluster03 (3,011 jobs) on 64 x 8 GPUs; admission pass 1000 jobs x 1000 nodes"),
+    Bench("taint_manager", ("--pods", "4000", "--window", "5"), 25,
+          "4,000 cached pods, one NoExecute-tainted node, 5 s quiet window"),
     Bench("progress_scale", ("--jobs", "20", "--train", "20"), 70, "20 jobs, progress every 5 s, 20 s training"),
     Bench("local_scale", ("--pods", "10000", "--finished", "2000", "--burst-jobs", "1000", "--plot",
                           "{results}/local_scale.png"), 200,
@@ -108,6 +110,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("local_scale", "total", "local plane: 10,000 gated creates, total", Goal("<=", 10.0, "s")),
     Figure("local_scale", "ratio", "local plane: last / first 500-create bucket", Goal("<=", 1.2)),
     Figure("local_scale", "get_p99_burst_*", "local plane: GET p99 during a burst of pods", Goal("<=", 50.0, "ms")),
+    Figure("taint_manager", "idle_cpu_ms_per_s", "local plane: taint manager idle CPU at 4,000 pods, ms/s"),
     Figure("gang_replay", "admission_pass_g8", "admission pass, 1000 jobs x 1000 nodes (8 GPUs/worker)",
            Goal("<=", 50.0, "ms")),
     Figure("gang_replay", "admission_pass_g1", "admission pass, 1000 jobs x 1000 nodes (1 GPU/worker)",

@@ -60,8 +60,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     print(f"pods cached: {args.pods + args.on_tainted} ({args.on_tainted} on the tainted node)")
     print(f"quiet window: {wall:.1f} s; process CPU {cpu * 1000:.0f} ms = {cpu / wall * 1000:.1f} ms per second")
-    print(f"summary: taint manager idle cost {cpu / wall * 1000:.1f} ms CPU/s at {args.pods} pods "
-          f"(load {load:.2f})")
+    print(f"SUMMARY pods={args.pods} idle_cpu_ms_per_s={cpu / wall * 1000:.1f} load={load:.2f}")
 
 
 if __name__ == "__main__":
