@@ -8,15 +8,16 @@ Events of the jobs before: each job's work was spread over the whole burst, so e
 each queued piece of work carries a deadline, and the queue runs the earliest deadline first (arrival among
 equals):
 
-- CPU work (parse, render, decide) and the creates and gang releases a job waits for to start (a POST, and the
-  PATCH of a pod that releases it): the time the reconcile they belong to started (a context variable
-  its task sets; the tasks and threads it starts inherit it), else the time they were queued;
-- every other call (status writes, deletes, reads): queued time + OTHER_SLACK_SECONDS;
+- CPU work (parse, render, decide) and the creates a job waits for (every POST but an Event's): the time the
+  reconcile they belong to started (a context variable its task sets; the tasks and threads it starts inherit
+  it), else the time they were queued;
+- every other call (gang releases, status writes, deletes, reads): queued time + OTHER_SLACK_SECONDS;
 - Events, a courtesy: queued time + EVENT_SLACK_SECONDS.
 
-A deadline rather than a strict class order, so nothing starves: a status write or a release is overtaken only by
-work that is at most its slack younger (a release held back behind a whole burst of creates kept the admission
-loop's pass waiting on it, and its job reported Queued meanwhile: an Event and a status write more per job).
+A deadline rather than a strict class order, so nothing starves: a release or a status write is overtaken only by
+work that is at most its slack younger (releases held back behind a whole burst of creates kept the admission
+loop's pass waiting on them, and their jobs reported Queued meanwhile: an Event and a status write more per job,
+and Succeeded later).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import contextvars
 import functools
 import heapq
 import itertools
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -39,7 +39,7 @@ T = TypeVar("T")
 #: When the reconcile whose work this is started (time.monotonic()); None: no reconcile's.
 reconcile_started: contextvars.ContextVar[float | None] = contextvars.ContextVar("reconcile_started", default=None)
 
-#: Seconds a status write, delete or read may be overtaken by work queued after it.
+#: Seconds a gang release, status write, delete or read may be overtaken by work queued after it.
 OTHER_SLACK_SECONDS = 0.5
 #: Seconds an Event may be overtaken by work queued after it.
 EVENT_SLACK_SECONDS = 5.0
@@ -56,19 +56,12 @@ class RequestClass(IntEnum):
 SLACK_SECONDS = {RequestClass.START: 0.0, RequestClass.OTHER: OTHER_SLACK_SECONDS,
                  RequestClass.EVENT: EVENT_SLACK_SECONDS}
 
-#: A pod itself (not a subresource): the operator PATCHes one only to release it from the gang's gate.
-_POD = re.compile(r"/pods/[^/]+$")
-
-
 def request_class(method: str, path: str) -> RequestClass:
-    """A POST is a create a job waits for to start, but an Event's; a PATCH of a pod is a gang release, which it
-    waits for too; any other call (status writes, deletes, reads) is OTHER."""
-    path = path.split("?")[0].rstrip("/")
-    if method == "POST":
-        return RequestClass.EVENT if path.endswith("/events") else RequestClass.START
-    if method == "PATCH" and _POD.search(path):
-        return RequestClass.START
-    return RequestClass.OTHER
+    """A POST is a create a job waits for to start, but an Event's; any other call (gang releases, status writes,
+    deletes, reads) is OTHER."""
+    if method != "POST":
+        return RequestClass.OTHER
+    return RequestClass.EVENT if path.split("?")[0].rstrip("/").endswith("/events") else RequestClass.START
 
 
 def deadline(klass: RequestClass, queued: float, started: float | None) -> float:

@@ -27,7 +27,7 @@ from tfjob_operator.dispatch import (
     ("POST", "/api/v1/namespaces/default/services", RequestClass.START),
     ("POST", "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups", RequestClass.START),
     ("POST", "/api/v1/namespaces/default/events", RequestClass.EVENT),
-    ("PATCH", "/api/v1/namespaces/default/pods/j-worker-0", RequestClass.START),  # a gang release
+    ("PATCH", "/api/v1/namespaces/default/pods/j-worker-0", RequestClass.OTHER),  # a gang release
     ("PATCH", "/api/v1/namespaces/default/pods/j-worker-0/status", RequestClass.OTHER),
     ("PATCH", "/apis/tfjob.dev/v1/namespaces/default/tfjobs/j/status", RequestClass.OTHER),
     ("PATCH", "/apis/tfjob.dev/v1/namespaces/default/tfjobs/j", RequestClass.OTHER),
@@ -40,7 +40,7 @@ def test_each_call_has_its_class(method: str, path: str, klass: RequestClass) ->
 
 @pytest.mark.parametrize(("klass", "queued", "started", "key"), [
     (RequestClass.START, 10.0, 8.0, 8.0),  # a reconcile's creates keep its start: ahead of what came since
-    (RequestClass.START, 10.0, None, 10.0),  # the admission loop's releases: when queued
+    (RequestClass.START, 10.0, None, 10.0),  # a create of no reconcile: when queued
     (RequestClass.OTHER, 10.0, 8.0, 10.0 + OTHER_SLACK_SECONDS),  # a status write: overtaken within its slack
     (RequestClass.EVENT, 10.0, 8.0, 10.0 + EVENT_SLACK_SECONDS),
 ])
