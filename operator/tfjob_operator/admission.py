@@ -418,9 +418,7 @@ class AdmissionLoop:
                        gangs: Mapping[str, builtin.QueuedGang]) -> None:
         """One merge PATCH per pod of every admitted gang, all at once; then an Event per gang."""
         metrics = self.host.metrics
-        results = await asyncio.gather(
-            *(self.host.kube.request("PATCH", pods_path(r.namespace, r.pod), r.patch, content_type=MERGE_PATCH)
-              for r in plan.releases), return_exceptions=True)
+        results = await asyncio.gather(*(self._patch_release(r) for r in plan.releases), return_exceptions=True)
         stamp = time.monotonic()
         pods = {(str(gangs[skey].job.namespace), str((p.get("metadata") or {}).get("name"))): p
                 for skey in plan.admitted for p in gangs[skey].pods}
@@ -432,7 +430,7 @@ class AdmissionLoop:
                 log.warning("releasing pod %s/%s to %s failed: %s", release.namespace, release.pod, release.node,
                             result)
                 continue
-            uid = str(((result or {}).get("metadata") or {}).get("uid") or "")
+            uid = result
             if uid:
                 self._released[uid] = (stamp, release.patch)
             pod = pods.get((release.namespace, release.pod))
@@ -461,6 +459,14 @@ class AdmissionLoop:
                 # News only after a wait the Queued condition showed; admitted at once, the gang's pods running
                 # say it (the happy path posts two Events: JobCreated and the outcome).
                 await self._event(objs.get(key), "Normal", "GangAdmitted", message)
+
+    async def _patch_release(self, release: builtin.Release) -> str:
+        """PATCH one pod's release; its uid. Only the uid is kept of the patched pod the server returns: a pass
+        may release thousands of pods, and gathered whole they were all held (managedFields and all) until the
+        last PATCH came back."""
+        patched = await self.host.kube.request("PATCH", pods_path(release.namespace, release.pod), release.patch,
+                                               content_type=MERGE_PATCH)
+        return str(((patched or {}).get("metadata") or {}).get("uid") or "")
 
     async def _time_out(self, plan: builtin.PassPlan, gangs: Mapping[str, builtin.QueuedGang],
                         objs: Mapping[JobKey, Mapping[str, Any]], now: datetime) -> None:
