@@ -43,6 +43,7 @@ from tfjob_operator.kube import (
 )
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import JobView, latest, recorded_on_pods, view_job
+from tfjob_operator.pod_index import PodIndex, job_of
 from tfjob_operator.progress_poll import ProgressPoller
 from tfjob_operator.reconcile import (
     AnnotateJob,
@@ -112,7 +113,11 @@ class JobController:
         self.kube = kube
         self.metrics = metrics
         self.jobs: Mapping[JobKey, Any] = {}
-        self.pods: Mapping[JobKey, Any] = {}
+        #: TFJob pods by job, fed by the pod watch (`watch_pods`); `pods` is how every reader sees it.
+        self.pod_index = PodIndex()
+        self.pods: Mapping[JobKey, Any] = self.pod_index
+        #: The admission loop's watch of every pod feeds the pod index too (builtin backend: one watch, not two).
+        self._pods_from_cluster_watch = False
         self._states: dict[JobKey, _JobState] = {}
         self._ports_in_use: set[int] = set()
         self._ports_indexed = False
@@ -158,7 +163,9 @@ class JobController:
         self.admission = AdmissionLoop(self)
         self.admission.start()
         if self.settings.gang_backend == GangBackendName.BUILTIN:
-            # Capacity is watched from the start (a job naming another backend watches it at its first gang).
+            # Capacity is watched from the start (a job naming another backend watches it at its first gang), and
+            # that watch of every pod feeds the pod index too.
+            self._pods_from_cluster_watch = True
             self.admission.watch_cluster()
         self.progress = ProgressPoller(self, self.settings.progress_interval)
         self.progress.start()
@@ -181,6 +188,29 @@ class JobController:
         if self._background:  # Events on their way: a moment to be sent, not a wait on a dead API server
             await asyncio.wait(self._background, timeout=STOP_GRACE_SECONDS)
 
+    async def watch_pods(self) -> None:
+        """Fill the pod index (the list) before it returns, then follow the watch: call at start-up, before kopf
+        starts its TFJob watch, so no reconcile reads an index that has not been listed (it would create the pods
+        again). Under the builtin gang backend the admission loop's watch of every pod is this one too; otherwise
+        only TFJob pods are watched (label selector), in the watched namespaces."""
+        if self._pods_from_cluster_watch and self.admission is not None:
+            await self.admission.watch_cluster()
+            return
+        paths = [pods_path(namespace) for namespace in self.settings.namespaces] or ["/api/v1/pods"]
+        for path in paths:
+            informer = Informer(self.kube, path, self._index_pod, name=f"TFJob pods ({path})",
+                                selector=constants.LABEL_JOB_NAME)
+            await informer.start()
+            self.informers.append(informer)
+
+    def _index_pod(self, event_type: str, pod: Mapping[str, Any]) -> None:
+        """A pod watch event: a TFJob pod (of a watched namespace) goes into the index, and its job is told."""
+        key = job_of(pod)
+        if key is None or (self.settings.namespaces and key[0] not in self.settings.namespaces):
+            return
+        self.pod_index.apply(key, event_type, pod)
+        self.pod_changed(key, event_type, pod)
+
     def pod_changed(self, key: JobKey, event_type: str, pod: Mapping[str, Any]) -> None:
         """A pod of job `key` changed: tell the admission loop (gated or ended pods), reconcile the job."""
         if self.admission is not None:
@@ -197,6 +227,13 @@ class JobController:
         nodes = Informer(self.kube, "/api/v1/nodes", on_node, name="nodes")
         await nodes.start()
         self.informers.append(nodes)
+        if self._pods_from_cluster_watch:
+            admission_on_pod = on_pod
+
+            def on_pod(event_type: str, pod: Mapping[str, Any]) -> None:
+                self._index_pod(event_type, pod)
+                admission_on_pod(event_type, pod)
+
         pods = Informer(self.kube, "/api/v1/pods", on_pod, name="pods")
         try:
             await pods.start()
@@ -220,13 +257,12 @@ class JobController:
 
     # ------------------------------------------------------------ scheduling
 
-    def bind(self, jobs: Mapping[JobKey, Any], pods: Mapping[JobKey, Any],
-             kubeflow_jobs: Mapping[JobKey, Any] | None = None) -> None:
-        """Remember kopf's live indices (they are passed to handlers only). Kubeflow's `kubeflow.org/v1` TFJobs,
-        when served, join ours in one view: a job is a job, its apiVersion says which API it came through."""
+    def bind(self, jobs: Mapping[JobKey, Any], kubeflow_jobs: Mapping[JobKey, Any] | None = None) -> None:
+        """Remember kopf's live indices of TFJobs (they are passed to handlers only). Kubeflow's `kubeflow.org/v1`
+        TFJobs, when served, join ours in one view: a job is a job, its apiVersion says which API it came
+        through."""
         # ChainMap only reads here; the indices stay live (kopf updates them in place).
         self.jobs = jobs if kubeflow_jobs is None else ChainMap(jobs, kubeflow_jobs)  # type: ignore[arg-type]
-        self.pods = pods
 
     def trigger(self, key: JobKey) -> None:
         """Reconcile this job soon; many triggers while one runs cause one more run."""

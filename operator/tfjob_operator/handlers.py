@@ -51,9 +51,6 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     # which the CRD's structural schema would prune) should a changing handler ever be added.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage()
     settings.persistence.diffbase_storage = NoDiffBase()
-    # kopf's pod watch carries only TFJob pods (server-side selector): other pods would be decoded and dropped by
-    # the handlers' label filter; the admission loop watches every pod for capacity on its own.
-    settings.watching.label_selectors[lambda r: r.group == "" and r.plural == "pods"] = constants.LABEL_JOB_NAME
     settings.peering.priority = ops.priority
     settings.peering.name = ops.peering_name
     metrics = getattr(memo, "metrics", None) or Metrics()
@@ -61,6 +58,9 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     metrics.serve(ops.metrics_port, ops.metrics_host)
     controller = JobController.create(ops, metrics)
     controller.start()
+    # Pods are the controller's own watch (pod_index), listed here: kopf starts its TFJob watch after start-up, so
+    # every reconcile reads a listed pod index.
+    await controller.watch_pods()
     if not ops.standalone and not ops.leader_election:
         log.warning("kopf peering without leader election: a paused replica still runs the gang admission loop; "
                     "set TFJOB_LEADER_ELECTION=true when running several replicas with the builtin gang backend")
@@ -83,12 +83,6 @@ async def tfjobs_by_key(namespace: str | None, name: str, body: kopf.Body, **_: 
     return {(namespace or "default", name): as_kept(body)}
 
 
-@kopf.index("pods", labels={constants.LABEL_JOB_NAME: kopf.PRESENT})
-async def pods_by_job(namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, Any]:
-    """Every pod of a TFJob, by the job's (namespace, name), from the job-name label (as kept: observed.as_kept)."""
-    return {(namespace or "default", labels[constants.LABEL_JOB_NAME]): as_kept(body)}
-
-
 @kopf.on.event(constants.PLURAL, group=constants.GROUP, version=constants.VERSION)
 async def tfjob_event(type: str | None, namespace: str | None, name: str, memo: Any, **kwargs: Any) -> None:
     """A TFJob was listed at start, created or changed: reconcile it (a quiet reconcile writes nothing). A deleted
@@ -102,13 +96,6 @@ async def tfjob_event(type: str | None, namespace: str | None, name: str, memo: 
         controller.job_deleted(key)
     else:
         controller.trigger(key)
-
-
-@kopf.on.event("pods", labels={constants.LABEL_JOB_NAME: kopf.PRESENT})
-async def pod_event(type: str, namespace: str | None, labels: Mapping[str, str], body: kopf.Body, memo: Any,
-                    **kwargs: Any) -> None:
-    """Any change to a pod of a TFJob: reconcile its job (and tell the admission loop of gated or ended pods)."""
-    _bound(memo, kwargs).pod_changed((namespace or "default", labels[constants.LABEL_JOB_NAME]), type, body)
 
 
 def register_kubeflow_api(registry: kopf.OperatorRegistry | None = None) -> None:
@@ -130,5 +117,5 @@ def _bound(memo: Any, kwargs: Mapping[str, Any]) -> JobController:
     controller: JobController | None = getattr(memo, "controller", None)
     if controller is None:
         raise kopf.TemporaryError("the operator is still starting", delay=1)
-    controller.bind(kwargs["tfjobs_by_key"], kwargs["pods_by_job"], kwargs.get("kubeflow_tfjobs_by_key"))
+    controller.bind(kwargs["tfjobs_by_key"], kwargs.get("kubeflow_tfjobs_by_key"))
     return controller

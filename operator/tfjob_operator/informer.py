@@ -54,9 +54,12 @@ def _identity(obj: Mapping[str, Any]) -> dict[str, Any]:
 class Informer:
     """One collection (`path`, e.g. /api/v1/nodes) kept in step with the server through `on_event(type, obj)`."""
 
-    def __init__(self, kube: Kube, path: str, on_event: OnEvent, *, name: str, page_size: int = PAGE_SIZE) -> None:
+    def __init__(self, kube: Kube, path: str, on_event: OnEvent, *, name: str, page_size: int = PAGE_SIZE,
+                 selector: str = "") -> None:
         self.kube = kube
         self.path = path
+        #: A label selector (e.g. "tfjob.dev/job-name": only TFJob pods), for the list and the watch alike.
+        self.selector = selector
         self.on_event = on_event
         self.name = name
         self.page_size = page_size
@@ -94,7 +97,10 @@ class Informer:
     # -------------------------------------------------------- on the event loop
 
     def _page(self, token: str) -> list[tuple[str, str]]:
-        return [("limit", str(self.page_size)), *([("continue", token)] if token else [])]
+        return [*self._selected(), ("limit", str(self.page_size)), *([("continue", token)] if token else [])]
+
+    def _selected(self) -> list[tuple[str, str]]:
+        return [("labelSelector", self.selector)] if self.selector else []
 
     def _deliver_page(self, body: Mapping[str, Any], seen: set[str]) -> None:
         """One page of a list: ADDED (or MODIFIED) for every item; `seen` collects their keys."""
@@ -165,7 +171,8 @@ class Informer:
     def _watch(self, version: str) -> str:
         """One watch request, until the server ends it; the last resourceVersion seen."""
         api = self.kube.api
-        query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(WATCH_SECONDS))]
+        query = [*self._selected(), ("watch", "true"), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", str(WATCH_SECONDS))]
         if version:
             query.append(("resourceVersion", version))
         _, url, headers, _, _ = api.param_serialize("GET", self.path, query_params=query,

@@ -26,14 +26,16 @@ QUICK = py("import time; time.sleep(0.5)")
 def backend(request: pytest.FixtureRequest, cluster: Cluster, tmp_path: Path) -> Iterator[str]:
     start = len(cluster.local.apiserver.requests)
     op = Operator(cluster.kubeconfig, tmp_path / "operator.log", TFJOB_GANG_BACKEND=request.param).start()
-    # Its start-up (discovery, the initial lists) is per operator, not per job: counting begins once it watches.
+    # Its start-up (discovery, the initial lists) is per operator, not per job: counting begins once it watches:
+    # TFJobs through kopf, pods through its own informer (under builtin, the admission loop's watch of every pod,
+    # beside its watch of nodes).
     wait_for(lambda: {r.resource for r in list(cluster.local.apiserver.requests)[start:]
-                      if r.user_agent.startswith("kopf") and r.verb == "watch"} >= {"tfjobs", "pods"},
-             30, what="the operator's watches")
-    if request.param == "builtin":  # and the admission loop's watches of free capacity
-        wait_for(lambda: {r.resource for r in list(cluster.local.apiserver.requests)[start:]
-                          if r.user_agent == kube.USER_AGENT and r.verb == "watch"} >= {"nodes", "pods"},
-                 30, what="the admission loop's watches")
+                      if r.user_agent.startswith("kopf") and r.verb == "watch"} >= {"tfjobs"},
+             30, what="the operator's watch of TFJobs")
+    own = {"nodes", "pods"} if request.param == "builtin" else {"pods"}
+    wait_for(lambda: {r.resource for r in list(cluster.local.apiserver.requests)[start:]
+                      if r.user_agent == kube.USER_AGENT and r.verb == "watch"} >= own,
+             30, what="the operator's own watches")
     yield request.param
     op.stop()
 
@@ -65,8 +67,8 @@ def test_one_job_costs_its_pods_one_service_two_events_and_at_most_three_status_
     # Nothing is written to the job itself: each pod records the gang size and ports; nothing of kopf's.
     assert counts["patch tfjobs"] == 0
     assert counts["patch tfjobs/status"] <= 3  # Running, Succeeded, the last pod counts (Created rides along)
-    # Nothing is read per job: reconcile reads kopf's indices, the builtin admission pass the free capacity it
-    # keeps from its watches of nodes and pods (listed once, at the operator's start).
+    # Nothing is read per job: reconcile reads kopf's index of TFJobs and the operator's of pods, the builtin
+    # admission pass the free capacity it keeps from its watches of nodes and pods (listed once, at start).
     reads = {k: v for k, v in counts.items() if k.startswith(("get ", "list "))}
     assert reads == {}
     assert sum(counts.values()) <= releases + WORKERS + 1 + 2 + 3, counts
