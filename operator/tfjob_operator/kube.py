@@ -177,7 +177,8 @@ class Kube:
     def _threads(self) -> PriorityThreadPool:
         """The threads that wait on the network: their own pool (one per pooled connection), so CPU work that
         async callers send to the default executor never queues behind a burst of slow requests. Its queue runs
-        creates first, oldest job first (`tfjob_operator.dispatch`)."""
+        the earliest deadline first: a reconcile's creates by its start, other calls a moment later
+        (`tfjob_operator.dispatch`)."""
         if self._executor is None:
             size = int(getattr(self.api.configuration, "connection_pool_maxsize", None) or POOL_SIZE)
             self._executor = PriorityThreadPool(size, "tfjob-api")

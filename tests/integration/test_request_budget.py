@@ -59,6 +59,8 @@ def test_one_job_costs_its_pods_one_service_two_events_and_at_most_three_status_
     # The last pod counts reach the status at most a second after the state (counts alone are batched).
     wait_for(lambda: (cluster.status(name).get("replicaStatuses") or {}).get("Worker", {}).get("succeeded")
              == WORKERS, 10, what="the final pod counts in the status")
+    # The Events go out after the status they announce, in the background.
+    cluster.wait_events(name, "JobCreated", "WorkerSucceeded")
     counts = requests_by_verb(cluster, since)
     releases = WORKERS if backend == "builtin" else 0
     assert counts["create pods"] == WORKERS and counts["create services"] == 1
