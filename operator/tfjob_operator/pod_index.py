@@ -14,9 +14,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tfjob_operator import constants
+from tfjob_operator.gang.queue import JobKey
 from tfjob_operator.observed import as_kept
-
-JobKey = tuple[str, str]  # (namespace, name)
 
 
 class PodStore:
