@@ -78,3 +78,15 @@ def test_the_tfjob_crd_pod_limit_rule_holds_with_the_kubernetes_sum_function() -
     assert violations(replicas, {"Worker": {"replicas": 999}, "Chief": {}}) == []
     (found,) = violations(replicas, {"Worker": {"replicas": 1000}, "Chief": {}})
     assert "more than 1000 pods in all" in found[2]
+
+
+def test_a_crd_whose_rule_does_not_compile_is_refused_naming_the_rule(client: kubernetes.client.ApiClient) -> None:
+    crd = _ruled_crd()
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"][1][
+        "rule"] = "self.size =="
+    ext = kubernetes.client.ApiextensionsV1Api(client)
+    status, message = _refusal(ext.create_custom_resource_definition, crd)
+    assert status == 422
+    assert ("spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].rule: "
+            'Invalid value: "self.size ==": compilation failed') in message
+    assert _refusal(ext.read_custom_resource_definition, crd["metadata"]["name"])[0] == 404

@@ -9,6 +9,7 @@ from typing import Any
 
 from . import objects
 from .errors import ApiError, invalid
+from .plugins import cel_rules
 from .registry import ResourceType
 from .schema import Findings, check_object, core_schema, validate_metadata
 from .store import Key
@@ -128,6 +129,8 @@ def crd_errors(crd: dict[str, Any]) -> list[tuple[str, str, str]]:
                     "Required value: must not be empty at the root",
                 )
             )
+        else:
+            errors += cel_rules.compile_errors(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
     return errors
 
 

@@ -6,6 +6,7 @@ message. CEL itself is cel-python's; the Kubernetes list library's `sum()` is ad
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +38,31 @@ FUNCTIONS = {"sum": _sum}
 def _program(rule: str) -> celpy.Runner:
     env = celpy.Environment()
     return env.program(env.compile(rule), functions=FUNCTIONS)
+
+
+def compile_errors(schema: Mapping[str, Any], path: str) -> list[Cause]:
+    """Every rule under `schema` (at `path` in the CRD) that does not compile, as kube-apiserver refuses a CRD
+    whose rules do not compile. Compiling here, at the CRD's write, also keeps the compiled programs (and CEL's
+    parser, built once, which takes a tenth of a second) out of the first custom object's create."""
+    found: list[Cause] = []
+    for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
+        text = rule.get("rule") if isinstance(rule, Mapping) else None
+        if not isinstance(text, str) or not text:
+            found.append((f"{path}.x-kubernetes-validations[{i}].rule", "FieldValueRequired", "Required value"))
+            continue
+        try:
+            _program(text)
+        except celpy.CELParseError as exc:
+            found.append((f"{path}.x-kubernetes-validations[{i}].rule", "FieldValueInvalid",
+                          f"Invalid value: {json.dumps(text)}: compilation failed: {exc}"))
+    for key, child in (schema.get("properties") or {}).items():
+        if isinstance(child, Mapping):
+            found += compile_errors(child, f"{path}.properties[{key}]")
+    for key in ("items", "additionalProperties"):
+        child = schema.get(key)
+        if isinstance(child, Mapping):
+            found += compile_errors(child, f"{path}.{key}")
+    return found
 
 
 def _holds(rule: str, value: Any, old: Any) -> tuple[bool, str]:
