@@ -62,6 +62,19 @@ def test_an_update_by_another_client_owns_the_fields_it_changed(http, core):
     assert resp.json()["message"].endswith(": .data.y")
 
 
+def test_an_updating_manager_owns_what_it_wrote_before_and_now_and_its_entry_time_moves(http, core):
+    core.create_namespaced_config_map("default", {"metadata": {"name": "c"}, "data": {"x": "1"}}, field_manager="w")
+    first = core.patch_namespaced_config_map("c", "default", {"data": {"x": "2"}}, field_manager="w")
+    (entry,) = [e for e in first.metadata.managed_fields if e.manager == "w"]
+    assert set(entry.fields_v1["f:data"]) - {"."} == {"f:x"}
+    again = core.patch_namespaced_config_map("c", "default", {"data": {"x": "3"}}, field_manager="w")
+    (same,) = [e for e in again.metadata.managed_fields if e.manager == "w"]
+    assert same.fields_v1 == entry.fields_v1 and same.time >= entry.time
+    more = core.patch_namespaced_config_map("c", "default", {"data": {"y": "1"}}, field_manager="w")
+    (grown,) = [e for e in more.metadata.managed_fields if e.manager == "w"]
+    assert set(grown.fields_v1["f:data"]) - {"."} == {"f:x", "f:y"}
+
+
 def test_keyed_lists_merge_by_key_across_managers(http):
     dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
            "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {

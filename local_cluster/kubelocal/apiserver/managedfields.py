@@ -283,6 +283,7 @@ def record_update(
         changed = {p for p in new_paths if in_old(p) != in_new(p)}
     kept: list[dict[str, Any]] = []
     mine: set[Path] = set()
+    own: tuple[dict[str, Any], set[Path]] | None = None  # the manager's entry for this operation, and its paths
     for entry in entries(old or {}):
         paths = entry_paths(entry)
         same = (entry.get("manager"), entry.get("operation"), entry.get("subresource")) == (
@@ -292,6 +293,7 @@ def record_update(
         )
         if same:
             mine = paths & new_paths
+            own = (entry, paths)
             continue
         remaining = paths - changed if entry.get("subresource") == subresource else paths
         if remaining:
@@ -303,5 +305,11 @@ def record_update(
         else:
             meta.pop("managedFields", None)
         return
-    kept.append(make_entry(manager, "Update", rt.api_version, mine | changed, subresource))
+    owned = mine | changed
+    if own is not None and own[1] == owned and own[0].get("apiVersion") == rt.api_version:
+        # The same fields again (a status writer's next write): only the time moves. Stored objects are never
+        # mutated, so the new entry shares the old one's fieldsV1 instead of building it again.
+        kept.append({**own[0], "time": objects.timestamp()})
+    else:
+        kept.append(make_entry(manager, "Update", rt.api_version, owned, subresource))
     meta["managedFields"] = kept

@@ -189,7 +189,9 @@ def pod_validation_errors(pod: dict[str, Any]) -> list[tuple[str, str, str]]:
 def pod_update_errors(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
     """Pod spec is immutable except images, deadline, added tolerations, removed scheduling gates and,
     while the pod is still gated, node selector and affinity (Kubernetes ≥1.30)."""
-    old_spec = copy.deepcopy(old.get("spec") or {})
+    if old.get("spec") == new.get("spec"):  # a metadata write (labels, finalizers): the spec is as stored
+        return []
+    old_spec = dict(old.get("spec") or {})  # read, and only its top-level keys popped
     new_spec = copy.deepcopy(new.get("spec") or {})
     default_pod_spec(new_spec)
     errors = []
