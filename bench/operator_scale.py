@@ -2,7 +2,9 @@
 
 Prints p50/p99 of submit → all pods created and submit → Succeeded, the operator's API requests per job by
 verb and resource (from the API server's request log), and the operator's peak RSS. The operator runs as
-`tfjob operator` in its own process, as in production; the pods are real (trivial) processes.
+`tfjob operator` in its own process, as in production; the pods are real (trivial) processes. The control plane
+runs in this process (its request log is read in place); the client that submits and watches runs in a third, as
+a user's kubectl would, so that it does not take the API server's GIL.
 
     .venv/bin/python bench/operator_scale.py [--jobs 100] [--workers 4]
     .venv/bin/python bench/operator_scale.py --sweep 100,250,500,1000 [--plot bench/results/operator_scale.png]
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -26,6 +29,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +60,9 @@ def percentile(values: list[float], q: float) -> float:
 class Watcher(threading.Thread):
     """Records when each pod is first seen and when each job is first Succeeded/Failed (official client watch).
 
-    The control plane runs in this process, so the watcher's own cost is taken from the API server's: each
-    stream resumes from the last resourceVersion (a new stream without one would list every pod again, every
-    5 s) and events stay plain dicts (decoding thousands of pods into the client's models cost seconds)."""
+    Its cost is the API server's too: each stream resumes from the last resourceVersion (a new stream without one
+    would list every pod again, every 5 s) and events stay plain dicts (decoding thousands of pods into the
+    client's models cost seconds)."""
 
     def __init__(self, api: client.ApiClient, kind: str) -> None:
         super().__init__(daemon=True)
@@ -119,6 +123,61 @@ def peak_rss(pid: int, stop: threading.Event, out: list[int]) -> None:
 
 
 @dataclass
+class Measured:
+    """What the measuring client saw (monotonic seconds, comparable across processes)."""
+
+    submitted: dict[str, float]
+    first_seen: dict[str, float]
+    finished: dict[str, tuple[float, str]]
+    reasons: collections.Counter[str]
+    submit_seconds: float
+    total_seconds: float
+    peak_rss: int
+
+
+def measure(kubeconfig: str, jobs: int, workers: int, timeout: float, operator_pid: int, conn: Connection) -> None:
+    """The measuring client, in its own process: opens the watches and says so, submits the jobs when told, waits
+    for them to finish (or `timeout`), sends back what it saw, and samples the operator's RSS until told to stop."""
+    api = config.new_client_from_config(kubeconfig)
+    api.user_agent = BENCH_UA
+    pods_w, jobs_w = Watcher(api, "pods"), Watcher(api, "tfjobs")
+    pods_w.start()
+    jobs_w.start()
+    rss: list[int] = []
+    stop_rss = threading.Event()
+    threading.Thread(target=peak_rss, args=(operator_pid, stop_rss, rss), daemon=True).start()
+    custom = client.CustomObjectsApi(api)
+    conn.send("ready")
+    conn.recv()
+    submitted: dict[str, float] = {}
+    template = {"spec": {"containers": [{"name": "tensorflow", "image": "local", "command": ["true"]}]}}
+    started = time.monotonic()
+    for i in range(jobs):
+        name = f"bench-{i:03d}"
+        body = {
+            "apiVersion": "tfjob.dev/v1",
+            "kind": "TFJob",
+            "metadata": {"name": name},
+            "spec": {
+                "tfReplicaSpecs": {"Worker": {"replicas": workers, "restartPolicy": "ExitCode", "template": template}}
+            },
+        }
+        submitted[name] = time.monotonic()
+        custom.create_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", body)
+    submit_seconds = time.monotonic() - started
+    deadline = started + timeout
+    while len(jobs_w.finished) < jobs and time.monotonic() < deadline:
+        time.sleep(0.2)
+    total_seconds = time.monotonic() - started
+    pods_w.stop = jobs_w.stop = True
+    conn.send("done")
+    conn.recv()  # the operator's clean-up after the jobs counts towards its peak RSS too
+    stop_rss.set()
+    conn.send(Measured(submitted, dict(pods_w.first_seen), dict(jobs_w.finished), jobs_w.reasons, submit_seconds,
+                       total_seconds, max(rss, default=0)))
+
+
+@dataclass
 class Result:
     """One run's figures (seconds, requests per job, MiB)."""
 
@@ -164,6 +223,7 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
             "TFJOB_GANG_BACKEND": gang,
         }
         log = (workdir / "operator.log").open("wb")
+        operator_started = time.monotonic()
         operator = subprocess.Popen(
             [sys.executable, "-m", "tfjob_operator.cli", "operator"],
             env=env,
@@ -173,16 +233,15 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
         )
         # The operator has its own session, so a bench stopped by Ctrl-C (or bench/run_all.py) must end it here.
         try:
-            rss: list[int] = []
-            stop_rss = threading.Event()
-            threading.Thread(target=peak_rss, args=(operator.pid, stop_rss, rss), daemon=True).start()
-            api = config.new_client_from_config(str(kubeconfig))
-            api.user_agent = BENCH_UA
-            pods_w, jobs_w = Watcher(api, "pods"), Watcher(api, "tfjobs")
-            pods_w.start()
-            jobs_w.start()
-            custom = client.CustomObjectsApi(api)
-            time.sleep(3)  # let the operator start its watches (its start-up is not what is measured)
+            # The measuring client (submitter, watchers, RSS sampler) is its own process, as a user's kubectl is:
+            # in this one it would take the GIL from the API server it measures.
+            ctx = multiprocessing.get_context("spawn")
+            ours, theirs = ctx.Pipe()
+            measurer = ctx.Process(target=measure, args=(str(kubeconfig), jobs, workers, timeout, operator.pid, theirs),
+                                   daemon=True)
+            measurer.start()
+            ours.recv()  # its watches are open
+            time.sleep(max(0.0, 3.0 - (time.monotonic() - operator_started)))  # the operator's start is not measured
             spy = None
             if profile:
                 spy = subprocess.Popen(
@@ -190,35 +249,16 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
                      "--format", "raw", "--rate", "50", "-o", str(profile)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             first_request = len(cluster.apiserver.requests)
-            submitted: dict[str, float] = {}
-            template = {"spec": {"containers": [{"name": "tensorflow", "image": "local", "command": ["true"]}]}}
-            started = time.monotonic()
-            for i in range(jobs):
-                name = f"bench-{i:03d}"
-                body = {
-                    "apiVersion": "tfjob.dev/v1",
-                    "kind": "TFJob",
-                    "metadata": {"name": name},
-                    "spec": {
-                        "tfReplicaSpecs": {
-                            "Worker": {"replicas": workers, "restartPolicy": "ExitCode", "template": template}
-                        }
-                    },
-                }
-                submitted[name] = time.monotonic()
-                custom.create_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", body)
-            submit_seconds = time.monotonic() - started
-            deadline = started + timeout
-            while len(jobs_w.finished) < jobs and time.monotonic() < deadline:
-                time.sleep(0.2)
-            total_seconds = time.monotonic() - started
+            ours.send("go")
+            ours.recv()  # every job finished, or the timeout
             time.sleep(2)  # requests that follow success (clean-up) belong to the job too
             records = list(cluster.apiserver.requests)[first_request:]
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(30)
-            stop_rss.set()
-            pods_w.stop = jobs_w.stop = True
+            ours.send("stop")
+            seen: Measured = ours.recv()
+            measurer.join(10)
         finally:
             os.killpg(operator.pid, signal.SIGTERM)
             try:
@@ -230,13 +270,13 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
     teardown = time.monotonic() - teardown_started
 
     created, done = [], []
-    states = collections.Counter(state for _, state in jobs_w.finished.values())
-    for name, t0 in submitted.items():
-        pod_times = [t for pod, t in pods_w.first_seen.items() if pod.startswith(f"{name}-")]
+    states = collections.Counter(state for _, state in seen.finished.values())
+    for name, t0 in seen.submitted.items():
+        pod_times = [t for pod, t in seen.first_seen.items() if pod.startswith(f"{name}-")]
         if len(pod_times) >= workers:
             created.append(max(pod_times) - t0)
-        if jobs_w.finished.get(name, (0.0, ""))[1] == "Succeeded":
-            done.append(jobs_w.finished[name][0] - t0)
+        if seen.finished.get(name, (0.0, ""))[1] == "Succeeded":
+            done.append(seen.finished[name][0] - t0)
     by_verb: collections.Counter[str] = collections.Counter()
     for r in records:
         if r.user_agent.startswith(("tfjob-operator", "kopf")):
@@ -252,8 +292,9 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
         f"operator_scale: {n} TFJobs x {workers} workers (pods exit 0 at once), local control plane, "
         f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
-    print(f"  submitted in {submit_seconds:.1f}s; all finished after {total_seconds:.1f}s; states {dict(states)}")
-    for reason, count in jobs_w.reasons.most_common(3):
+    print(f"  submitted in {seen.submit_seconds:.1f}s; all finished after {seen.total_seconds:.1f}s; "
+          f"states {dict(states)}")
+    for reason, count in seen.reasons.most_common(3):
         print(f"  Failed: {count} x {reason}")
     print(
         f"  submit -> all pods created: p50 {percentile(created, 50):.2f}s  p99 {percentile(created, 99):.2f}s  "
@@ -277,10 +318,10 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
     goal = 2 * w + 6 if builtin else w + 6
     print(f"    {'total':<40} {total:6.2f}   {goal:6d}  (without clean-up deletes of cleanPodPolicy Running, "
           f"racing pods that exit at once: {total - cleanup:.2f})")
-    peak = max(rss) / 2**20 if rss else float("nan")
+    peak = seen.peak_rss / 2**20 if seen.peak_rss else float("nan")
     print(f"  operator peak RSS: {peak:.0f} MiB; control plane and pods torn down in {teardown:.1f} s", flush=True)
     return Result(n, w, percentile(created, 50), percentile(created, 99), percentile(done, 50),
-                  percentile(done, 99), total, goal, peak, states.get("Succeeded", 0), total_seconds)
+                  percentile(done, 99), total, goal, peak, states.get("Succeeded", 0), seen.total_seconds)
 
 
 def plot(results: list[Result], path: Path) -> None:
