@@ -1,6 +1,7 @@
 """Throughput of the tfjob_worker runtime vs the same plain hand-written tf-keras script; and recovery time.
 
-Runs, interleaved (ours, plain, ours, plain, ...) so that the shared machine's load falls on both alike:
+Runs, interleaved in pairs of alternating order (ours, plain, plain, ours, ...) so that the shared machine's load
+falls on both alike:
   1. a real step: a small conv net on the digits upscaled to 32x32 (bench/convnet.py; >= 20 ms a step on 2
      cores), 1 worker: median, min and max of examples/s over the repeats, and of the pairwise ratio;
   2. recovery: `tfjob local --kill-worker-after 0` and the split of worker SIGKILL -> resumed training
@@ -192,14 +193,15 @@ def ours(model: str, workers: int, epochs: int, steps: int, batch: int, runtime_
 
 def interleaved(model: str, workers: int, repeats: int, epochs: int, steps: int, batch: int,
                 runtime_path: Path) -> Runs:
+    """Pairs in alternating order (ours then plain, plain then ours, ...): a drift in the machine's load, or the
+    second run of a pair finding warmer caches, then falls on both sides alike instead of on one."""
     runs = Runs()
-    for _ in range(repeats):
-        rate, wall = ours(model, workers, epochs, steps, batch, runtime_path)
-        runs.ours.append(rate)
-        runs.ours_wall.append(wall)
-        rate, wall = plain(model, workers, epochs, steps, batch, runtime_path)
-        runs.plain.append(rate)
-        runs.plain_wall.append(wall)
+    for repeat in range(repeats):
+        sides = [(ours, runs.ours, runs.ours_wall), (plain, runs.plain, runs.plain_wall)]
+        for run, rates, walls in sides if repeat % 2 == 0 else sides[::-1]:
+            rate, wall = run(model, workers, epochs, steps, batch, runtime_path)
+            rates.append(rate)
+            walls.append(wall)
     return runs
 
 
@@ -271,16 +273,26 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"needs a whole number >= 1 (each stage runs at least once), not {text!r}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved runs of each on the conv net")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=30, help="steps per epoch on the conv net")
-    parser.add_argument("--batch", type=int, default=32, help="batch per replica")
-    parser.add_argument("--mlp-repeats", type=int, default=1)
-    parser.add_argument("--mlp-steps", type=int, default=200)
-    parser.add_argument("--mwms-repeats", type=int, default=2)
-    parser.add_argument("--mwms-steps", type=int, default=15)
+    parser.add_argument("--repeats", type=at_least_one, default=5, help="interleaved runs of each on the conv net")
+    parser.add_argument("--epochs", type=at_least_one, default=4)
+    parser.add_argument("--steps", type=at_least_one, default=30, help="steps per epoch on the conv net")
+    parser.add_argument("--batch", type=at_least_one, default=32, help="batch per replica")
+    parser.add_argument("--mlp-repeats", type=at_least_one, default=1)
+    parser.add_argument("--mlp-steps", type=at_least_one, default=200)
+    parser.add_argument("--mwms-repeats", type=at_least_one, default=2)
+    parser.add_argument("--mwms-steps", type=at_least_one, default=15)
     parser.add_argument("--no-recovery", action="store_true", help="skip the tfjob local kill-and-resume run")
     parser.add_argument("--plot", type=Path, default=None, help="write a PNG: throughput per repeat, recovery split")
     parser.add_argument("--runtime", type=Path, default=REPO / "worker_image",
