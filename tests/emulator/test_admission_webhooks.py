@@ -23,6 +23,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from polling import wait_for
 
 from kubelocal.pki import new_ca
 
@@ -272,3 +273,31 @@ def test_mutating_then_validating_webhooks_each_judge_a_generated_name_create_on
     judged = validating["request"]["object"]["metadata"]
     assert (judged["name"], judged["uid"]) == (created.metadata.name, created.metadata.uid)
     assert [cm.metadata.name for cm in core.list_namespaced_config_map("default").items] == [created.metadata.name]
+
+
+def test_a_deleted_crd_takes_its_objects_with_it_past_a_webhook_that_refuses_their_deletion(
+        client, custom, widgets, admission, hook: Hook) -> None:
+    """As kube-apiserver's CRD cleanup deletes from storage (no admission): a webhook refusing users' deletes of
+    widgets neither blocks nor is asked about the deletion of the widgets' CRD."""
+    custom.create_namespaced_custom_object("emulator.test", "v1", "default", "widgets", {
+        "apiVersion": "emulator.test/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": "small"}})
+    hook.answer = lambda review: {"allowed": False, "status": {"code": 403, "message": "widgets stay"}}
+    rules = [{"operations": ["DELETE"], "apiGroups": ["emulator.test"], "apiVersions": ["v1"],
+              "resources": ["widgets"]}]
+    admission.create_validating_webhook_configuration(_config("ValidatingWebhookConfiguration", hook, rules=rules))
+    status, message = _refusal(custom.delete_namespaced_custom_object, "emulator.test", "v1", "default", "widgets",
+                               "w")
+    assert status == 403 and "widgets stay" in message
+    asked = len(hook.seen)
+    ext = kubernetes.client.ApiextensionsV1Api(client)
+    ext.delete_custom_resource_definition("widgets.emulator.test")
+
+    def crd_gone() -> bool:
+        try:
+            ext.read_custom_resource_definition("widgets.emulator.test")
+        except kubernetes.client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_for(crd_gone, timeout=20, what="the CRD deleted with its widget")
+    assert len(hook.seen) == asked

@@ -100,18 +100,21 @@ def delete(
     opts: Mapping[str, Any],
     *,
     user: UserInfo = ADMIN,
+    admit: bool = True,
 ) -> tuple[dict[str, Any], bool]:
-    """Delete per Kubernetes rules; returns (object, removed-from-storage)."""
+    """Delete per Kubernetes rules; returns (object, removed-from-storage). `admit=False` is the storage's
+    delete without the admission chain, as kube-apiserver's own CRD cleanup calls it."""
     old = ctx.store.get(rt.key, ns, name)
     if old is None:
         raise not_found(rt.group, rt.plural, name)
     check_preconditions(rt, old, opts)
     dry_run = "All" in (opts.get("dryRun") or [])
-    admission = AdmissionRequest(
-        Operation.DELETE, rt, ns, name, None, old=old, dry_run=dry_run, options=opts, user=user
-    )
-    ctx.admission.admit(admission)
-    ctx.admission.validate(admission)
+    if admit:
+        admission = AdmissionRequest(
+            Operation.DELETE, rt, ns, name, None, old=old, dry_run=dry_run, options=opts, user=user
+        )
+        ctx.admission.admit(admission)
+        ctx.admission.validate(admission)
     meta = old["metadata"]
     policy = opts.get("propagationPolicy") or "Background"
     finalizers = list(meta.get("finalizers") or [])
