@@ -301,3 +301,38 @@ def test_a_deleted_crd_takes_its_objects_with_it_past_a_webhook_that_refuses_the
 
     wait_for(crd_gone, timeout=20, what="the CRD deleted with its widget")
     assert len(hook.seen) == asked
+
+
+def _pod(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}}
+
+
+def test_an_eviction_is_judged_by_webhooks_on_evictions_and_not_by_those_on_pod_deletes(
+        core, admission, hook: Hook) -> None:
+    """As kube's eviction subresource: the webhook sees a CREATE of pods/eviction whose object is the Eviction; a
+    refusal leaves the pod as it was. The pod is then deleted from storage, past a webhook refusing pod deletes."""
+    core.create_namespaced_pod("default", _pod("p"))
+    hook.answer = lambda review: ({"allowed": False, "status": {"code": 429, "message": "not during training"}}
+                                  if review["request"].get("subResource") == "eviction" else {"allowed": True})
+    rules = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/eviction"]}]
+    admission.create_validating_webhook_configuration(_config("ValidatingWebhookConfiguration", hook, rules=rules))
+    eviction = {"metadata": {"name": "p", "namespace": "default"}, "deleteOptions": {"gracePeriodSeconds": 0}}
+    status, message = _refusal(core.create_namespaced_pod_eviction, "p", "default", eviction)
+    assert status == 429 and "not during training" in message
+    (review,) = [r["request"] for r in hook.seen]
+    assert (review["kind"]["kind"], review["resource"]["resource"], review["subResource"], review["operation"]) == (
+        "Eviction", "pods", "eviction", "CREATE")
+    assert review["object"]["deleteOptions"] == {"gracePeriodSeconds": 0}
+    untouched = core.read_namespaced_pod("p", "default")
+    assert untouched.metadata.deletion_timestamp is None
+    assert not [c for c in untouched.status.conditions or [] if c.type == "DisruptionTarget"]
+
+    admission.delete_validating_webhook_configuration("test-hooks")
+    hook.answer = lambda review: {"allowed": False, "status": {"code": 403, "message": "pods stay"}}
+    rules = [{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]
+    admission.create_validating_webhook_configuration(_config("ValidatingWebhookConfiguration", hook, rules=rules))
+    assert _refusal(core.delete_namespaced_pod, "p", "default")[0] == 403
+    asked = len(hook.seen)
+    core.create_namespaced_pod_eviction("p", "default", eviction)
+    assert _refusal(core.read_namespaced_pod, "p", "default")[0] == 404  # gracePeriodSeconds 0: gone at once
+    assert len(hook.seen) == asked

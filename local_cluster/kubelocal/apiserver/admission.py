@@ -69,6 +69,8 @@ class AdmissionRequest:
     options: Mapping[str, Any] = field(default_factory=dict)  # query parameters or DeleteOptions
     user: UserInfo = ADMIN
     warnings: list[str] = field(default_factory=list)
+    # (group, version, kind) of `obj` when a subresource has its own kind (pods/eviction: policy/v1 Eviction)
+    kind: tuple[str, str, str] | None = None
 
 
 @runtime_checkable

@@ -11,6 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from . import objects
+from .admission import AdmissionRequest, Operation
 from .codec import truthy
 from .errors import ApiError, invalid, success_status
 from .faults import RECORD, LogSource
@@ -121,9 +122,17 @@ def pod_binding(ctx: RestContext, rt: ResourceType, ns: str | None, name: str, b
 
 
 def pod_eviction(ctx: RestContext, rt: ResourceType, ns: str | None, name: str, body: Any) -> dict[str, Any]:
-    """POST pods/{name}/eviction: mark the pod DisruptionTarget, then delete it with the given options."""
+    """POST pods/{name}/eviction, as kube's EvictionREST: the Eviction is admitted (CREATE pods/eviction, so
+    webhooks on evictions judge it), then the pod is marked DisruptionTarget and deleted from storage with the
+    Eviction's options, without the pod DELETE's admission."""
     pod = ctx.get_stored(rt, ns, name).obj
-    opts = (body or {}).get("deleteOptions") or {}
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", **(body if isinstance(body, dict) else {})}
+    eviction["metadata"] = {**(eviction.get("metadata") or {}), "name": name, "namespace": ns}
+    admission = AdmissionRequest(Operation.CREATE, rt, ns, name, eviction, subresource="eviction",
+                                 kind=("policy", "v1", "Eviction"))
+    ctx.admission.admit(admission)
+    ctx.admission.validate(admission)
+    opts = (admission.obj or eviction).get("deleteOptions") or {}
     if not objects.pod_is_terminal(pod) and not pod["metadata"].get("deletionTimestamp"):
         new = copy.deepcopy(pod)
         status = new.setdefault("status", {})
@@ -139,5 +148,5 @@ def pod_eviction(ctx: RestContext, rt: ResourceType, ns: str | None, name: str, 
             },
         )
         ctx.store.write(rt.key, new)
-    delete(ctx, rt, ns, name, opts)
+    delete(ctx, rt, ns, name, opts, admit=False)
     return success_status()

@@ -224,7 +224,8 @@ class AdmissionWebhooks:
 
     def _review(self, request: AdmissionRequest) -> dict[str, Any]:
         rt = request.rt
-        kind = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+        group, version, name = request.kind or (rt.group, rt.version, rt.kind)
+        kind = {"group": group, "version": version, "kind": name}
         resource = {"group": rt.group, "version": rt.version, "resource": rt.plural}
         body: dict[str, Any] = {
             "uid": str(uuid.uuid4()), "kind": kind, "resource": resource, "requestKind": kind,
