@@ -90,3 +90,19 @@ def test_a_crd_whose_rule_does_not_compile_is_refused_naming_the_rule(client: ku
     assert ("spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].rule: "
             'Invalid value: "self.size ==": compilation failed') in message
     assert _refusal(ext.read_custom_resource_definition, crd["metadata"]["name"])[0] == 404
+
+
+def test_a_crd_whose_rule_uses_the_optional_syntax_installs_and_its_other_rules_still_hold(
+        client: kubernetes.client.ApiClient) -> None:
+    """`self.?field` is valid Kubernetes CEL (1.29+) that cel-python cannot parse: the CRD installs as on a
+    cluster, objects are accepted (that rule is not enforced here, and the server's log says so), and the CRD's
+    other rules are still enforced."""
+    crd = _ruled_crd()
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"].append(
+        {"rule": "self.?maxReplicas.orValue(0) <= 100", "message": "at most 100"})
+    kubernetes.client.ApiextensionsV1Api(client).create_custom_resource_definition(crd)
+    custom = kubernetes.client.CustomObjectsApi(client)
+    custom.create_namespaced_custom_object(G, V, "default", "widgets", _widget("w", replicas=1, maxReplicas=2))
+    status, message = _refusal(custom.create_namespaced_custom_object, G, V, "default", "widgets",
+                               _widget("x", replicas=5, maxReplicas=2))
+    assert status == 422 and "replicas must not exceed maxReplicas" in message

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +18,7 @@ from celpy import celtypes
 from ..admission import AdmissionRequest, Operation
 from ..errors import invalid
 
+log = logging.getLogger(__name__)
 Cause = tuple[str, str, str]
 _MISSING = object()
 
@@ -32,6 +35,22 @@ def _sum(values: Any) -> Any:
 
 
 FUNCTIONS = {"sum": _sum}
+
+
+#: Kubernetes CEL's optional syntax (`self.?field`, `self[?key]`: the optional library, Kubernetes 1.29+), which
+#: cel-python's grammar does not parse. Such a rule is valid on a cluster, so its CRD is accepted here too and the
+#: rule is not enforced (said once in the server's log), rather than refusing the CRD or every object.
+_OPTIONAL_SYNTAX = re.compile(r"\.\?|\[\?")
+
+
+@functools.lru_cache(maxsize=512)
+def _unenforced(rule: str) -> bool:
+    """Whether `rule`, which cel-python could not parse, is beyond it rather than wrong (logged once per rule)."""
+    if not _OPTIONAL_SYNTAX.search(rule):
+        return False
+    log.warning("CRD validation rule not enforced by the local API server (CEL optional syntax, which cel-python "
+                "does not parse): %s", rule)
+    return True
 
 
 @functools.lru_cache(maxsize=512)
@@ -53,6 +72,8 @@ def compile_errors(schema: Mapping[str, Any], path: str) -> list[Cause]:
         try:
             _program(text)
         except celpy.CELParseError as exc:
+            if _unenforced(text):
+                continue
             found.append((f"{path}.x-kubernetes-validations[{i}].rule", "FieldValueInvalid",
                           f"Invalid value: {json.dumps(text)}: compilation failed: {exc}"))
     for key, child in (schema.get("properties") or {}).items():
@@ -73,6 +94,8 @@ def _holds(rule: str, value: Any, old: Any) -> tuple[bool, str]:
     try:
         result = _program(rule).evaluate(activation)
     except celpy.CELParseError as exc:
+        if _unenforced(rule):
+            return True, ""
         return False, f"compilation failed: {exc}"
     except celpy.CELEvalError as exc:
         return False, f"evaluation error: {exc.args[0] if exc.args else exc}"
