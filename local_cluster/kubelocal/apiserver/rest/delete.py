@@ -103,7 +103,7 @@ def delete(
     admit: bool = True,
 ) -> tuple[dict[str, Any], bool]:
     """Delete per Kubernetes rules; returns (object, removed-from-storage). `admit=False` is the storage's
-    delete without the admission chain, as kube-apiserver's own CRD cleanup calls it."""
+    delete without the admission chain, as kube-apiserver's CRD cleanup and eviction call it."""
     old = ctx.store.get(rt.key, ns, name)
     if old is None:
         raise not_found(rt.group, rt.plural, name)
