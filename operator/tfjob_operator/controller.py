@@ -113,11 +113,8 @@ class JobController:
         self.kube = kube
         self.metrics = metrics
         self.jobs: Mapping[JobKey, Any] = {}
-        #: TFJob pods by job, fed by the pod watch (`watch_pods`); `pods` is how every reader sees it.
-        self.pod_index = PodIndex()
-        self.pods: Mapping[JobKey, Any] = self.pod_index
-        #: The admission loop's watch of every pod feeds the pod index too (builtin backend: one watch, not two).
-        self._pods_from_cluster_watch = False
+        #: TFJob pods by job, fed by the pod watch (`watch_pods`).
+        self.pods = PodIndex()
         self._states: dict[JobKey, _JobState] = {}
         self._ports_in_use: set[int] = set()
         self._ports_indexed = False
@@ -165,7 +162,6 @@ class JobController:
         if self.settings.gang_backend == GangBackendName.BUILTIN:
             # Capacity is watched from the start (a job naming another backend watches it at its first gang), and
             # that watch of every pod feeds the pod index too.
-            self._pods_from_cluster_watch = True
             self.admission.watch_cluster()
         self.progress = ProgressPoller(self, self.settings.progress_interval)
         self.progress.start()
@@ -188,12 +184,18 @@ class JobController:
         if self._background:  # Events on their way: a moment to be sent, not a wait on a dead API server
             await asyncio.wait(self._background, timeout=STOP_GRACE_SECONDS)
 
+    @property
+    def _one_pod_watch(self) -> bool:
+        """Whether the admission loop's watch of every pod (builtin backend, started with the operator) feeds the
+        pod index too: one watch, not two."""
+        return self.settings.gang_backend == GangBackendName.BUILTIN
+
     async def watch_pods(self) -> None:
         """Fill the pod index (the list) before it returns, then follow the watch: call at start-up, before kopf
         starts its TFJob watch, so no reconcile reads an index that has not been listed (it would create the pods
         again). Under the builtin gang backend the admission loop's watch of every pod is this one too; otherwise
         only TFJob pods are watched (label selector), in the watched namespaces."""
-        if self._pods_from_cluster_watch and self.admission is not None:
+        if self._one_pod_watch and self.admission is not None:
             await self.admission.watch_cluster()
             return
         paths = [pods_path(namespace) for namespace in self.settings.namespaces] or ["/api/v1/pods"]
@@ -208,7 +210,7 @@ class JobController:
         key = job_of(pod)
         if key is None or (self.settings.namespaces and key[0] not in self.settings.namespaces):
             return
-        self.pod_index.apply(key, event_type, pod)
+        self.pods.apply(key, event_type, pod)
         self.pod_changed(key, event_type, pod)
 
     def pod_changed(self, key: JobKey, event_type: str, pod: Mapping[str, Any]) -> None:
@@ -227,7 +229,7 @@ class JobController:
         nodes = Informer(self.kube, "/api/v1/nodes", on_node, name="nodes")
         await nodes.start()
         self.informers.append(nodes)
-        if self._pods_from_cluster_watch:
+        if self._one_pod_watch:
             admission_on_pod = on_pod
 
             def on_pod(event_type: str, pod: Mapping[str, Any]) -> None:

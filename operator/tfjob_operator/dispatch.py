@@ -69,18 +69,19 @@ def deadline(klass: RequestClass, queued: float, started: float | None) -> float
     """The queue key of work of this class queued at `queued` by the reconcile started at `started` (None: no
     reconcile's): START work keeps its reconcile's start, the rest its queued time plus the class's slack."""
     if klass == RequestClass.START and started is not None:
-        return min(started, queued)
+        return started
     return queued + SLACK_SECONDS[klass]
+
+
+def key_now(klass: RequestClass = RequestClass.START) -> tuple[float]:
+    """The queue key of work of this class queued now, in the current context (CPU work: START, a reconcile's
+    steps keep its start)."""
+    return (deadline(klass, time.monotonic(), reconcile_started.get()),)
 
 
 def request_key(method: str, path: str) -> tuple[float]:
     """The queue key of an API call queued now, in the current context."""
-    return (deadline(request_class(method, path), time.monotonic(), reconcile_started.get()),)
-
-
-def work_key() -> tuple[float]:
-    """The queue key of CPU work queued now, in the current context: a reconcile's steps keep its start."""
-    return (deadline(RequestClass.START, time.monotonic(), reconcile_started.get()),)
+    return key_now(request_class(method, path))
 
 
 #: A queued call: its key, its arrival, its future, the call.
@@ -93,7 +94,7 @@ class PriorityThreadPool(concurrent.futures.Executor):
     context (a task's context variables count), or the one given to :meth:`submit_ordered`. Threads start on
     demand up to `size` and stay."""
 
-    def __init__(self, size: int, name: str, key: Callable[[], tuple[float, ...]] = work_key) -> None:
+    def __init__(self, size: int, name: str, key: Callable[[], tuple[float, ...]] = key_now) -> None:
         self._size = size
         self._name = name
         self._key = key

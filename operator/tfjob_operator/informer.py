@@ -75,15 +75,7 @@ class Informer:
     async def start(self) -> None:
         """List (raising KubeError if the server refuses, e.g. 403), deliver it, then watch in a thread."""
         self._loop = asyncio.get_running_loop()
-        seen: set[str] = set()
-        token = ""
-        while True:
-            body = _stripped_list(await self.kube.request("GET", self.path, query=self._page(token)))
-            self._deliver_page(body, seen)
-            token = str((body.get("metadata") or {}).get("continue") or "")
-            if not token:
-                break
-        version = self._end_list(body, seen)
+        version = await asyncio.to_thread(self._list)
         self._thread = threading.Thread(target=self._run, args=(version,), name=f"informer {self.name}", daemon=True)
         self._thread.start()
 
@@ -153,7 +145,13 @@ class Informer:
                 self._stop.wait(min(RELIST_BACKOFF_SECONDS * 2 ** failures, RELIST_MAX_SECONDS))
 
     def _relist(self) -> str:
-        """List again, page by page (an expired continue token, 410, fails the list: the caller lists again)."""
+        version = self._list()
+        self.relists += 1
+        return version
+
+    def _list(self) -> str:
+        """One list, page by page, off the event loop, each page delivered on it; the list's resourceVersion (an
+        expired continue token, 410, fails the list: the caller lists again)."""
         assert self._loop is not None
         seen: set[str] = set()
         token = ""
@@ -164,7 +162,6 @@ class Informer:
             token = str((body.get("metadata") or {}).get("continue") or "")
             if not token:
                 break
-        self.relists += 1
         return str(asyncio.run_coroutine_threadsafe(_call(self._end_list, body, seen), self._loop).result(
             RELIST_MAX_SECONDS))
 

@@ -32,9 +32,6 @@ class PodStore:
     def __len__(self) -> int:
         return len(self._by_name)
 
-    def __bool__(self) -> bool:
-        return bool(self._by_name)
-
     def put(self, name: str, body: Mapping[str, Any]) -> None:
         self._by_name[name] = body
 

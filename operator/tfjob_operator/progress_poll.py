@@ -48,8 +48,11 @@ class ProgressHost(Protocol):
     """What the poller needs from the controller."""
 
     jobs: Mapping[JobKey, Any]
-    pods: Mapping[JobKey, Any]
     metrics: Metrics
+
+    @property
+    def pods(self) -> Mapping[JobKey, Any]:
+        """The operator's index of TFJob pods by job (`pod_index`)."""
 
     async def write_progress(self, key: JobKey, progress: dict[str, Any]) -> bool:
         """Merge-patch status.progress (under the job's reconcile lock); False if the job is gone."""
