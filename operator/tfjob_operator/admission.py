@@ -102,7 +102,7 @@ class AdmissionHost(Protocol):
 
     @property
     def pods(self) -> Mapping[JobKey, Any]:
-        """kopf's index of pods by job: (namespace, name) → the job's pods."""
+        """The operator's index of TFJob pods by job (`pod_index`): (namespace, name) → the job's pods."""
 
     @property
     def kube(self) -> AdmissionApi: ...

@@ -25,11 +25,11 @@ INTERN_MAX_CHARS = 64
 
 
 def as_kept(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What the operator keeps of a watched object (kopf's indices): the body without `metadata.managedFields`,
-    which nothing here reads and which is over a third of a pod (like client-go's TransformStripManagedFields),
-    rebuilt with its keys and short strings interned. A decoded pod repeats every key ("metadata", "lastTransitionTime")
-    and most values ("True", "Running", its job's labels) as strings of its own: interned, a kept pod takes ~7 KB
-    instead of ~17 KB, and every field stays, equal to the watch's.
+    """What the operator keeps of a watched object (kopf's index of TFJobs, the pod index): the body without
+    `metadata.managedFields`, which nothing here reads and which is over a third of a pod (like client-go's
+    TransformStripManagedFields), rebuilt with its keys and short strings interned. A decoded pod repeats every key
+    ("metadata", "lastTransitionTime") and most values ("True", "Running", its job's labels) as strings of its own:
+    interned, a kept pod takes ~7 KB instead of ~17 KB, and every field stays, equal to the watch's.
 
     The result is a private copy (kopf keeps the watch's body apart and replaces it on the next event): readers
     share it without copying and never change it."""

@@ -1,5 +1,5 @@
 """The order of the operator's queued work in a burst (`tfjob_operator.dispatch`): earliest deadline first, where
-a reconcile's CPU steps, creates and releases keep the reconcile's start, and other calls and Events may be
+a reconcile's CPU steps and creates keep the reconcile's start, and other calls and Events may be
 overtaken only by work queued within their slack."""
 
 from __future__ import annotations
