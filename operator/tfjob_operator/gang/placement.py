@@ -326,39 +326,110 @@ class Cluster:
         return int(self.alloc[:, self.gpu].sum()) // 1000 if self.gpu is not None else 0
 
 
+#: Capacity a placement takes: node indexes (each once) and, row by row, the amounts taken on those nodes.
+Taken = tuple[Indexes, Matrix]
+#: One node's free capacity after a commit changed it: (node index, free per resource).
+Change = tuple[int, list[int]]
+
+
+def _wrap_int64(value: int) -> int:
+    """``value`` as an int64 sum gives it (wrapped modulo 2**64): a summary's totals equal numpy's sum over
+    the rows exactly, even where that overflows (nodes that report no pod count hold 2**62 pods each)."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
+class _Summary:
+    """Largest and total free per resource over a fixed set of nodes, kept current from the pass's changes.
+
+    Recomputing both after every admission took two axis-0 reductions over the node matrix per waiting gang,
+    yet a commit changes a handful of rows: those alone are folded in (in Python; numpy's per-call overhead
+    dominates at that size). Totals clip at 0 (an over-committed node adds nothing) and largest is the raw
+    max, exactly as ``avail[nodes].clip(0).sum(axis=0)`` and ``avail[nodes].max(axis=0)`` give.
+    """
+
+    def __init__(self, avail: Matrix, nodes: Indexes, seen: int):
+        rows = avail[nodes]
+        width = avail.shape[1]
+        #: Node index → its row in ``rows``, for these nodes only.
+        self.position: dict[int, int] = dict(zip(nodes.tolist(), range(nodes.size), strict=True))
+        #: Free capacity of these nodes as last folded in.
+        self.rows: list[list[int]] = rows.tolist()
+        self.largest: list[int] = rows.max(axis=0).tolist() if nodes.size else [0] * width
+        #: Unbounded ints; read through _wrap_int64.
+        self._total: list[int] = np.clip(rows, 0, None).sum(axis=0).tolist() if nodes.size else [0] * width
+        #: Rows at the largest value, per resource: the max is looked for again only when none is left there.
+        self.ties: list[int] = (rows == np.array(self.largest, np.int64)).sum(axis=0).tolist()
+        #: Changes folded in so far (a position in _Pass.changes).
+        self.seen = seen
+
+    @property
+    def total(self) -> list[int]:
+        return [_wrap_int64(t) for t in self._total]
+
+    def update(self, changes: Sequence[Change]) -> None:
+        """Fold in nodes' new free capacity, in the order it changed (nodes not among ours are ignored)."""
+        for node, new in changes:
+            p = self.position.get(node)
+            if p is None:
+                continue
+            old = self.rows[p]
+            self.rows[p] = new
+            for i, (was, now) in enumerate(zip(old, new, strict=True)):
+                if was == now:
+                    continue
+                self._total[i] += max(now, 0) - max(was, 0)
+                top = self.largest[i]
+                if now > top:  # capacity does not grow within a pass, but a summary need not rely on it
+                    self.largest[i], self.ties[i] = now, 1
+                    continue
+                self.ties[i] += (now == top) - (was == top)
+                if not self.ties[i]:  # the max left its last row: find it again
+                    column = [row[i] for row in self.rows]
+                    self.largest[i] = max(column)
+                    self.ties[i] = column.count(self.largest[i])
+
+
 class _Pass:
-    """Working state of one admission pass: a copy of free capacity that admissions consume."""
+    """Working state of one admission pass: a copy of free capacity that admissions consume.
+
+    Every commit logs the rows it changed (``changes``); caches built from ``avail`` catch up from that log
+    instead of being recomputed over all nodes after each admission.
+    """
 
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self.avail: Matrix = cluster.free.copy()
         self.version = 0
-        # (signature, domain) → (version, largest free per resource, total free per resource)
-        self._summary: dict[tuple[str, str], tuple[int, Indexes, Indexes]] = {}
+        #: (node, free per resource after the change) for every row a commit changed, in commit order.
+        self.changes: list[Change] = []
+        # (signature, domain) → largest and total free per resource over the allowed nodes
+        self._summary: dict[tuple[str, str], _Summary] = {}
         self._reasons: dict[tuple[Any, ...], str] = {}
 
-    def summary(self, cls: PodClass, allowed: Indexes, domain: str) -> tuple[Indexes, Indexes]:
-        """Largest and total free per resource over the allowed nodes (cached until capacity changes)."""
+    def summary(self, cls: PodClass, allowed: Indexes, domain: str) -> tuple[list[int], list[int]]:
+        """Largest and total free per resource over the allowed nodes, as of now."""
         key = (cls.signature, domain)
-        cached = self._summary.get(key)
-        if cached is not None and cached[0] == self.version:
-            return cached[1], cached[2]
-        rows = self.avail[allowed]
-        width = len(self.cluster.resource_names)
-        largest = rows.max(axis=0) if allowed.size else np.zeros(width, np.int64)
-        total = np.clip(rows, 0, None).sum(axis=0) if allowed.size else np.zeros(width, np.int64)
-        self._summary[key] = (self.version, largest, total)
-        return largest, total
+        found = self._summary.get(key)
+        if found is None:
+            found = self._summary[key] = _Summary(self.avail, allowed, len(self.changes))
+        elif found.seen < len(self.changes):
+            found.update(self.changes[found.seen :])
+            found.seen = len(self.changes)
+        return found.largest, found.total
 
     def _stale_says_no(self, cls: PodClass, domain: str, idx: Indexes, amounts: Indexes) -> bool:
-        # Capacity only shrinks within a pass, so a summary that already says "no" stays right.
+        # Capacity only shrinks within a pass, so a summary that already says "no" stays right (even before
+        # it folds in the latest changes).
         cached = self._summary.get((cls.signature, domain))
-        return cached is not None and bool((cached[1][idx] < amounts).any())
+        return cached is not None and any(
+            cached.largest[i] < amount for i, amount in zip(idx.tolist(), amounts.tolist(), strict=True)
+        )
 
-    def place(self, gang: GangRequest, group: Indexes | None, domain: str) -> tuple[dict[str, str], Matrix] | None:
+    def place(self, gang: GangRequest, group: Indexes | None, domain: str) -> tuple[dict[str, str], Taken] | None:
         """Best-fit placement of every pod of the gang on current free capacity, or None."""
         c = self.cluster
         used: Matrix | None = None
+        touched: dict[int, None] = {}  # nodes used, in order (a set with a stable order)
         placement: dict[str, str] = {}
         for cls in gang.classes:
             req = c.requests(cls)
@@ -398,6 +469,7 @@ class _Pass:
             for n, count in zip(nodes[order].tolist(), counts[order].tolist(), strict=True):
                 take = min(count, remaining)
                 used[n, idx] += amounts * take
+                touched[n] = None
                 node_name = c.nodes[n].name
                 for _ in range(take):
                     placement[next(names)] = node_name
@@ -405,11 +477,12 @@ class _Pass:
                 if not remaining:
                     break
         assert used is not None  # a gang has at least one pod
-        return placement, used
+        nodes = np.fromiter(touched, np.int64, len(touched))
+        return placement, (nodes, used[nodes])
 
-    def place_gang(self, gang: GangRequest) -> tuple[dict[str, str], Matrix] | None:
+    def place_gang(self, gang: GangRequest) -> tuple[dict[str, str], Taken] | None:
         if not gang.pods:
-            return {}, np.zeros_like(self.avail)
+            return {}, (np.zeros(0, np.int64), np.zeros((0, self.avail.shape[1]), np.int64))
         if gang.domain_label is None:
             return self.place(gang, None, "")
         gpu = self.cluster.gpu
@@ -425,8 +498,10 @@ class _Pass:
                 return found
         return None
 
-    def commit(self, used: Matrix) -> None:
-        self.avail -= used
+    def commit(self, taken: Taken) -> None:
+        nodes, amounts = taken
+        self.avail[nodes] -= amounts
+        self.changes.extend(zip(nodes.tolist(), self.avail[nodes].tolist(), strict=True))
         self.version += 1
 
     def hold_plan(self, gang: GangRequest) -> Matrix | None:
@@ -506,6 +581,12 @@ class _Pass:
         return text
 
 
+def _sparse(plan: Matrix) -> Taken:
+    """A node × resource plan as the rows it uses (a commit changes only those)."""
+    nodes = np.flatnonzero(plan.any(axis=1))
+    return nodes, plan[nodes]
+
+
 def admit_in(
     cluster: Cluster,
     queue: Sequence[GangRequest],
@@ -546,7 +627,7 @@ def admit_in(
             if plan is not None:
                 reserved_for, held = gang.key, plan
                 # Gangs ranked below see the held capacity as used.
-                work.commit(plan)
+                work.commit(_sparse(plan))
                 reason += f"; capacity reserved on {int(plan.any(axis=1).sum())} node(s) after waiting {passes} passes"
         waiting[gang.key] = reason
         next_waited[gang.key] = passes + 1
