@@ -332,6 +332,16 @@ def test_mixed_gang_places_each_replica_type():
     assert result.admitted["j"] == {"j-worker-0": "g1", "j-worker-1": "g2", "j-ps-0": "c1"}
 
 
+def test_a_later_replica_type_sees_what_earlier_ones_of_its_gang_took():
+    """a has 6 GPUs free, b 3: the 4-GPU chief goes to a; then a has room for one 2-GPU worker (and is the best
+    fit for it, 0 left), not three, so the other worker goes to b."""
+    chief = pod("j-chief-0", gpu=4)
+    workers = tuple(pod(f"j-worker-{i}", gpu=2) for i in range(2))
+    bound = [pod("x", gpu=2, node_name="a", phase="Running"), pod("y", gpu=5, node_name="b", phase="Running")]
+    result = admit([GangRequest("j", (chief, *workers))], [node("a", gpu=8), node("b", gpu=8)], bound)
+    assert result.admitted["j"] == {"j-chief-0": "a", "j-worker-0": "a", "j-worker-1": "b"}
+
+
 def test_passes_waited_counts_up_and_forgets_admitted_gangs():
     nodes = [node("a", gpu=8)]
     first = admit([gang("big", 2, gpu=8)], nodes)
@@ -431,3 +441,43 @@ def test_pods_without_names_are_refused_with_a_clear_error():
     nameless = {"metadata": {}, "spec": {"containers": [{"name": "tensorflow"}]}}
     with pytest.raises(ValueError, match=r"metadata\.name"):
         admit([GangRequest("j", (nameless,))], [node("a")])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_what_a_pass_keeps_between_admissions_equals_a_fresh_look_at_the_capacity_left(seed):
+    """A pass keeps each best-fit order and waiting-reason summary current by re-keying only the rows a commit
+    changed; after every commit they must equal ones computed afresh from the free capacity left (over-committed
+    nodes, nodes of different sizes, a node subset and one label value included)."""
+    import numpy as np
+
+    from tfjob_operator.gang.placement import _BestFit, _Pass
+
+    rng = random.Random(seed)
+    nodes = [node(f"n{i:02d}", gpu=rng.choice([0, 4, 8]), cpu=str(rng.choice([8, 16, 96])),
+                  memory=rng.choice(["64Gi", "768Gi"]), labels={"rack": rng.choice(["r0", "r1"])},
+                  taints=[GPU_TAINT] if rng.random() < 0.3 else None) for i in range(40)]
+    bound = [pod(f"b{i}", gpu=rng.choice([0, 2, 12]), cpu=rng.choice(["1", "20"]),
+                 node_name=f"n{rng.randrange(40):02d}", phase="Running")
+             for i in range(60)]  # some nodes start over-committed
+    cluster = Cluster.from_objects(nodes, bound)
+    work = _Pass(cluster)
+    classes = [c for g in (gang("a", 1, gpu=1, cpu="2"), gang("b", 1, cpu="500m", memory="3Gi"),
+                           gang("c", 1, gpu=4, cpu="8", tolerations=[GPU_TOLERATION])) for c in g.classes]
+    racks = cluster.domains("rack")
+    views = [(c, group, domain) for c in classes for group, domain in ((None, ""), (racks["r1"], "rack=r1"))]
+    for _ in range(60):
+        touched = np.array(sorted(rng.sample(range(40), rng.randint(1, 3))), np.int64)
+        # Up to 3/8 of each node's allocatable per commit: nodes fill up, then go over-committed.
+        amounts = np.array([cluster.alloc[n] * rng.choice([0, 1, 3]) // 8 for n in touched.tolist()], np.int64)
+        work.commit((touched, amounts))
+        for cls, group, domain in views:
+            req = cluster.requests(cls)
+            assert req is not None
+            kept = work.best_fit(cls, group, domain, req)
+            fresh = _BestFit(cluster, work.avail, cluster.allowed(cls, group), *req, len(work.changes))
+            assert (kept.order, kept.room, kept.total) == (fresh.order, fresh.room, fresh.total)
+            allowed = cluster.eligible(cls)
+            largest, total = work.summary(cls, allowed, "")
+            rows = work.avail[allowed]
+            assert largest == rows.max(axis=0).tolist()
+            assert total == np.clip(rows, 0, None).sum(axis=0).tolist()

@@ -22,7 +22,10 @@ Policy, in order:
 
 from __future__ import annotations
 
+import heapq
 import json
+from bisect import bisect_left, insort
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
@@ -207,6 +210,8 @@ class Cluster:
         self.free: Matrix = self.alloc.copy()
         #: Allocatable, at least 1: the divisor of the best-fit share (computed once, not per placement).
         self.alloc_floor: Matrix = np.maximum(self.alloc, 1)
+        #: The same as Python ints, row by row, for keys computed one node at a time.
+        self.alloc_floor_rows: list[list[int]] = self.alloc_floor.tolist()
         for node_name, amounts in used.items():
             if node_name in self.node_index:
                 self.take(node_name, amounts)
@@ -389,6 +394,85 @@ class _Summary:
                     self.ties[i] = column.count(self.largest[i])
 
 
+#: Where best fit puts a node: (GPUs it has left after one pod, its cpu+memory share left, node index).
+#: Tuples compare as ``np.lexsort((node, share, gpu_left))`` orders, the node index breaking ties.
+FitKey = tuple[int, float, int]
+
+
+class _BestFit:
+    """The nodes of one (requests, allowed nodes) pair with room for a pod, in best-fit order, kept current.
+
+    Best fit ranks a node by the GPUs it has left after one pod (fewest first), then the cpu+memory share it
+    has left, then its index. Ranking every allowed node for every gang (a dozen numpy calls over all nodes,
+    and a sort) was most of a pass, yet a commit changes a handful of rows: the order is built once per pass
+    (vectorized, by :meth:`keys_of`) and then kept, sorted, by re-keying the changed nodes one by one
+    (:meth:`key_of`, the same arithmetic on Python ints and floats: both give the same numbers).
+    """
+
+    def __init__(self, c: Cluster, avail: Matrix, nodes: Indexes, idx: Indexes, amounts: Indexes, seen: int):
+        self.cluster = c
+        self.members: set[int] = set(nodes.tolist())
+        self.req: list[tuple[int, int]] = list(zip(idx.tolist(), amounts.tolist(), strict=True))
+        #: What one pod takes of the ranked resources (0 when it requests none).
+        taken = dict(self.req)
+        self.gpu_taken = taken.get(c.gpu, 0) if c.gpu is not None else 0
+        self.shares = [(i, taken.get(i, 0)) for i in (c.cpu, c.memory) if i is not None]
+        counts, gpu_left, share = self.keys_of(avail[nodes], nodes)
+        fit = counts > 0
+        nodes, counts, gpu_left, share = nodes[fit], counts[fit], gpu_left[fit], share[fit]
+        order = np.lexsort((nodes, share, gpu_left))
+        #: Keys of the nodes with room for at least one pod, sorted.
+        self.order: list[FitKey] = list(
+            zip(gpu_left[order].tolist(), share[order].tolist(), nodes[order].tolist(), strict=True)
+        )
+        self.key: dict[int, FitKey] = {key[2]: key for key in self.order}
+        #: Pods of these requests each of those nodes has room for, and their sum.
+        self.room: dict[int, int] = dict(zip(nodes.tolist(), counts.tolist(), strict=True))
+        self.total = sum(self.room.values())
+        #: Changes folded in so far (a position in _Pass.changes).
+        self.seen = seen
+
+    def keys_of(self, rows: Matrix, nodes: Indexes) -> tuple[Indexes, Indexes, npt.NDArray[np.float64]]:
+        """Pods each node has room for, GPUs left after one pod and cpu+memory share left, for all nodes."""
+        idx = np.array([i for i, _ in self.req], np.int64)
+        amounts = np.array([a for _, a in self.req], np.int64)
+        # No requests (never: every pod takes one of the node's pod count) would mean room without end.
+        counts = (rows[:, idx] // amounts).min(axis=1) if idx.size else np.full(nodes.size, _MAX_UNITS)
+        gpu = self.cluster.gpu
+        gpu_left = np.maximum(rows[:, gpu] - self.gpu_taken, 0) if gpu is not None else np.zeros(nodes.size, np.int64)
+        share = np.zeros(nodes.size)
+        for i, taken in self.shares:
+            share += (rows[:, i] - taken) / self.cluster.alloc_floor[nodes, i]
+        return counts, gpu_left, share
+
+    def key_of(self, node: int, row: list[int]) -> tuple[int, FitKey]:
+        """:meth:`keys_of` for one node: (pods it has room for, its key)."""
+        count = min((row[i] // amount for i, amount in self.req), default=_MAX_UNITS)
+        gpu = self.cluster.gpu
+        gpu_left = max(row[gpu] - self.gpu_taken, 0) if gpu is not None else 0
+        share = 0.0
+        divisors = self.cluster.alloc_floor_rows[node]
+        for i, taken in self.shares:
+            # float() rounds an int64 as numpy's cast does, then one IEEE division: the same float as keys_of.
+            share += float(row[i] - taken) / float(divisors[i])
+        return count, (gpu_left, share, node)
+
+    def update(self, changes: Sequence[Change]) -> None:
+        """Re-key the changed nodes that are ours, in the order they changed."""
+        for node, row in changes:
+            if node not in self.members:
+                continue
+            old = self.key.pop(node, None)
+            if old is not None:
+                del self.order[bisect_left(self.order, old)]
+                self.total -= self.room.pop(node)
+            count, key = self.key_of(node, row)
+            if count > 0:
+                insort(self.order, key)
+                self.key[node], self.room[node] = key, count
+                self.total += count
+
+
 class _Pass:
     """Working state of one admission pass: a copy of free capacity that admissions consume.
 
@@ -404,6 +488,8 @@ class _Pass:
         self.changes: list[Change] = []
         # (signature, domain) → largest and total free per resource over the allowed nodes
         self._summary: dict[tuple[str, str], _Summary] = {}
+        # (requests, signature, domain) → allowed nodes with room for a pod, in best-fit order
+        self._best_fit: dict[tuple[Requests, str, str], _BestFit] = {}
         self._reasons: dict[tuple[Any, ...], str] = {}
 
     def summary(self, cls: PodClass, allowed: Indexes, domain: str) -> tuple[list[int], list[int]]:
@@ -417,6 +503,18 @@ class _Pass:
             found.seen = len(self.changes)
         return found.largest, found.total
 
+    def best_fit(self, cls: PodClass, group: Indexes | None, domain: str, req: tuple[Indexes, Indexes]) -> _BestFit:
+        """The class's allowed nodes with room for a pod, in best-fit order, as of now."""
+        key = (cls.requests, cls.signature, domain)
+        found = self._best_fit.get(key)
+        if found is None:
+            allowed = self.cluster.allowed(cls, group)
+            found = self._best_fit[key] = _BestFit(self.cluster, self.avail, allowed, *req, len(self.changes))
+        elif found.seen < len(self.changes):
+            found.update(self.changes[found.seen :])
+            found.seen = len(self.changes)
+        return found
+
     def _stale_says_no(self, cls: PodClass, domain: str, idx: Indexes, amounts: Indexes) -> bool:
         # Capacity only shrinks within a pass, so a summary that already says "no" stays right (even before
         # it folds in the latest changes).
@@ -428,8 +526,8 @@ class _Pass:
     def place(self, gang: GangRequest, group: Indexes | None, domain: str) -> tuple[dict[str, str], Taken] | None:
         """Best-fit placement of every pod of the gang on current free capacity, or None."""
         c = self.cluster
-        used: Matrix | None = None
-        touched: dict[int, None] = {}  # nodes used, in order (a set with a stable order)
+        width = self.avail.shape[1]
+        used: dict[int, list[int]] = {}  # node → what the gang's classes placed so far take there
         placement: dict[str, str] = {}
         for cls in gang.classes:
             req = c.requests(cls)
@@ -438,47 +536,44 @@ class _Pass:
             idx, amounts = req
             if self._stale_says_no(cls, domain, idx, amounts):
                 return None
-            allowed = c.allowed(cls, group)
+            fit = self.best_fit(cls, group, domain, req)
             wanted = len(cls.pod_names)
-            # Every node allowed (the common case): a view of the matrix, not a fancy-indexed copy.
-            base = self.avail if allowed.size == len(c.nodes) else self.avail[allowed]
-            rows = base if used is None else base - used[allowed]
-            counts = (rows[:, idx] // amounts).min(axis=1) if idx.size else np.full(allowed.size, wanted)
-            fit = np.flatnonzero(counts > 0)
-            counts = np.minimum(counts[fit], wanted)
-            if int(counts.sum()) < wanted:
+            candidates: Iterable[FitKey] = fit.order
+            room: Mapping[int, int] = fit.room
+            total = fit.total
+            # Nodes where earlier classes of this gang went have less room than the kept order says:
+            # re-key those few on what is left and merge them into the order in their place.
+            again = [n for n in used if n in fit.members]
+            if again:
+                free = self.avail[again].tolist()
+                rekeyed = [fit.key_of(n, [f - u for f, u in zip(row, used[n], strict=True)])
+                           for n, row in zip(again, free, strict=True)]
+                rekeyed = [(count, key) for count, key in rekeyed if count > 0]
+                room = ChainMap({key[2]: count for count, key in rekeyed}, fit.room)
+                total += sum(count for count, _ in rekeyed) - sum(fit.room.get(n, 0) for n in again)
+                skip = set(again)
+                candidates = heapq.merge(
+                    (key for key in fit.order if key[2] not in skip), sorted(key for _, key in rekeyed)
+                )
+            # Every node's room counted up to `wanted` (as many as the gang places) sums to at least `wanted`
+            # exactly when the uncapped room does.
+            if total < wanted:
                 return None
-            nodes = allowed[fit]
-            # Best fit: fewest GPUs left after one pod, then the smallest cpu+memory share left.
-            # Only the columns the ranking reads are computed (rows may be a view of the free matrix).
-            taken = dict(zip(idx.tolist(), amounts.tolist(), strict=True))
-
-            def left(i: int) -> npt.NDArray[np.int64]:
-                return rows[fit, i] - taken.get(i, 0)  # noqa: B023 (used at once, inside this iteration)
-
-            gpu_left = np.maximum(left(c.gpu), 0) if c.gpu is not None else np.zeros(nodes.size, np.int64)
-            share = np.zeros(nodes.size)
-            for i in (c.cpu, c.memory):
-                if i is not None:
-                    share += left(i) / c.alloc_floor[nodes, i]
-            order = np.lexsort((nodes, share, gpu_left))
-            if used is None:
-                used = np.zeros_like(self.avail)
             names = iter(cls.pod_names)
             remaining = wanted
-            for n, count in zip(nodes[order].tolist(), counts[order].tolist(), strict=True):
-                take = min(count, remaining)
-                used[n, idx] += amounts * take
-                touched[n] = None
+            for _, _, n in candidates:
+                take = min(room[n], remaining)
+                row = used.setdefault(n, [0] * width)
+                for i, amount in fit.req:
+                    row[i] += amount * take
                 node_name = c.nodes[n].name
                 for _ in range(take):
                     placement[next(names)] = node_name
                 remaining -= take
                 if not remaining:
                     break
-        assert used is not None  # a gang has at least one pod
-        nodes = np.fromiter(touched, np.int64, len(touched))
-        return placement, (nodes, used[nodes])
+        nodes = list(used)
+        return placement, (np.array(nodes, np.int64), np.array([used[n] for n in nodes], np.int64).reshape(-1, width))
 
     def place_gang(self, gang: GangRequest) -> tuple[dict[str, str], Taken] | None:
         if not gang.pods:
