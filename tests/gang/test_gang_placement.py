@@ -342,6 +342,19 @@ def test_a_later_replica_type_sees_what_earlier_ones_of_its_gang_took():
     assert result.admitted["j"] == {"j-chief-0": "a", "j-worker-0": "a", "j-worker-1": "b"}
 
 
+def test_nodes_that_report_no_pod_count_do_not_hide_what_is_short():
+    """A node without `pods` in its allocatable (a bare test node) takes any number of pods. Two of them once
+    summed to more than an int64 holds, wrapped round to 0 free pods, and the reason blamed pods instead of the
+    GPUs the gang cannot get."""
+    nodes = [node("a", gpu=4), node("b", gpu=4)]
+    for n in nodes:
+        del n["status"]["allocatable"]["pods"]
+    result = admit([gang("j", 3, gpu=3)], nodes)
+    assert result.waiting["j"].startswith(
+        "needs 9 nvidia.com/gpu on ≤ 3 nodes; largest free 4 (8 free on 2 eligible nodes)"
+    ), result.waiting["j"]
+
+
 def test_passes_waited_counts_up_and_forgets_admitted_gangs():
     nodes = [node("a", gpu=8)]
     first = admit([gang("big", 2, gpu=8)], nodes)

@@ -337,19 +337,14 @@ Taken = tuple[Indexes, Matrix]
 Change = tuple[int, list[int]]
 
 
-def _wrap_int64(value: int) -> int:
-    """``value`` as an int64 sum gives it (wrapped modulo 2**64): a summary's totals equal numpy's sum over
-    the rows exactly, even where that overflows (nodes that report no pod count hold 2**62 pods each)."""
-    return (value + 2**63) % 2**64 - 2**63
-
-
 class _Summary:
     """Largest and total free per resource over a fixed set of nodes, kept current from the pass's changes.
 
     Recomputing both after every admission took two axis-0 reductions over the node matrix per waiting gang,
     yet a commit changes a handful of rows: those alone are folded in (in Python; numpy's per-call overhead
     dominates at that size). Totals clip at 0 (an over-committed node adds nothing) and largest is the raw
-    max, exactly as ``avail[nodes].clip(0).sum(axis=0)`` and ``avail[nodes].max(axis=0)`` give.
+    max, as ``avail[nodes].clip(0).sum(axis=0)`` and ``avail[nodes].max(axis=0)`` give; totals are Python ints,
+    so nodes that report no pod count (2**62 pods each) do not wrap an int64 sum round to 0 free pods.
     """
 
     def __init__(self, avail: Matrix, nodes: Indexes, seen: int):
@@ -360,16 +355,16 @@ class _Summary:
         #: Free capacity of these nodes as last folded in.
         self.rows: list[list[int]] = rows.tolist()
         self.largest: list[int] = rows.max(axis=0).tolist() if nodes.size else [0] * width
-        #: Unbounded ints; read through _wrap_int64.
-        self._total: list[int] = np.clip(rows, 0, None).sum(axis=0).tolist() if nodes.size else [0] * width
+        # An int64 sum is exact while no column can reach 2**63; past that (unbounded pod counts) sum in Python.
+        exact = max(self.largest, default=0) < 2**63 // max(nodes.size, 1)
+        free = np.clip(rows, 0, None)
+        self.total: list[int] = (
+            free.sum(axis=0, dtype=None if exact else object).tolist() if nodes.size else [0] * width
+        )
         #: Rows at the largest value, per resource: the max is looked for again only when none is left there.
         self.ties: list[int] = (rows == np.array(self.largest, np.int64)).sum(axis=0).tolist()
         #: Changes folded in so far (a position in _Pass.changes).
         self.seen = seen
-
-    @property
-    def total(self) -> list[int]:
-        return [_wrap_int64(t) for t in self._total]
 
     def update(self, changes: Sequence[Change]) -> None:
         """Fold in nodes' new free capacity, in the order it changed (nodes not among ours are ignored)."""
@@ -382,7 +377,7 @@ class _Summary:
             for i, (was, now) in enumerate(zip(old, new, strict=True)):
                 if was == now:
                     continue
-                self._total[i] += max(now, 0) - max(was, 0)
+                self.total[i] += max(now, 0) - max(was, 0)
                 top = self.largest[i]
                 if now > top:  # capacity does not grow within a pass, but a summary need not rely on it
                     self.largest[i], self.ties[i] = now, 1
