@@ -337,7 +337,23 @@ Taken = tuple[Indexes, Matrix]
 Change = tuple[int, list[int]]
 
 
-class _Summary:
+class _Kept:
+    """A cache built from a pass's free capacity at one point of its change log, caught up from the log."""
+
+    #: Changes folded in so far (a position in _Pass.changes).
+    seen: int
+
+    def update(self, changes: Sequence[Change]) -> None:
+        raise NotImplementedError
+
+    def catch_up(self, changes: Sequence[Change]) -> None:
+        """Fold in what the log holds past ``seen``."""
+        if self.seen < len(changes):
+            self.update(changes[self.seen :])
+            self.seen = len(changes)
+
+
+class _Summary(_Kept):
     """Largest and total free per resource over a fixed set of nodes, kept current from the pass's changes.
 
     Recomputing both after every admission took two axis-0 reductions over the node matrix per waiting gang,
@@ -363,7 +379,6 @@ class _Summary:
         )
         #: Rows at the largest value, per resource: the max is looked for again only when none is left there.
         self.ties: list[int] = (rows == np.array(self.largest, np.int64)).sum(axis=0).tolist()
-        #: Changes folded in so far (a position in _Pass.changes).
         self.seen = seen
 
     def update(self, changes: Sequence[Change]) -> None:
@@ -394,7 +409,7 @@ class _Summary:
 FitKey = tuple[int, float, int]
 
 
-class _BestFit:
+class _BestFit(_Kept):
     """The nodes of one (requests, allowed nodes) pair with room for a pod, in best-fit order, kept current.
 
     Best fit ranks a node by the GPUs it has left after one pod (fewest first), then the cpu+memory share it
@@ -412,7 +427,7 @@ class _BestFit:
         taken = dict(self.req)
         self.gpu_taken = taken.get(c.gpu, 0) if c.gpu is not None else 0
         self.shares = [(i, taken.get(i, 0)) for i in (c.cpu, c.memory) if i is not None]
-        counts, gpu_left, share = self.keys_of(avail[nodes], nodes)
+        counts, gpu_left, share = self.keys_of(avail[nodes], nodes, idx, amounts)
         fit = counts > 0
         nodes, counts, gpu_left, share = nodes[fit], counts[fit], gpu_left[fit], share[fit]
         order = np.lexsort((nodes, share, gpu_left))
@@ -424,13 +439,12 @@ class _BestFit:
         #: Pods of these requests each of those nodes has room for, and their sum.
         self.room: dict[int, int] = dict(zip(nodes.tolist(), counts.tolist(), strict=True))
         self.total = sum(self.room.values())
-        #: Changes folded in so far (a position in _Pass.changes).
         self.seen = seen
 
-    def keys_of(self, rows: Matrix, nodes: Indexes) -> tuple[Indexes, Indexes, npt.NDArray[np.float64]]:
+    def keys_of(
+        self, rows: Matrix, nodes: Indexes, idx: Indexes, amounts: Indexes
+    ) -> tuple[Indexes, Indexes, npt.NDArray[np.float64]]:
         """Pods each node has room for, GPUs left after one pod and cpu+memory share left, for all nodes."""
-        idx = np.array([i for i, _ in self.req], np.int64)
-        amounts = np.array([a for _, a in self.req], np.int64)
         # No requests (never: every pod takes one of the node's pod count) would mean room without end.
         counts = (rows[:, idx] // amounts).min(axis=1) if idx.size else np.full(nodes.size, _MAX_UNITS)
         gpu = self.cluster.gpu
@@ -478,7 +492,6 @@ class _Pass:
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self.avail: Matrix = cluster.free.copy()
-        self.version = 0
         #: (node, free per resource after the change) for every row a commit changed, in commit order.
         self.changes: list[Change] = []
         # (signature, domain) → largest and total free per resource over the allowed nodes
@@ -493,9 +506,7 @@ class _Pass:
         found = self._summary.get(key)
         if found is None:
             found = self._summary[key] = _Summary(self.avail, allowed, len(self.changes))
-        elif found.seen < len(self.changes):
-            found.update(self.changes[found.seen :])
-            found.seen = len(self.changes)
+        found.catch_up(self.changes)
         return found.largest, found.total
 
     def best_fit(self, cls: PodClass, group: Indexes | None, domain: str, req: tuple[Indexes, Indexes]) -> _BestFit:
@@ -505,9 +516,7 @@ class _Pass:
         if found is None:
             allowed = self.cluster.allowed(cls, group)
             found = self._best_fit[key] = _BestFit(self.cluster, self.avail, allowed, *req, len(self.changes))
-        elif found.seen < len(self.changes):
-            found.update(self.changes[found.seen :])
-            found.seen = len(self.changes)
+        found.catch_up(self.changes)
         return found
 
     def _stale_says_no(self, cls: PodClass, domain: str, idx: Indexes, amounts: Indexes) -> bool:
@@ -592,7 +601,6 @@ class _Pass:
         nodes, amounts = taken
         self.avail[nodes] -= amounts
         self.changes.extend(zip(nodes.tolist(), self.avail[nodes].tolist(), strict=True))
-        self.version += 1
 
     def hold_plan(self, gang: GangRequest) -> Matrix | None:
         """Nodes the gang would occupy were they empty, preferring those with the most free GPUs now."""
@@ -621,7 +629,8 @@ class _Pass:
                     f"no ready node matches the nodeSelector, node affinity and tolerations of pod {cls.pod_names[0]}"
                 )
         # Long queues hold many gangs of one shape; their reasons are equal until capacity changes.
-        key = (gang.shape, gang.domain_label, never_fits, held_for, self.version)
+        # The change log's length stands for the free capacity: equal lengths, equal capacity.
+        key = (gang.shape, gang.domain_label, never_fits, held_for, len(self.changes))
         found = self._reasons.get(key)
         if found is None:
             found = self._explain(gang, never_fits=never_fits, held_for=held_for)
