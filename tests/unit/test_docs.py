@@ -1,0 +1,110 @@
+"""The docs against the code: docs/architecture.md's import table is what the modules import (and they import in
+no cycle), and the README's links and docs map point at files that exist."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+
+def _architecture() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("architecture", ROOT / "docs" / "architecture.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+arch = _architecture()
+
+
+def test_the_imports_table_is_the_codes() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    start, end = text.index(arch.BEGIN), text.index(arch.END) + len(arch.END)
+    assert text[start:end] == arch.imports_table(), (
+        "docs/architecture.md's imports table disagrees with the code: run `python docs/architecture.py --imports`")
+
+
+def test_the_operators_modules_import_in_no_cycle() -> None:
+    assert arch.cycles(arch.module_imports()) == []
+
+
+def test_the_local_control_plane_imports_nothing_from_the_operator() -> None:
+    offenders = []
+    for path in sorted((ROOT / "local_cluster" / "kubelocal").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "tfjob_operator"]
+    assert offenders == []
+
+
+def _package(root: Path, files: dict[str, str]) -> Path:
+    for name, source in files.items():
+        path = root / "pkg" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    return root / "pkg"
+
+
+def test_the_generator_resolves_every_kind_of_import(tmp_path: Path) -> None:
+    pkg = _package(tmp_path, {
+        "__init__.py": "",
+        "core.py": "",
+        "shell.py": "from pkg import core\nfrom . import mid\ndef f():\n    import pkg.sub.leaf\n",
+        "mid.py": "from .core import x\nfrom tfjob_worker import exit_codes\n",
+        "sub/__init__.py": "from . import leaf\n",
+        "sub/leaf.py": "from ..core import y\nfrom .. import mid\n",
+    })
+    imports = arch.module_imports(pkg, "pkg")
+    assert imports["pkg.shell"] == {"pkg.core", "pkg.mid", "pkg.sub.leaf"}
+    assert imports["pkg.mid"] == {"pkg.core", "tfjob_worker.exit_codes"}
+    assert imports["pkg.sub"] == {"pkg.sub.leaf"}
+    assert imports["pkg.sub.leaf"] == {"pkg.core", "pkg.mid"}
+    rows = [line for line in arch.imports_table(pkg, "pkg").splitlines() if line.startswith("| `")]
+    # one row per top-level module or package, from the shell to the core; the package's inner imports left out
+    assert rows == [
+        "| `shell` | `core`, `mid`, `sub` | - |",
+        "| `sub/` | `core`, `mid` | - |",
+        "| `mid` | `core` | `tfjob_worker.exit_codes` |",
+        "| `core` | - | - |",
+    ]
+
+
+def test_the_generator_reports_a_cycle(tmp_path: Path) -> None:
+    lazy = "def f():\n    from . import a\n"
+    pkg = _package(tmp_path, {"__init__.py": "", "a.py": "from pkg import b\n", "b.py": lazy, "c.py": "import pkg.a\n"})
+    assert arch.cycles(arch.module_imports(pkg, "pkg")) == [["pkg.a", "pkg.b"]]
+    assert "**Import cycle** among `pkg.a`, `pkg.b`." in arch.imports_table(pkg, "pkg")
+
+
+def _readme_links() -> list[str]:
+    return [t for t in re.findall(r"\]\(([^)\s]+)\)", README.read_text()) if not re.match(r"[a-z]+://", t)]
+
+
+@pytest.mark.parametrize("target", sorted(set(_readme_links())))
+def test_a_readme_link_points_at_a_file(target: str) -> None:
+    path, _, anchor = target.partition("#")
+    if path:
+        assert (ROOT / path).exists(), f"README links to {target}, which does not exist"
+    else:  # a heading of the README itself
+        headings = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+                    for h in re.findall(r"^#+ (.+)$", README.read_text(), re.M)}
+        assert anchor in headings, f"README links to #{anchor}, which is no heading of it"
+
+
+def test_the_readme_maps_every_doc() -> None:
+    text = README.read_text()
+    missing = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if f"(docs/{p.name})" not in text]
+    assert missing == [], f"the README's docs map misses {missing}"
+    assert len(text.splitlines()) <= 400
