@@ -68,7 +68,7 @@ class Figure:
     goal: Goal | None = None
 
 
-# Sizes fit the 15 minutes on 2 cores (measured: see the README's performance section); each bench's own
+# Sizes fit the 15 minutes on 2 cores (measured: docs/performance.md); each bench's own
 # defaults stay the full-size runs of its docstring. Shares total 885 s, leaving room to stop a bench.
 BENCHES: tuple[Bench, ...] = (
     Bench("worker_metrics", (), 15, "2000 scrapes, 200,000 steps"),

@@ -197,7 +197,7 @@ def converge_seconds(rec: Record, names: Iterable[str]) -> float:
 
 
 def report(title: str, rec: Record, names: list[str], checks: Mapping[str, list[str]]) -> str:
-    """The run's figures, one line (the tier prints it; the README quotes it)."""
+    """The run's figures, one line (the tier prints it; docs/testing.md quotes it)."""
     held = sum(1 for v in checks.values() if not v)
     return (f"chaos {title}: seed {SEED}, {len(rec.faults)} faults, {len(names)} jobs, {len(rec.events)} events "
             f"recorded, invariants held {held}/{len(checks)}, converged {converge_seconds(rec, names):.1f} s "

@@ -108,3 +108,23 @@ def test_the_readme_maps_every_doc() -> None:
     missing = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if f"(docs/{p.name})" not in text]
     assert missing == [], f"the README's docs map misses {missing}"
     assert len(text.splitlines()) <= 400
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(f"\n{heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else None]
+
+
+def test_the_performance_figures_are_the_latest_bench_runs() -> None:
+    """docs/performance.md quotes bench/results/summary.txt whole, and the README's rows come from it: after a
+    `make bench`, paste the new summary into docs/performance.md and the README's rows."""
+    summary = (ROOT / "bench" / "results" / "summary.txt").read_text()
+    page = (ROOT / "docs" / "performance.md").read_text()
+    start = page.index("<!-- latest bench: bench/results/summary.txt -->\n")
+    end = page.index("<!-- end of the latest bench -->")
+    assert page[start:end].split("\n", 1)[1] == summary
+    readme_rows = [line for line in _section(README.read_text(), "## Performance").splitlines()
+                   if line.startswith("| ") and not line.startswith("| figure")]
+    assert readme_rows, "the README's performance section shows no figure"
+    assert [row for row in readme_rows if row not in summary.splitlines()] == []
