@@ -7,8 +7,10 @@ rules (DNS records, IPAM, rendered files) run everywhere.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
+import os
 import select
 import signal
 import socket
@@ -33,6 +35,7 @@ from kubelocal.network import (
     Ipam,
     IpamExhausted,
     Listen,
+    NetworkError,
     PodAttachment,
     PodNetwork,
     cut,
@@ -246,7 +249,9 @@ def test_pod_resolves_headless_service_and_pod_hostname_through_cluster_dns(net:
     pod_a = pod("dns-a", a.ip, hostname="worker-0", subdomain="workers")
     pod_b = pod("dns-b", b.ip, hostname="worker-1", subdomain="workers")
     pod_not_ready = pod("dns-c", "10.244.255.200", ready=False, hostname="worker-2", subdomain="workers")
-    records = Records([service("workers"), service("api", "10.96.3.4")], [pod_a, pod_b, pod_not_ready])
+    many = [pod(f"m{i}", f"10.244.200.{i}", labels={"job": "big"}) for i in range(1, 101)]
+    big = service("big", selector={"job": "big"})
+    records = Records([service("workers"), service("api", "10.96.3.4"), big], [pod_a, pod_b, pod_not_ready, *many])
     udp, tcp = net.open_sockets([Listen("udp", net.dns_ip, 53), Listen("tcp", net.dns_ip, 53)])
     server = DnsServer(udp, tcp, records).start()
     try:
@@ -258,7 +263,7 @@ def test_pod_resolves_headless_service_and_pod_hostname_through_cluster_dns(net:
                     return sorted({ai[4][0] for ai in socket.getaddrinfo(name, 2222, socket.AF_INET)})
                 except socket.gaierror as exc:
                     return exc.errno == socket.EAI_NONAME and "NXDOMAIN"
-            names = ["workers", "worker-1.workers", "worker-2.workers", "api.train.svc.cluster.local", "nowhere"]
+            names = ["big", "workers", "worker-1.workers", "worker-2.workers", "api.train.svc.cluster.local", "nowhere"]
             sa = "/var/run/secrets/kubernetes.io/serviceaccount"
             print(json.dumps({
                 **{n: lookup(n) for n in names},
@@ -273,6 +278,7 @@ def test_pod_resolves_headless_service_and_pod_hostname_through_cluster_dns(net:
     finally:
         server.stop()
     assert seen == {
+        "big": sorted(f"10.244.200.{i}" for i in range(1, 101)),  # 100 records: over UDP's 512 bytes, via TCP
         "workers": sorted([a.ip, b.ip]),  # via the search path: workers.train.svc.cluster.local
         "worker-1.workers": [b.ip],
         "worker-2.workers": "NXDOMAIN",  # not ready, and the Service does not publish not-ready addresses
@@ -340,8 +346,11 @@ def test_partitioned_pod_cannot_be_reached_until_healed(net: PodNetwork) -> None
         assert seen[:2] == ["ok", "part-b"]
 
 
+NETEM, WHY_NO_NETEM = netem_available() if AVAILABLE else (False, WHY_NOT)
+
+
 @needs_netns
-@pytest.mark.skipif(AVAILABLE and not netem_available()[0], reason=f"{netem_available()[1] if AVAILABLE else ''}")
+@pytest.mark.skipif(not NETEM, reason=WHY_NO_NETEM)
 def test_netem_delay_shows_in_connect_time(net: PodNetwork) -> None:
     a, b = add(net, "slow-a"), add(net, "slow-b")
     with serve_in(b, 2222):
@@ -352,6 +361,51 @@ def test_netem_delay_shows_in_connect_time(net: PodNetwork) -> None:
         again = float(connect(a, b.ip, 2222)[2])
     assert fast < 0.1 and again < 0.1
     assert slow >= 0.2  # the SYN is delayed on the way in, the SYN-ACK on the way out
+
+
+@needs_netns
+@pytest.mark.skipif(NETEM, reason="this kernel has netem; test_netem_delay_shows_in_connect_time covers shaping")
+def test_shaping_without_netem_says_what_the_kernel_lacks(net: PodNetwork) -> None:
+    a = add(net, "unshaped")
+    with pytest.raises(NetworkError, match=r"cannot shape pod train/unshaped's packets: no netem qdisc"):
+        shape(net, a, delay_ms=100)
+
+
+def test_without_root_the_plane_keeps_loopback_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert pod_network_available() == (
+        False, "not root: creating network namespaces needs CAP_SYS_ADMIN and CAP_NET_ADMIN")
+
+
+@needs_netns
+def test_the_plane_reaches_a_pods_port_for_probes_and_port_forward(net: PodNetwork) -> None:
+    target = add(net, "probed")
+
+    async def greeting() -> bytes:
+        reader, writer = await net.open_connection(target.ip, 2222, timeout=STEP)
+        try:
+            return await asyncio.wait_for(reader.read(16), STEP)
+        finally:
+            writer.close()
+
+    with serve_in(target, 2222):
+        assert asyncio.run(greeting()) == b"probed"
+
+
+@needs_netns
+def test_launcher_command_line_mounts_the_pod_files(net: PodNetwork, tmp_path: Path) -> None:
+    target = add(net, "cli")
+    files = write_pod_files(tmp_path, pod("cli", target.ip), target.ip, net.dns_ip)
+    done = subprocess.run(
+        [sys.executable, "-m", "kubelocal.network.enter", "--netns", target.netns, "--hosts", str(files.hosts),
+         "--resolv", str(files.resolv_conf), "--", "sh", "-c", "cat /etc/resolv.conf /etc/hosts; ip -j -4 addr"],
+        capture_output=True, text=True, timeout=STEP)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(files.resolv_conf.read_text() + files.hosts.read_text())
+    assert f'"local":"{target.ip}"' in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "kubelocal.network.enter", "--netns", "no-such", "--", "true"],
+                         capture_output=True, text=True, timeout=STEP)
+    assert bad.returncode == 2 and "--netns 'no-such': no such network namespace" in bad.stderr
 
 
 def host_addresses() -> list[str]:

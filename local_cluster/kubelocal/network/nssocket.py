@@ -12,6 +12,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -71,3 +72,59 @@ def open_sockets(netns: str, specs: Sequence[Listen]) -> list[socket.socket]:
     if len(fds) != len(specs):
         raise NetworkError(f"opening sockets in netns {netns}: {(err or '').strip() or 'no sockets came back'}")
     return [socket.socket(fileno=fd) for fd in fds]
+
+
+_FACTORY = r"""
+import socket, sys
+channel = socket.socket(fileno=int(sys.argv[1]))
+kinds = {b"tcp": socket.SOCK_STREAM, b"udp": socket.SOCK_DGRAM}
+while True:
+    request = channel.recv(16)
+    if request not in kinds:
+        break  # the plane closed the channel (or died): leave the namespace, so it can go
+    s = socket.socket(socket.AF_INET, kinds[request])
+    socket.send_fds(channel, [b"ok"], [s.fileno()])
+    s.close()
+"""
+
+
+class SocketFactory:
+    """A child that stays in a namespace and hands out new unconnected sockets made there, one per request.
+
+    For the plane's clients of pod addresses (probes, port-forward): each such connection needs a socket
+    in the plane's namespace, and starting a child per connection would cost tens of milliseconds. The
+    child exits when `close` is called or this process dies (its channel closes), so it never keeps the
+    namespace alive on its own.
+    """
+
+    def __init__(self, netns: str) -> None:
+        self.netns = netns
+        self._channel, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = ["nsenter", f"--net={NETNS_DIR}/{netns}", "--", sys.executable, "-I", "-S", "-c", _FACTORY]
+        try:
+            self._proc = subprocess.Popen([*argv, str(child.fileno())], pass_fds=[child.fileno()])
+        finally:
+            child.close()
+        self._channel.settimeout(CALL_TIMEOUT)
+        self._lock = threading.Lock()
+
+    def new_socket(self, kind: Literal["tcp", "udp"] = "tcp") -> socket.socket:
+        """A new IPv4 socket of the namespace (not bound, not connected)."""
+        with self._lock:
+            try:
+                self._channel.send(kind.encode())
+                _, fds, _, _ = socket.recv_fds(self._channel, 16, 1)
+            except OSError as exc:
+                raise NetworkError(f"socket factory of netns {self.netns}: {exc}") from exc
+        if len(fds) != 1:
+            raise NetworkError(f"socket factory of netns {self.netns}: exited (code {self._proc.poll()})")
+        return socket.socket(fileno=fds[0])
+
+    def close(self) -> None:
+        """Stop the child and wait for it, so the namespace holds no process of the plane's."""
+        self._channel.close()
+        try:
+            self._proc.wait(timeout=CALL_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()

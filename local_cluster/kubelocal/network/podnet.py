@@ -13,6 +13,7 @@ after another crashed removes the namespaces the dead one left (`cleanup_stale`)
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import ipaddress
 import os
@@ -22,10 +23,11 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from kubelocal.network import iproute
 from kubelocal.network.ipam import Ipam
-from kubelocal.network.nssocket import Listen, open_sockets
+from kubelocal.network.nssocket import Listen, SocketFactory, open_sockets
 
 DEFAULT_POD_CIDR = "10.244.0.0/16"
 #: kubeadm's defaults: the `kubernetes` Service's ClusterIP and the cluster DNS's (10.96.0.0/12).
@@ -77,6 +79,7 @@ class PodNetwork:
         self._veths = 0
         self._lock = threading.Lock()
         self._lockfile: int | None = None
+        self._factory: SocketFactory | None = None
 
     # -- plane ---------------------------------------------------------------------------------------------
 
@@ -105,8 +108,28 @@ class PodNetwork:
                 ["nsenter", f"--net={iproute.NETNS_DIR}/{self.netns}", "--", "sh", "-c",
                  "echo 0 > /proc/sys/net/ipv4/ip_forward && echo 0 > /proc/sys/net/ipv6/conf/all/forwarding"]
             )
+            self._factory = SocketFactory(self.netns)
         except Exception:
             self.teardown()
+            raise
+
+    def plane_socket(self, kind: Literal["tcp", "udp"] = "tcp") -> socket.socket:
+        """A new unconnected socket in the plane's namespace, from which every pod IP is reachable."""
+        if self._factory is None:
+            raise RuntimeError("PodNetwork.plane_socket: the network is not started (call start() first)")
+        return self._factory.new_socket(kind)
+
+    async def open_connection(
+        self, ip: str, port: int, *, timeout: float = 5.0
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A TCP connection from the plane to a pod's port (for probes and port-forward), as asyncio streams."""
+        sock = self.plane_socket("tcp")
+        sock.setblocking(False)
+        try:
+            await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, (ip, port)), timeout)
+            return await asyncio.open_connection(sock=sock)
+        except BaseException:
+            sock.close()
             raise
 
     def open_sockets(self, specs: Sequence[Listen]) -> list[socket.socket]:
@@ -114,7 +137,13 @@ class PodNetwork:
         return open_sockets(self.netns, specs)
 
     def teardown(self) -> None:
-        """Remove every namespace and link this plane made; safe to call twice."""
+        """Remove every namespace and link this plane made; safe to call twice.
+
+        Call it after the pods' processes are gone: a namespace lives on while a process is in it.
+        """
+        if self._factory is not None:
+            self._factory.close()
+            self._factory = None
         with self._lock:
             pods = list(self._pods.values())
             self._pods.clear()
@@ -184,7 +213,10 @@ class PodNetwork:
         return pod
 
     def remove_pod(self, uid: str) -> None:
-        """Delete the pod's namespace (its veth goes with it) and free its IP; unknown UIDs are ignored."""
+        """Delete the pod's namespace (its veth goes with it) and free its IP; unknown UIDs are ignored.
+
+        Call it once the pod's processes have exited: until then the namespace, and its link, live on.
+        """
         with self._lock:
             pod = self._pods.pop(uid, None)
         if pod is not None:
