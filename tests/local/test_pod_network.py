@@ -349,26 +349,42 @@ def test_partitioned_pod_cannot_be_reached_until_healed(net: PodNetwork) -> None
 NETEM, WHY_NO_NETEM = netem_available() if AVAILABLE else (False, WHY_NOT)
 
 
+SHAPERS = [pytest.param(False, id="relay"),
+           pytest.param(True, id="netem", marks=pytest.mark.skipif(not NETEM, reason=WHY_NO_NETEM))]
+
+
 @needs_netns
-@pytest.mark.skipif(not NETEM, reason=WHY_NO_NETEM)
-def test_netem_delay_shows_in_connect_time(net: PodNetwork) -> None:
+@pytest.mark.parametrize("netem", SHAPERS)
+def test_delay_shows_in_connect_time_until_unshaped(net: PodNetwork, netem: bool) -> None:
     a, b = add(net, "slow-a"), add(net, "slow-b")
     with serve_in(b, 2222):
-        fast = float(connect(a, b.ip, 2222)[2])
-        shape(net, b, delay_ms=100)
-        slow = float(connect(a, b.ip, 2222)[2])
+        fast = connect(a, b.ip, 2222)
+        shape(net, b, delay_ms=100, netem=netem)
+        slow = connect(a, b.ip, 2222)
         unshape(net, b)
-        again = float(connect(a, b.ip, 2222)[2])
-    assert fast < 0.1 and again < 0.1
-    assert slow >= 0.2  # the SYN is delayed on the way in, the SYN-ACK on the way out
+        again = connect(a, b.ip, 2222)
+    assert fast[:2] == slow[:2] == again[:2] == ["ok", "slow-b"]
+    assert float(fast[2]) < 0.1 and float(again[2]) < 0.1
+    assert 0.2 <= float(slow[2]) < 1.0  # the SYN is held on its way in, the SYN-ACK on its way out
 
 
 @needs_netns
-@pytest.mark.skipif(NETEM, reason="this kernel has netem; test_netem_delay_shows_in_connect_time covers shaping")
+@pytest.mark.parametrize("netem", SHAPERS)
+def test_total_loss_blocks_a_pod_until_unshaped(net: PodNetwork, netem: bool) -> None:
+    a, b = add(net, "lossy-a"), add(net, "lossy-b")
+    with serve_in(b, 2222):
+        shape(net, b, loss_percent=100, netem=netem)
+        assert connect(a, b.ip, 2222, timeout=1.0)[:2] == ["failed", "TimeoutError"]
+        unshape(net, b)
+        assert connect(a, b.ip, 2222)[:2] == ["ok", "lossy-b"]
+
+
+@needs_netns
+@pytest.mark.skipif(NETEM, reason="this kernel has netem")
 def test_shaping_without_netem_says_what_the_kernel_lacks(net: PodNetwork) -> None:
     a = add(net, "unshaped")
     with pytest.raises(NetworkError, match=r"cannot shape pod train/unshaped's packets: no netem qdisc"):
-        shape(net, a, delay_ms=100)
+        shape(net, a, delay_ms=100, netem=True)
 
 
 def test_without_root_the_plane_keeps_loopback_ports(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -74,15 +74,21 @@ def open_sockets(netns: str, specs: Sequence[Listen]) -> list[socket.socket]:
     return [socket.socket(fileno=fd) for fd in fds]
 
 
+SocketKind = Literal["tcp", "udp", "packet"]
+
 _FACTORY = r"""
 import socket, sys
 channel = socket.socket(fileno=int(sys.argv[1]))
-kinds = {b"tcp": socket.SOCK_STREAM, b"udp": socket.SOCK_DGRAM}
+kinds = {
+    b"tcp": (socket.AF_INET, socket.SOCK_STREAM, 0),
+    b"udp": (socket.AF_INET, socket.SOCK_DGRAM, 0),
+    b"packet": (socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)),  # ETH_P_ALL
+}
 while True:
     request = channel.recv(16)
     if request not in kinds:
         break  # the plane closed the channel (or died): leave the namespace, so it can go
-    s = socket.socket(socket.AF_INET, kinds[request])
+    s = socket.socket(*kinds[request])
     socket.send_fds(channel, [b"ok"], [s.fileno()])
     s.close()
 """
@@ -108,8 +114,8 @@ class SocketFactory:
         self._channel.settimeout(CALL_TIMEOUT)
         self._lock = threading.Lock()
 
-    def new_socket(self, kind: Literal["tcp", "udp"] = "tcp") -> socket.socket:
-        """A new IPv4 socket of the namespace (not bound, not connected)."""
+    def new_socket(self, kind: SocketKind = "tcp") -> socket.socket:
+        """A new socket of the namespace, not bound: IPv4 TCP or UDP, or a raw packet socket (all protocols)."""
         with self._lock:
             try:
                 self._channel.send(kind.encode())

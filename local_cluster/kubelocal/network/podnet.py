@@ -20,14 +20,13 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from kubelocal.network import iproute
 from kubelocal.network.ipam import Ipam
-from kubelocal.network.nssocket import Listen, SocketFactory, open_sockets
+from kubelocal.network.nssocket import Listen, SocketFactory, SocketKind, open_sockets
 
 DEFAULT_POD_CIDR = "10.244.0.0/16"
 #: kubeadm's defaults: the `kubernetes` Service's ClusterIP and the cluster DNS's (10.96.0.0/12).
@@ -80,6 +79,7 @@ class PodNetwork:
         self._lock = threading.Lock()
         self._lockfile: int | None = None
         self._factory: SocketFactory | None = None
+        self._undo: dict[tuple[str, str], Callable[[], None]] = {}
 
     # -- plane ---------------------------------------------------------------------------------------------
 
@@ -113,7 +113,7 @@ class PodNetwork:
             self.teardown()
             raise
 
-    def plane_socket(self, kind: Literal["tcp", "udp"] = "tcp") -> socket.socket:
+    def plane_socket(self, kind: SocketKind = "tcp") -> socket.socket:
         """A new unconnected socket in the plane's namespace, from which every pod IP is reachable."""
         if self._factory is None:
             raise RuntimeError("PodNetwork.plane_socket: the network is not started (call start() first)")
@@ -141,6 +141,8 @@ class PodNetwork:
 
         Call it after the pods' processes are gone: a namespace lives on while a process is in it.
         """
+        for uid, what in list(self._undo):
+            self.undo(uid, what)
         if self._factory is not None:
             self._factory.close()
             self._factory = None
@@ -217,11 +219,27 @@ class PodNetwork:
 
         Call it once the pod's processes have exited: until then the namespace, and its link, live on.
         """
+        for key in [key for key in list(self._undo) if key[0] == uid]:
+            self.undo(*key)
         with self._lock:
             pod = self._pods.pop(uid, None)
         if pod is not None:
             iproute.netns_delete(pod.netns)
             self.ipam.release(uid)
+
+    def on_undo(self, uid: str, what: str, undo: Callable[[], None]) -> None:
+        """Remember how to undo a change to a pod's link (a fault); `remove_pod` and `teardown` run it."""
+        with self._lock:
+            self._undo[(uid, what)] = undo
+
+    def undo(self, uid: str, what: str) -> bool:
+        """Run and forget the undo `on_undo` registered; False if there was none."""
+        with self._lock:
+            undo = self._undo.pop((uid, what), None)
+        if undo is None:
+            return False
+        undo()
+        return True
 
     def pod(self, uid: str) -> PodAttachment | None:
         """The attachment of a pod that has one."""
