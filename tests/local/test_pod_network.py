@@ -187,9 +187,10 @@ def add(net: PodNetwork, name: str) -> PodAttachment:
 
 
 def run_in(pod: PodAttachment, code: str, *, binds: Iterable[tuple[Path, str]] = (), hostname: str | None = None,
-           timeout: float = STEP) -> subprocess.CompletedProcess[str]:
+           env: Mapping[str, str] | None = None, timeout: float = STEP) -> subprocess.CompletedProcess[str]:
     argv = enter_argv(pod.netns, list(binds), [sys.executable, "-I", "-c", textwrap.dedent(code)], hostname=hostname)
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
 def connect_code(ip: str, port: int, timeout: float) -> str:
@@ -292,42 +293,50 @@ def test_pod_resolves_headless_service_and_pod_hostname_through_cluster_dns(net:
     assert not Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists()  # the mount stayed private
 
 
+API_VERSIONS = {"kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "10.96.0.1:443"}]}
+
+
 @needs_netns
-def test_pods_reach_the_api_endpoint_with_in_cluster_tls(net: PodNetwork, tmp_path: Path) -> None:
+def test_in_cluster_config_reaches_the_api_endpoint_over_tls_with_the_token(net: PodNetwork, tmp_path: Path) -> None:
     ca = new_ca()
     cert, key = serving_certificate(ca, [net.api_ip])
+    seen_auth: list[str | None] = []
 
-    class Hello(BaseHTTPRequestHandler):
+    class ApiStandIn(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            seen_auth.append(self.headers.get("Authorization"))
+            body = json.dumps(API_VERSIONS).encode()
             self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(b'{"kind":"APIVersions"}')
+            self.wfile.write(body)
 
         def log_message(self, *args: object) -> None:
             pass
 
     (sock,) = net.open_sockets([Listen("tcp", net.api_ip, 443)])
-    httpd = HTTPServer((net.api_ip, 443), Hello, bind_and_activate=False)
+    httpd = HTTPServer((net.api_ip, 443), ApiStandIn, bind_and_activate=False)
     httpd.socket.close()
     httpd.socket = server_ssl_context(cert, key).wrap_socket(sock, server_side=True)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     thread.start()
     client = add(net, "api-client")
     files = write_pod_files(tmp_path / "c", pod("api-client", client.ip), client.ip, net.dns_ip,
-                            serviceaccount=("t", ca.cert_pem))
-    env = in_cluster_env(net.api_ip)
+                            serviceaccount=("s3cret-token", ca.cert_pem))
     try:
-        done = run_in(client, f"""
-            import ssl, urllib.request
-            ctx = ssl.create_default_context(cafile="/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
-            url = "https://{env["KUBERNETES_SERVICE_HOST"]}:{env["KUBERNETES_SERVICE_PORT"]}/api"
-            print(urllib.request.urlopen(url, context=ctx, timeout=5).read().decode())
-        """, binds=files.binds())
+        done = run_in(client, """
+            import kubernetes
+            kubernetes.config.load_incluster_config()  # env, token and CA where client libraries look
+            print(kubernetes.client.CoreApi().get_api_versions().versions)
+        """, binds=files.binds(), env=in_cluster_env(net.api_ip), timeout=30)
     finally:
         httpd.shutdown()
         httpd.server_close()
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == '{"kind":"APIVersions"}'
+    assert done.stdout.strip() == "['v1']"
+    assert [auth.partition(" ")[2] for auth in seen_auth if auth] == ["s3cret-token"]  # "bearer <token>"
 
 
 @needs_netns

@@ -37,7 +37,7 @@ def enter_argv(
             script.append(f"[ -d {shlex.quote(dst)} ] || mkdir -p {shlex.quote(dst)}")
         script.append(f"mount --bind {shlex.quote(str(src_path.resolve()))} {shlex.quote(dst)}")
     if hostname:
-        script.append(f"hostname {shlex.quote(hostname)}")
+        script.append(f"printf %s {shlex.quote(hostname)} > /proc/sys/kernel/hostname")  # this UTS namespace's
     script.append('exec "$@"')
     unshare = ["unshare", "--mount", "--propagation", "private", *(["--uts"] if hostname else [])]
     return [
