@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tfjob_operator import constants
+from tfjob_operator.apigroups import KubeflowApi
 from tfjob_operator.observed import as_kept
 from tfjob_operator.reconcile import (
     AnnotateJob,
@@ -44,10 +45,11 @@ def replica(n: int, policy: str = "ExitCode") -> dict[str, Any]:
 
 
 def tfjob(replicas: dict[str, Any] | None = None, *, status: dict[str, Any] | None = None,
-          annotations: dict[str, str] | None = None, success: str = "", **run_policy: Any) -> dict[str, Any]:
+          annotations: dict[str, str] | None = None, success: str = "", api: str = "tfjob.dev/v1",
+          **run_policy: Any) -> dict[str, Any]:
     """A TFJob `j` in namespace `ns`; replicas default to 2 workers under ExitCode."""
     return {
-        "apiVersion": "tfjob.dev/v1", "kind": "TFJob",
+        "apiVersion": api, "kind": "TFJob",
         "metadata": {"name": "j", "namespace": "ns", "uid": "uid-j", "generation": 1,
                      "annotations": annotations or {}},
         "spec": {"tfReplicaSpecs": replicas or {"Worker": replica(2)}, "runPolicy": run_policy,
@@ -76,6 +78,8 @@ def started(*conditions: dict[str, Any], restarts: int = 0, failures: int = 0, s
 
 
 RUNNING = cond("Running", "AllPodsRunning")
+KUBEFLOW_V1 = "kubeflow.org/v1"
+KUBEFLOW_ALL = ReconcileOptions(kubeflow_api=KubeflowApi.ALL)
 
 
 def pod(name: str, phase: str = "Running", *, code: int | None = None, attempt: int = 0, finished: float = 10,
@@ -385,10 +389,12 @@ CASES = [
          tfjob(status=started(cond("Suspended", "JobSuspended", t=5)), annotations=recorded(Worker=2)),
          pods=[pod("worker-0", "Failed", code=143, deleting=25), pod("worker-1", deleting=25)],
          events=("JobResumed",), requeue=55),
-    Case("replicas changed on a running job: refused with a message, nothing touched",
-         tfjob({"Worker": replica(3)}, status=started(RUNNING), annotations=recorded(Worker=2)),
+    # (tfjob.dev/v1: the CRD refuses the change at apply time; Kubeflow's CRD cannot, so reconcile does)
+    Case("replicas changed on a running kubeflow.org/v1 job: refused with a message, nothing touched",
+         tfjob({"Worker": replica(3)}, status=started(RUNNING), annotations=recorded(Worker=2), api=KUBEFLOW_V1),
          pods=running(*W2), state="Running", reason="ReplicasChangeRefused",
-         message=("Worker.replicas 2→3", "suspend"), events=("ReplicasChangeRefused",), workers="2/2"),
+         message=("Worker.replicas 2→3", "suspend"), events=("ReplicasChangeRefused",), workers="2/2",
+         options=KUBEFLOW_ALL),
     Case("replicas changed while suspended: resume creates the new size",
          tfjob({"Worker": replica(3)}, status=started(cond("Suspended", "JobSuspended", t=5))),
          creates=("j-worker-0", "j-worker-1", "j-worker-2"), events=("JobResumed",)),
@@ -512,8 +518,9 @@ def test_every_pod_records_the_gang_size_and_the_job_is_not_written() -> None:
 
 
 def test_a_refused_resize_creates_missing_pods_at_the_recorded_size() -> None:
-    job = tfjob({"Worker": replica(3)}, status=started(), annotations=recorded(Worker=2))
-    pods = [a.obj for a in reconcile(job, [pod("worker-0", "Pending")], T0).of_type(CreateObject) if a.kind == "Pod"]
+    job = tfjob({"Worker": replica(3)}, status=started(), annotations=recorded(Worker=2), api=KUBEFLOW_V1)
+    pods = [a.obj for a in reconcile(job, [pod("worker-0", "Pending")], T0, KUBEFLOW_ALL).of_type(CreateObject)
+            if a.kind == "Pod"]
     assert [p["metadata"]["name"] for p in pods] == ["j-worker-1"]
     assert json.loads(pods[0]["metadata"]["annotations"][constants.ANNOTATION_GANG_REPLICAS]) == {"Worker": 2}
 
