@@ -634,3 +634,39 @@ def test_kept_bodies_share_their_keys_and_short_strings_but_not_their_containers
     assert a is not b
     assert [id(k) for k in a] == [id(k) for k in b]
     assert a["reason"] is b["reason"] and first["status"]["phase"] is second["status"]["phase"]
+
+
+# ---------------------------------------------------------------- a refused resize over time (kubeflow.org/v1)
+
+
+def _refused_while_running() -> tuple[dict[str, Any], Decision]:
+    job = tfjob({"Worker": replica(3)}, status=started(RUNNING), annotations=recorded(Worker=2), api=KUBEFLOW_V1)
+    return job, reconcile(job, running(*W2), T0, KUBEFLOW_ALL)
+
+
+def test_a_refused_resize_reverted_by_the_user_leaves_no_refusal_on_the_state_condition_and_posts_no_event() -> None:
+    _, refused = _refused_while_running()
+    reverted = tfjob(status=refused.status.model_dump(mode="json"), annotations=recorded(Worker=2), api=KUBEFLOW_V1)
+    later = T0 + timedelta(seconds=5)
+    # Every pod running: the Running condition is rewritten as usual.
+    decision = reconcile(reverted, running(*W2), later, KUBEFLOW_ALL)
+    assert (decision.status.state, decision.status.conditions[-1].reason) == ("Running", "AllPodsRunning")
+    # A pod not running (Running is not rewritten then): the refusal is marked reverted.
+    decision = reconcile(reverted, [pod("worker-0"), pod("worker-1", "Pending")], later, KUBEFLOW_ALL)
+    state = decision.status.conditions[-1]
+    assert (state.type, state.reason, state.message) == (
+        "Running", "ReplicasChangeReverted", "spec replicas match the running gang again")
+    assert decision.of_type(EmitEvent) == [] and decision.of_type(CreateObject) == []
+
+
+def test_a_refused_resize_moves_to_the_new_state_condition_and_the_old_one_is_marked_superseded() -> None:
+    job, refused = _refused_while_running()
+    refusal = refused.status.conditions[-1].message
+    later = {**job, "status": refused.status.model_dump(mode="json")}
+    waiting = ReconcileOptions(kubeflow_api=KubeflowApi.ALL, gang=GangView(queued_reason="waiting for 1 GPU"))
+    decision = reconcile(later, [pod("worker-0"), pod("worker-1", "Pending")], T0 + timedelta(seconds=5), waiting)
+    by_type = {c.type: c for c in decision.status.conditions}
+    assert decision.status.state == "Queued"
+    assert (by_type["Queued"].reason, by_type["Queued"].message) == ("ReplicasChangeRefused", refusal)
+    assert by_type["Running"].reason == "ReplicasChangeSuperseded"
+    assert [e.reason for e in decision.of_type(EmitEvent)] == ["GangQueued"]  # the refusal was announced once

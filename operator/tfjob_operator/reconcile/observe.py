@@ -58,6 +58,9 @@ class ObservedPod:
         return f"{self.name} ({rtype} {self.index}" + (f", container {self.container})" if self.container else ")")
 
 
+#: Pod `status.reason` values Kubernetes writes (read here; the reasons reconcile writes are `Reason`'s).
+KUBE_EVICTED = "Evicted"
+KUBE_NODE_LOST = "NodeLost"
 #: A DisruptionTarget (or Kueue's TerminationTarget) condition's reason → the reason the gang restart records.
 _DISRUPTION_REASONS: dict[str, Reason] = {
     "PreemptionByScheduler": Reason.POD_PREEMPTED,
@@ -98,9 +101,9 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod:
     if target and target.get("status") == "True":
         disruption = _DISRUPTION_REASONS.get(target.get("reason") or "", Reason.POD_DISRUPTED)
         disruption_message = target.get("message") or disruption_message
-    if status.get("reason") == "Evicted":
+    if status.get("reason") == KUBE_EVICTED:
         disruption = Reason.POD_EVICTED
-    if status.get("reason") == "NodeLost" or status.get("phase") == "Unknown":
+    if status.get("reason") == KUBE_NODE_LOST or status.get("phase") == "Unknown":
         disruption = Reason.NODE_LOST
     ready_cond = conditions.get("Ready")
     phase = status.get("phase") or "Pending"
