@@ -72,7 +72,7 @@ def reconcile(
         _invalid(ctx, body, observed, list(view.problems or options.gang.problems))
         return _decision(ctx, body, prior)
     ctx.status.observedGeneration = job.metadata.generation
-    if _finished(ctx):
+    if finished(ctx.status):
         after_finish(ctx, job, observed)
     else:
         _lifecycle(ctx, job, observed)
@@ -91,10 +91,6 @@ def _decision(ctx: Ctx, obj: Mapping[str, Any], prior: TFJobStatus) -> Decision:
     return Decision(status, ctx.actions, ctx.requeue)
 
 
-def _finished(ctx: Ctx) -> bool:
-    return finished(ctx.status)
-
-
 def _printer_fields(status: TFJobStatus) -> None:
     true = [c for c in status.conditions if c.status == "True"]
     status.state = true[-1].type.value if true else None
@@ -102,7 +98,7 @@ def _printer_fields(status: TFJobStatus) -> None:
 
 def _invalid(ctx: Ctx, obj: Mapping[str, Any], observed: list[ObservedPod], messages: list[str]) -> None:
     ctx.status.observedGeneration = (obj.get("metadata") or {}).get("generation")
-    if _finished(ctx):
+    if finished(ctx.status):
         cleanup(ctx, observed, CleanPodPolicy.RUNNING)
     else:
         finish(ctx, C.FAILED, Reason.INVALID_SPEC, "; ".join(messages), "Warning", observed, CleanPodPolicy.RUNNING)
@@ -123,7 +119,7 @@ def fail_job(obj: Mapping[str, Any], reason: Reason, message: str, now: datetime
     meta = obj.get("metadata") or {}
     observed = [observe_pod(p) for p in pods if owned_by(p, str(meta.get("name") or ""), meta.get("uid"))]
     policy = run_policy.cleanPodPolicy if run_policy is not None else CleanPodPolicy.RUNNING
-    if _finished(ctx):
+    if finished(ctx.status):
         cleanup(ctx, observed, policy)
     else:
         finish(ctx, C.FAILED, reason, message, "Warning", observed, policy)
@@ -132,6 +128,8 @@ def fail_job(obj: Mapping[str, Any], reason: Reason, message: str, now: datetime
 
 
 def _lifecycle(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
+    """A job not finished: suspend or resume, the deadline, stale pods, success, failures, then create what is
+    missing and say whether the gang runs. The first rule that decides ends the reconcile."""
     status = ctx.status
     if job.spec.runPolicy.suspend:
         suspend(ctx, job, observed)
@@ -157,17 +155,19 @@ def _lifecycle(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
         return
     if ctx.options.pod_create_error:
         finish(ctx, C.FAILED, Reason.POD_CREATION_FAILED, ctx.options.pod_create_error, "Warning", observed,
-                job.spec.runPolicy.cleanPodPolicy)
+               job.spec.runPolicy.cleanPodPolicy)
         return
     if succeeded(ctx, job, current, observed):
         return
     if handle_failures(ctx, job, current, observed):
         return
-    _create_missing(ctx, job, current, refusal)
+    _create_missing(ctx, job, current)
     _running(ctx, job, current, refusal)
 
 
-def _create_missing(ctx: Ctx, job: TFJob, current: list[ObservedPod], refusal: str | None) -> None:
+def _create_missing(ctx: Ctx, job: TFJob, current: list[ObservedPod]) -> None:
+    """Create the Service, gang objects and pods of the current attempt not there yet (or, while the gang
+    backend holds them, only its group objects, and say the job is Queued)."""
     present = {p.name for p in current}
     gang = ctx.options.gang
     names_needed = [pod_name(job.name, t, i) for t, s in job.replica_specs() for i in range(s.replicas)]
@@ -222,6 +222,7 @@ def _render(ctx: Ctx, job: TFJob, names_needed: list[str]) -> Rendered:
 
 
 def _running(ctx: Ctx, job: TFJob, current: list[ObservedPod], refusal: str | None) -> None:
+    """Running once every pod of the attempt runs; Queued while the gang backend holds them."""
     announced = any(c.status == "True" and c.message == refusal for c in ctx.status.conditions)
     total = job.total_replicas()
     running = [p for p in current if p.phase == "Running" and not p.terminating]

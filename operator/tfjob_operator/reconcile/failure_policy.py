@@ -69,15 +69,15 @@ def classify(pod: ObservedPod, policy: RestartPolicy) -> Failure:
         return Failure(pod, "permanent", Reason.RESTART_POLICY_NEVER, f"{what}; restartPolicy Never")
     if policy != RestartPolicy.NEVER and pod.exit_code == exit_codes.STALLED:
         return Failure(pod, "retryable", Reason.TRAINING_STALLED,
-                        f"{_describe_exit(pod)}: no training progress within runPolicy.stallTimeoutSeconds "
-                        "(its log shows where it hung)")
+                       f"{_describe_exit(pod)}: no training progress within runPolicy.stallTimeoutSeconds "
+                       "(its log shows where it hung)")
     if policy == RestartPolicy.EXIT_CODE:
         if pod.exit_code is not None and exit_codes.is_retryable(pod.exit_code):
             return Failure(pod, "retryable", Reason.RETRYABLE_EXIT_CODE, _describe_exit(pod))
         if pod.exit_code is None:
             return Failure(pod, "retryable", Reason.POD_FAILED, f"pod {pod.label} failed without an exit code")
         return Failure(pod, "permanent", Reason.NON_RETRYABLE_EXIT_CODE,
-                        f"{_describe_exit(pod)}; under restartPolicy ExitCode codes 1-127 are permanent")
+                       f"{_describe_exit(pod)}; under restartPolicy ExitCode codes 1-127 are permanent")
     what = _describe_exit(pod) if pod.exit_code is not None else f"pod {pod.label} failed"
     return Failure(pod, "retryable", Reason.POD_FAILED, f"{what}; restartPolicy {policy.value}")
 
@@ -117,7 +117,7 @@ def handle_failures(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: 
     for failure in sorted(failures, key=Failure.order):
         if failure.kind == "permanent":
             finish(ctx, C.FAILED, failure.reason, failure.message, "Warning", observed,
-                    job.spec.runPolicy.cleanPodPolicy)
+                   job.spec.runPolicy.cleanPodPolicy)
             return True
         if failure.gang:
             return _restart_gang(ctx, job, current, observed, failure)
@@ -144,13 +144,14 @@ def _vanished(job: TFJob, current: list[ObservedPod]) -> list[Failure]:
 
 def _restart_gang(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: list[ObservedPod],
                   failure: Failure) -> bool:
+    """Restart the whole gang as the next attempt (its pods deleted), or fail the job past backoffLimit."""
     status = ctx.status
     limit = job.spec.runPolicy.backoffLimit
     used = backoff_used(status, current)
     if failure.kind == "retryable" and limit is not None and used >= limit:
         message = f"{failure.message}; backoffLimit {limit} reached ({used} failures retried already)"
         finish(ctx, C.FAILED, Reason.BACKOFF_LIMIT_EXCEEDED, message, "Warning", observed,
-                job.spec.runPolicy.cleanPodPolicy)
+               job.spec.runPolicy.cleanPodPolicy)
         return True
     status.restartCount += 1
     if failure.kind == "retryable":

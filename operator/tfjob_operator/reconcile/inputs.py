@@ -37,6 +37,8 @@ class GangView:
 
 @dataclass(frozen=True)
 class ReconcileOptions:
+    """The operator's settings and what the controller found out for this reconcile."""
+
     cluster_domain: str | None = None
     #: Loopback addressing: pod name → port. Must hold every pod name of the job when set.
     loopback_ports: Mapping[str, int] | None = None

@@ -49,6 +49,7 @@ def cleanup(ctx: Ctx, observed: list[ObservedPod], policy: CleanPodPolicy) -> No
 
 
 def ttl_after_finished(ctx: Ctx, ttl: int | None) -> None:
+    """Delete the finished job once ttlSecondsAfterFinished passed; until then, look again at that instant."""
     completed = parse_time(ctx.status.completionTime)
     if ttl is None or completed is None:
         return
@@ -60,6 +61,7 @@ def ttl_after_finished(ctx: Ctx, ttl: int | None) -> None:
 
 
 def force_if_stuck(ctx: Ctx, pod: ObservedPod) -> None:
+    """Force-delete a pod still Terminating `terminating_timeout` seconds past its deletion deadline."""
     if pod.deletion_deadline is None:
         return
     limit = pod.deletion_deadline + timedelta(seconds=ctx.options.terminating_timeout)
@@ -70,6 +72,7 @@ def force_if_stuck(ctx: Ctx, pod: ObservedPod) -> None:
 
 
 def suspend(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
+    """runPolicy.suspend: the pods deleted, the job kept, Suspended; the deadline's clock stops."""
     message = "spec.runPolicy.suspend is true: pods deleted, job kept (set it to false to resume)"
     ctx.transition(C.SUSPENDED, Reason.JOB_SUSPENDED, message)
     for other in (C.RUNNING, C.RESTARTING, C.QUEUED):
@@ -88,6 +91,7 @@ def suspend(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
 
 
 def deadline_passed(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> bool:
+    """Fail the job once activeDeadlineSeconds passed since startTime; until then, look again at that instant."""
     limit = job.spec.runPolicy.activeDeadlineSeconds
     started = parse_time(ctx.status.startTime)
     if limit is None or started is None:
