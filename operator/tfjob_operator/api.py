@@ -236,6 +236,7 @@ def _replicas_fixed_rules() -> list[dict[str, str]]:
 
 #: The spec's transition rules (on `spec` in the CRD): a running gang keeps its size.
 REPLICAS_FIXED_WHILE_RUNNING: list[dict[str, str]] = _replicas_fixed_rules()
+_SPEC_SCHEMA_EXTRA: dict[str, Any] = {"x-kubernetes-validations": REPLICAS_FIXED_WHILE_RUNNING}
 
 
 class TFJobSpec(_Model):
@@ -244,7 +245,7 @@ class TFJobSpec(_Model):
     # The API server refuses a replicas change of a running job at apply time (kubeflow.org/v1 jobs, whose CRD is
     # Kubeflow's: at run time, `reconcile.resize`).
     model_config = ConfigDict(extra="forbid", populate_by_name=True,
-                              json_schema_extra={"x-kubernetes-validations": REPLICAS_FIXED_WHILE_RUNNING})
+                              json_schema_extra=_SPEC_SCHEMA_EXTRA)
 
     tfReplicaSpecs: dict[ReplicaType, ReplicaSpec] = Field(
         ...,
