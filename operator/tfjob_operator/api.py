@@ -205,10 +205,15 @@ def _spellings(rtype: ReplicaType) -> list[str]:
     return list(dict.fromkeys([rtype.value, *(f(a) for a in aliases for f in (str.capitalize, str.lower, str.upper))]))
 
 
-_SUSPENDED = ("(has({x}.runPolicy) && has({x}.runPolicy.suspend) && {x}.runPolicy.suspend)")
+_SUSPENDED = "(has({x}.runPolicy) && has({x}.runPolicy.suspend) && {x}.runPolicy.suspend)"
 _REPLICAS_OF = "(has({x}.tfReplicaSpecs[k].replicas) ? {x}.tfReplicaSpecs[k].replicas : 1)"
 _WHY_FIXED = ("cannot change unless the job is suspended (a running MultiWorkerMirroredStrategy gang cannot be "
               "resized): set spec.runPolicy.suspend to true, then change replicas, then set it to false")
+
+
+def _total(x: str, keys: list[str]) -> str:
+    """CEL: the replicas of `x`'s replica specs under these keys (0 when none; a spec without replicas counts 1)."""
+    return f"{x}.tfReplicaSpecs.filter(k, k in {keys}).map(k, {_REPLICAS_OF.format(x=x)}).sum()"
 
 
 def _replicas_fixed_rules() -> list[dict[str, str]]:
@@ -219,11 +224,7 @@ def _replicas_fixed_rules() -> list[dict[str, str]]:
     rules = []
     for rtype in ReplicaType:
         keys = _spellings(rtype)
-
-        def total(x: str, keys: list[str] = keys) -> str:
-            return (f"{x}.tfReplicaSpecs.filter(k, k in {keys}).map(k, {_REPLICAS_OF.format(x=x)}).sum()")
-
-        rules.append({"rule": f"{either_suspended} || {total('self')} == {total('oldSelf')}",
+        rules.append({"rule": f"{either_suspended} || {_total('self', keys)} == {_total('oldSelf', keys)}",
                       "message": f"spec.tfReplicaSpecs.{rtype.value}.replicas {_WHY_FIXED}"})
     known = [k for rtype in ReplicaType for k in _spellings(rtype)]
     same = (f"k in {known} || (k in oldSelf.tfReplicaSpecs && {_REPLICAS_OF.format(x='self')} == "
