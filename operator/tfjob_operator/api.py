@@ -198,8 +198,55 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
+def _spellings(rtype: ReplicaType) -> list[str]:
+    """The keys the rules below read as this replica type: its name and aliases capitalised, lowercase and
+    uppercase (a key in another mix of cases is covered by the rule for unusual spellings)."""
+    aliases = [a for a, t in REPLICA_TYPE_ALIASES.items() if t is rtype]
+    return list(dict.fromkeys([rtype.value, *(f(a) for a in aliases for f in (str.capitalize, str.lower, str.upper))]))
+
+
+_SUSPENDED = "(has({x}.runPolicy) && has({x}.runPolicy.suspend) && {x}.runPolicy.suspend)"
+_REPLICAS_OF = "(has({x}.tfReplicaSpecs[k].replicas) ? {x}.tfReplicaSpecs[k].replicas : 1)"
+_WHY_FIXED = ("cannot change unless the job is suspended (a running MultiWorkerMirroredStrategy gang cannot be "
+              "resized): set spec.runPolicy.suspend to true, then change replicas, then set it to false")
+
+
+def _total(x: str, keys: list[str]) -> str:
+    """CEL: the replicas of `x`'s replica specs under these keys (0 when none; a spec without replicas counts 1)."""
+    return f"{x}.tfReplicaSpecs.filter(k, k in {keys}).map(k, {_REPLICAS_OF.format(x=x)}).sum()"
+
+
+def _replicas_fixed_rules() -> list[dict[str, str]]:
+    """CEL transition rules: no replica type's `replicas` changes unless the job is (or was) suspended, which
+    deletes the gang; resuming creates it at the new size. One rule per replica type, so a type may be allowed
+    to change later (elastic workers) by its own rule alone; one more for keys spelled in an unusual case."""
+    either_suspended = f"{_SUSPENDED.format(x='self')} || {_SUSPENDED.format(x='oldSelf')}"
+    rules = []
+    for rtype in ReplicaType:
+        keys = _spellings(rtype)
+        rules.append({"rule": f"{either_suspended} || {_total('self', keys)} == {_total('oldSelf', keys)}",
+                      "message": f"spec.tfReplicaSpecs.{rtype.value}.replicas {_WHY_FIXED}"})
+    known = [k for rtype in ReplicaType for k in _spellings(rtype)]
+    same = (f"k in {known} || (k in oldSelf.tfReplicaSpecs && {_REPLICAS_OF.format(x='self')} == "
+            f"{_REPLICAS_OF.format(x='oldSelf')})")
+    rules.append({"rule": f"{either_suspended} || (self.tfReplicaSpecs.all(k, {same}) && "
+                          f"oldSelf.tfReplicaSpecs.all(k, k in {known} || k in self.tfReplicaSpecs))",
+                  "message": f"spec.tfReplicaSpecs.<type>.replicas {_WHY_FIXED}"})
+    return rules
+
+
+#: The spec's transition rules (on `spec` in the CRD): a running gang keeps its size.
+REPLICAS_FIXED_WHILE_RUNNING: list[dict[str, str]] = _replicas_fixed_rules()
+_SPEC_SCHEMA_EXTRA: dict[str, Any] = {"x-kubernetes-validations": REPLICAS_FIXED_WHILE_RUNNING}
+
+
 class TFJobSpec(_Model):
     """Desired state of a TFJob."""
+
+    # The API server refuses a replicas change of a running job at apply time (kubeflow.org/v1 jobs, whose CRD is
+    # Kubeflow's: at run time, `reconcile.resize`).
+    model_config = ConfigDict(extra="forbid", populate_by_name=True,
+                              json_schema_extra=_SPEC_SCHEMA_EXTRA)
 
     tfReplicaSpecs: dict[ReplicaType, ReplicaSpec] = Field(
         ...,

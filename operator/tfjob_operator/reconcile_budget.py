@@ -16,10 +16,10 @@ from datetime import datetime
 from typing import Any, Final
 
 from tfjob_operator.api import RunPolicy, TFJob
-from tfjob_operator.reconcile import Decision, fail_job
+from tfjob_operator.reconcile import Decision, Reason, fail_job
 
 #: Condition and Event reason of a job whose reconcile would exceed its budget.
-REASON: Final = "ReconcileBudgetExceeded"
+REASON: Final = Reason.RECONCILE_BUDGET_EXCEEDED
 #: Default bytes of rendered pods one job may need (TFJOB_RECONCILE_BUDGET_BYTES).
 DEFAULT_BYTES: Final = 128 * 1024 * 1024
 #: Default seconds one reconcile may spend deciding (TFJOB_RECONCILE_BUDGET_SECONDS).

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from tfjob_operator.api import RunPolicy
-from tfjob_operator.reconcile import Decision, fail_job
+from tfjob_operator.reconcile import Decision, Reason, fail_job
 
 #: Unexpected errors in a row after which the job is failed (with back-off 1, 2, 4, 8 s that is ~15 s).
 MAX_UNEXPECTED_ERRORS = 5
 #: Condition reason (and Event reason) of a job the operator gave up on.
-REASON = "ReconcileError"
+REASON: Final = Reason.RECONCILE_ERROR
 
 
 def gives_up(failures_in_a_row: int) -> bool:

@@ -20,6 +20,7 @@ KF = "kubeflow.org"
 QUICK = py("import time; time.sleep(0.3)")
 EXIT_130_THEN_0 = py("import os, sys, time; time.sleep(0.3); "
                      "sys.exit(130 if os.environ['TFJOB_ATTEMPT'] == '0' else 0)")
+FOREVER = py("import time; time.sleep(600)")
 CRASH = py("import sys; print('Traceback (most recent call last):'); sys.stderr.write('ValueError: bad batch\\n');"
            " sys.exit(1)")
 
@@ -70,6 +71,25 @@ def test_a_gang_restart_of_a_kubeflow_job_counts_in_annotations(cluster: Cluster
     assert annotations[apigroups.ANNOTATION_RESTART_COUNT] == "1"
     assert annotations[apigroups.ANNOTATION_FAILURE_RESTARTS] == "1"
     assert {p.metadata.labels["tfjob.dev/attempt"] for p in cluster.pods(name)} == {"1"}
+
+
+def test_a_replicas_change_on_a_running_kubeflow_job_is_refused_by_the_operator(
+        cluster: Cluster, operator: Operator) -> None:
+    """Kubeflow's CRD, vendored as published, takes the change (tfjob.dev/v1's refuses it at apply time): the
+    operator keeps the gang at its size, says so on the state condition, and still does after a gang restart."""
+    name = cluster.submit({"Worker": replica(FOREVER, 2)}, group=KF)
+    wait_kubeflow_state(cluster, name, "Running")
+    cluster.custom.patch_namespaced_custom_object(KF, "v1", "default", "tfjobs", name,
+                                                  {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 3}}}})
+    running = wait_for(lambda: (c := cluster.condition(name, "Running", KF)) and c["reason"] == "ReplicasChangeRefused"
+                       and c, 20, what="the refusal on the Running condition")
+    assert "Worker.replicas 2→3" in running["message"] and "suspend" in running["message"]
+    cluster.wait_events(name, "ReplicasChangeRefused")
+    cluster.core.delete_namespaced_pod(f"{name}-worker-0", "default")
+    wait_for(lambda: (cluster.job(name, KF) or {})["metadata"]["annotations"].get(
+        apigroups.ANNOTATION_RESTART_COUNT) == "1", 30, what="the whole-gang restart")
+    wait_for(lambda: sorted(p.metadata.name for p in cluster.pods(name) if p.status.phase == "Running") == [
+        f"{name}-worker-0", f"{name}-worker-1"], 30, what="the gang running again at its size")
 
 
 def test_a_crash_looping_worker_fails_the_job_once_restarts_exceed_backoff_limit(

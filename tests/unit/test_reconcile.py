@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tfjob_operator import constants
+from tfjob_operator.apigroups import KubeflowApi
 from tfjob_operator.observed import as_kept
 from tfjob_operator.reconcile import (
     AnnotateJob,
@@ -44,10 +45,11 @@ def replica(n: int, policy: str = "ExitCode") -> dict[str, Any]:
 
 
 def tfjob(replicas: dict[str, Any] | None = None, *, status: dict[str, Any] | None = None,
-          annotations: dict[str, str] | None = None, success: str = "", **run_policy: Any) -> dict[str, Any]:
+          annotations: dict[str, str] | None = None, success: str = "", api: str = "tfjob.dev/v1",
+          **run_policy: Any) -> dict[str, Any]:
     """A TFJob `j` in namespace `ns`; replicas default to 2 workers under ExitCode."""
     return {
-        "apiVersion": "tfjob.dev/v1", "kind": "TFJob",
+        "apiVersion": api, "kind": "TFJob",
         "metadata": {"name": "j", "namespace": "ns", "uid": "uid-j", "generation": 1,
                      "annotations": annotations or {}},
         "spec": {"tfReplicaSpecs": replicas or {"Worker": replica(2)}, "runPolicy": run_policy,
@@ -76,6 +78,8 @@ def started(*conditions: dict[str, Any], restarts: int = 0, failures: int = 0, s
 
 
 RUNNING = cond("Running", "AllPodsRunning")
+KUBEFLOW_V1 = "kubeflow.org/v1"
+KUBEFLOW_ALL = ReconcileOptions(kubeflow_api=KubeflowApi.ALL)
 
 
 def pod(name: str, phase: str = "Running", *, code: int | None = None, attempt: int = 0, finished: float = 10,
@@ -385,10 +389,12 @@ CASES = [
          tfjob(status=started(cond("Suspended", "JobSuspended", t=5)), annotations=recorded(Worker=2)),
          pods=[pod("worker-0", "Failed", code=143, deleting=25), pod("worker-1", deleting=25)],
          events=("JobResumed",), requeue=55),
-    Case("replicas changed on a running job: refused with a message, nothing touched",
-         tfjob({"Worker": replica(3)}, status=started(RUNNING), annotations=recorded(Worker=2)),
+    # (tfjob.dev/v1: the CRD refuses the change at apply time; Kubeflow's CRD cannot, so reconcile does)
+    Case("replicas changed on a running kubeflow.org/v1 job: refused with a message, nothing touched",
+         tfjob({"Worker": replica(3)}, status=started(RUNNING), annotations=recorded(Worker=2), api=KUBEFLOW_V1),
          pods=running(*W2), state="Running", reason="ReplicasChangeRefused",
-         message=("Worker.replicas 2→3", "suspend"), events=("ReplicasChangeRefused",), workers="2/2"),
+         message=("Worker.replicas 2→3", "suspend"), events=("ReplicasChangeRefused",), workers="2/2",
+         options=KUBEFLOW_ALL),
     Case("replicas changed while suspended: resume creates the new size",
          tfjob({"Worker": replica(3)}, status=started(cond("Suspended", "JobSuspended", t=5))),
          creates=("j-worker-0", "j-worker-1", "j-worker-2"), events=("JobResumed",)),
@@ -512,8 +518,9 @@ def test_every_pod_records_the_gang_size_and_the_job_is_not_written() -> None:
 
 
 def test_a_refused_resize_creates_missing_pods_at_the_recorded_size() -> None:
-    job = tfjob({"Worker": replica(3)}, status=started(), annotations=recorded(Worker=2))
-    pods = [a.obj for a in reconcile(job, [pod("worker-0", "Pending")], T0).of_type(CreateObject) if a.kind == "Pod"]
+    job = tfjob({"Worker": replica(3)}, status=started(), annotations=recorded(Worker=2), api=KUBEFLOW_V1)
+    pods = [a.obj for a in reconcile(job, [pod("worker-0", "Pending")], T0, KUBEFLOW_ALL).of_type(CreateObject)
+            if a.kind == "Pod"]
     assert [p["metadata"]["name"] for p in pods] == ["j-worker-1"]
     assert json.loads(pods[0]["metadata"]["annotations"][constants.ANNOTATION_GANG_REPLICAS]) == {"Worker": 2}
 
@@ -627,3 +634,39 @@ def test_kept_bodies_share_their_keys_and_short_strings_but_not_their_containers
     assert a is not b
     assert [id(k) for k in a] == [id(k) for k in b]
     assert a["reason"] is b["reason"] and first["status"]["phase"] is second["status"]["phase"]
+
+
+# ---------------------------------------------------------------- a refused resize over time (kubeflow.org/v1)
+
+
+def _refused_while_running() -> tuple[dict[str, Any], Decision]:
+    job = tfjob({"Worker": replica(3)}, status=started(RUNNING), annotations=recorded(Worker=2), api=KUBEFLOW_V1)
+    return job, reconcile(job, running(*W2), T0, KUBEFLOW_ALL)
+
+
+def test_a_refused_resize_reverted_by_the_user_leaves_no_refusal_on_the_state_condition_and_posts_no_event() -> None:
+    _, refused = _refused_while_running()
+    reverted = tfjob(status=refused.status.model_dump(mode="json"), annotations=recorded(Worker=2), api=KUBEFLOW_V1)
+    later = T0 + timedelta(seconds=5)
+    # Every pod running: the Running condition is rewritten as usual.
+    decision = reconcile(reverted, running(*W2), later, KUBEFLOW_ALL)
+    assert (decision.status.state, decision.status.conditions[-1].reason) == ("Running", "AllPodsRunning")
+    # A pod not running (Running is not rewritten then): the refusal is marked reverted.
+    decision = reconcile(reverted, [pod("worker-0"), pod("worker-1", "Pending")], later, KUBEFLOW_ALL)
+    state = decision.status.conditions[-1]
+    assert (state.type, state.reason, state.message) == (
+        "Running", "ReplicasChangeReverted", "spec replicas match the running gang again")
+    assert decision.of_type(EmitEvent) == [] and decision.of_type(CreateObject) == []
+
+
+def test_a_refused_resize_moves_to_the_new_state_condition_and_the_old_one_is_marked_superseded() -> None:
+    job, refused = _refused_while_running()
+    refusal = refused.status.conditions[-1].message
+    later = {**job, "status": refused.status.model_dump(mode="json")}
+    waiting = ReconcileOptions(kubeflow_api=KubeflowApi.ALL, gang=GangView(queued_reason="waiting for 1 GPU"))
+    decision = reconcile(later, [pod("worker-0"), pod("worker-1", "Pending")], T0 + timedelta(seconds=5), waiting)
+    by_type = {c.type: c for c in decision.status.conditions}
+    assert decision.status.state == "Queued"
+    assert (by_type["Queued"].reason, by_type["Queued"].message) == ("ReplicasChangeRefused", refusal)
+    assert by_type["Running"].reason == "ReplicasChangeSuperseded"
+    assert [e.reason for e in decision.of_type(EmitEvent)] == ["GangQueued"]  # the refusal was announced once

@@ -1,0 +1,175 @@
+"""What a failed pod means: a disruption (never counted), a retryable failure (counts towards backoffLimit) or a
+permanent one (fails the job); a chief/worker failure restarts the whole gang as the next attempt, a PS or
+evaluator pod restarts alone."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tfjob_operator.api import JobConditionType, ReplicaType, RestartPolicy, TFJob, TFJobStatus
+from tfjob_operator.diagnosis import explain
+from tfjob_operator.reconcile.actions import DeletePod
+from tfjob_operator.reconcile.conditions import Ctx, replica_statuses
+from tfjob_operator.reconcile.lifecycle import finish
+from tfjob_operator.reconcile.observe import ObservedPod
+from tfjob_operator.reconcile.reasons import Reason
+from tfjob_operator.render import pod_name
+from tfjob_worker import exit_codes
+
+C = JobConditionType
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed pod, what kind of failure it is, and the reason and message the job records for it."""
+
+    pod: ObservedPod
+    #: disruption (never counts towards backoffLimit), retryable (counts) or permanent (fails the job).
+    kind: Literal["disruption", "retryable", "permanent"]
+    reason: Reason
+    message: str
+
+    @property
+    def gang(self) -> bool:
+        return self.pod.rtype in (ReplicaType.CHIEF, ReplicaType.WORKER)
+
+    def order(self) -> tuple[float, int, str]:
+        """Earliest first; at equal times the cause before its consequence (a peer's 'peer lost' exit)."""
+        t = self.pod.finished_at.timestamp() if self.pod.finished_at else math.inf
+        code = self.pod.exit_code
+        if self.kind == "disruption":
+            rank = 0
+        elif code in exit_codes.PEER_FAILURE:
+            rank = 3
+        else:
+            rank = 1 if self.kind == "permanent" else 2
+        return (t, rank, self.pod.name)
+
+
+def _describe_exit(pod: ObservedPod) -> str:
+    code = pod.exit_code
+    meaning = f" ({exit_codes.MEANINGS[code]})" if code in exit_codes.MEANINGS else ""
+    return f"pod {pod.label} exited with code {code}{meaning}{explain(pod.exit_message, code, pod.exit_reason)}"
+
+
+def classify(pod: ObservedPod, policy: RestartPolicy) -> Failure:
+    """Why a pod failed and what that means under its replica type's restartPolicy."""
+    if pod.disruption:
+        detail = f": {pod.disruption_message}" if pod.disruption_message else ""
+        where = f" on node {pod.node}" if pod.disruption == Reason.NODE_LOST and pod.node else ""
+        words = {Reason.POD_EVICTED: "was evicted", Reason.POD_PREEMPTED: "was preempted",
+                 Reason.NODE_LOST: "lost its node"}
+        text = f"pod {pod.label} {words.get(pod.disruption, 'was disrupted')}{where}{detail}"
+        return Failure(pod, "disruption", pod.disruption, text)
+    if policy == RestartPolicy.NEVER:
+        what = _describe_exit(pod) if pod.exit_code is not None else f"pod {pod.label} failed"
+        return Failure(pod, "permanent", Reason.RESTART_POLICY_NEVER, f"{what}; restartPolicy Never")
+    if policy != RestartPolicy.NEVER and pod.exit_code == exit_codes.STALLED:
+        return Failure(pod, "retryable", Reason.TRAINING_STALLED,
+                       f"{_describe_exit(pod)}: no training progress within runPolicy.stallTimeoutSeconds "
+                       "(its log shows where it hung)")
+    if policy == RestartPolicy.EXIT_CODE:
+        if pod.exit_code is not None and exit_codes.is_retryable(pod.exit_code):
+            return Failure(pod, "retryable", Reason.RETRYABLE_EXIT_CODE, _describe_exit(pod))
+        if pod.exit_code is None:
+            return Failure(pod, "retryable", Reason.POD_FAILED, f"pod {pod.label} failed without an exit code")
+        return Failure(pod, "permanent", Reason.NON_RETRYABLE_EXIT_CODE,
+                       f"{_describe_exit(pod)}; under restartPolicy ExitCode codes 1-127 are permanent")
+    what = _describe_exit(pod) if pod.exit_code is not None else f"pod {pod.label} failed"
+    return Failure(pod, "retryable", Reason.POD_FAILED, f"{what}; restartPolicy {policy.value}")
+
+
+def backoff_used(status: TFJobStatus, current: Sequence[ObservedPod]) -> int:
+    """Failures that count towards runPolicy.backoffLimit: gang restarts caused by failures, plus in-place
+    container restarts (restartPolicy OnFailure/Always) of the current attempt's pods, as Kubeflow sums them."""
+    return status.failureRestarts + sum(p.restarts for p in current if not p.terminating)
+
+
+def _backoff_exceeded(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: list[ObservedPod]) -> bool:
+    """The one backoffLimit rule: the job fails once its failures exceed the limit (limit N allows N retries).
+    Here for in-place restarts; `_restart_gang` applies it to a failure that would restart the gang."""
+    limit = job.spec.runPolicy.backoffLimit
+    restarted = [p for p in current if p.restarts and not p.terminating]
+    if limit is None or not restarted or backoff_used(ctx.status, current) <= limit:
+        return False
+    worst = max(restarted, key=lambda p: p.restarts)
+    times = "once" if worst.restarts == 1 else f"{worst.restarts} times"
+    message = (f"pod {worst.label} restarted in place {times}"
+               + (f", last {worst.last_restart}" if worst.last_restart else "")
+               + f"; backoffLimit {limit} exceeded ({backoff_used(ctx.status, current)} failures: "
+               f"{sum(p.restarts for p in restarted)} in-place restarts, {ctx.status.failureRestarts} gang restarts)")
+    finish(ctx, C.FAILED, Reason.BACKOFF_LIMIT_EXCEEDED, message, "Warning", observed,
+           job.spec.runPolicy.cleanPodPolicy)
+    return True
+
+
+def handle_failures(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: list[ObservedPod]) -> bool:
+    """Handle failed pods of the current attempt, earliest first; True if the job stopped or restarts."""
+    if _backoff_exceeded(ctx, job, current, observed):
+        return True
+    failures = [classify(p, job.spec.tfReplicaSpecs[p.rtype].restartPolicy)
+                for p in current if p.failed and p.rtype in job.spec.tfReplicaSpecs]
+    if ctx.is_true(C.RUNNING):
+        failures.extend(_vanished(job, current))
+    for failure in sorted(failures, key=Failure.order):
+        if failure.kind == "permanent":
+            finish(ctx, C.FAILED, failure.reason, failure.message, "Warning", observed,
+                   job.spec.runPolicy.cleanPodPolicy)
+            return True
+        if failure.gang:
+            return _restart_gang(ctx, job, current, observed, failure)
+        _restart_alone(ctx, failure)
+    return False
+
+
+def _vanished(job: TFJob, current: list[ObservedPod]) -> list[Failure]:
+    """Chief/worker pods of a gang that was all running and is now missing: deleted behind our back."""
+    present = {p.name for p in current}
+    out = []
+    for rtype, spec in job.replica_specs():
+        if rtype not in (ReplicaType.CHIEF, ReplicaType.WORKER):
+            continue
+        for i in range(spec.replicas):
+            name = pod_name(job.name, rtype, i)
+            if name not in present:
+                pod = ObservedPod(name, rtype, i, -1, "Unknown", True, None, False, None, None, None,
+                                  Reason.POD_DELETED, "", None)
+                message = f"pod {name} ({rtype.value} {i}) was deleted"
+                out.append(Failure(pod, "disruption", Reason.POD_DELETED, message))
+    return out
+
+
+def _restart_gang(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: list[ObservedPod],
+                  failure: Failure) -> bool:
+    """Restart the whole gang as the next attempt (its pods deleted), or fail the job past backoffLimit."""
+    status = ctx.status
+    limit = job.spec.runPolicy.backoffLimit
+    used = backoff_used(status, current)
+    if failure.kind == "retryable" and limit is not None and used >= limit:
+        message = f"{failure.message}; backoffLimit {limit} reached ({used} failures retried already)"
+        finish(ctx, C.FAILED, Reason.BACKOFF_LIMIT_EXCEEDED, message, "Warning", observed,
+               job.spec.runPolicy.cleanPodPolicy)
+        return True
+    status.restartCount += 1
+    if failure.kind == "retryable":
+        status.failureRestarts += 1
+    budget = f"{status.failureRestarts}/{limit}" if limit is not None else f"{status.failureRestarts}"
+    message = (f"{failure.message}; restarting the whole gang as attempt {status.restartCount} "
+               f"(restarts {status.restartCount}, failure restarts {budget})")
+    ctx.set(C.RESTARTING, False, failure.reason, message)  # so the event below fires on every restart
+    ctx.set(C.RESTARTING, True, failure.reason, message)
+    ctx.event("Warning", failure.reason, message, C.RESTARTING)
+    ctx.set(C.RUNNING, False, Reason.RESTARTING, message)
+    ctx.actions.extend(DeletePod(p.name) for p in current if not p.terminating)
+    replica_statuses(ctx, job, [])  # the new attempt has no pods yet
+    return True
+
+
+def _restart_alone(ctx: Ctx, failure: Failure) -> None:
+    pod = failure.pod
+    if not pod.terminating:
+        ctx.actions.append(DeletePod(pod.name))
+        ctx.event("Warning", Reason.REPLICA_RESTARTING, f"{failure.message}; restarting this pod alone")

@@ -1,0 +1,105 @@
+"""Time and the end of a job: suspend, activeDeadlineSeconds, finishing (Succeeded or Failed), cleaning up
+pods per cleanPodPolicy, pods stuck Terminating, and ttlSecondsAfterFinished."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from tfjob_operator import constants
+from tfjob_operator.api import CleanPodPolicy, JobConditionType, TFJob
+from tfjob_operator.reconcile.actions import AnnotateJob, DeleteJob, DeletePod
+from tfjob_operator.reconcile.conditions import Ctx, replica_statuses
+from tfjob_operator.reconcile.observe import ObservedPod
+from tfjob_operator.reconcile.reasons import Reason
+from tfjob_operator.times import parse_time
+
+C = JobConditionType
+
+
+def finish(ctx: Ctx, ctype: JobConditionType, reason: Reason, message: str,
+           event_type: Literal["Normal", "Warning"], observed: list[ObservedPod], policy: CleanPodPolicy) -> None:
+    """The job Succeeded or Failed: the condition and its Event, the others false, its pods cleaned up."""
+    ctx.transition(ctype, reason, message, event_type)
+    for other in (C.RUNNING, C.RESTARTING, C.QUEUED):
+        ctx.set(other, False, reason, message)
+    ctx.status.completionTime = ctx.status.completionTime or ctx.stamp
+    if ctype == C.SUCCEEDED and ctx.status.progress is not None:
+        # The chief's endpoint is gone with it: say so rather than show the last figures read as current.
+        ctx.status.progress = ctx.status.progress.model_copy(update={"summary": "done"})
+    cleanup(ctx, observed, policy)
+
+
+def after_finish(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
+    """A finished job: pods are cleaned up per cleanPodPolicy, never recreated; TTL deletes the job."""
+    cleanup(ctx, observed, job.spec.runPolicy.cleanPodPolicy)
+    replica_statuses(ctx, job, [p for p in observed if p.attempt == ctx.status.restartCount])
+    ttl_after_finished(ctx, job.spec.runPolicy.ttlSecondsAfterFinished)
+
+
+def cleanup(ctx: Ctx, observed: list[ObservedPod], policy: CleanPodPolicy) -> None:
+    """Delete a finished job's pods per cleanPodPolicy; pods stuck Terminating are forced after the timeout."""
+    if policy == CleanPodPolicy.NONE:
+        return
+    for pod in observed:
+        if pod.terminating:
+            force_if_stuck(ctx, pod)
+        elif policy == CleanPodPolicy.ALL or pod.phase in ("Pending", "Running", "Unknown"):
+            ctx.actions.append(DeletePod(pod.name))
+
+
+def ttl_after_finished(ctx: Ctx, ttl: int | None) -> None:
+    """Delete the finished job once ttlSecondsAfterFinished passed; until then, look again at that instant."""
+    completed = parse_time(ctx.status.completionTime)
+    if ttl is None or completed is None:
+        return
+    expires = completed + timedelta(seconds=ttl)
+    if ctx.now >= expires:
+        ctx.actions.append(DeleteJob(f"ttlSecondsAfterFinished={ttl} passed since {ctx.status.completionTime}"))
+    else:
+        ctx.requeue_at(expires)
+
+
+def force_if_stuck(ctx: Ctx, pod: ObservedPod) -> None:
+    """Force-delete a pod still Terminating `terminating_timeout` seconds past its deletion deadline."""
+    if pod.deletion_deadline is None:
+        return
+    limit = pod.deletion_deadline + timedelta(seconds=ctx.options.terminating_timeout)
+    if ctx.now >= limit:
+        ctx.actions.append(DeletePod(pod.name, force=True))
+    else:
+        ctx.requeue_at(limit)
+
+
+def suspend(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
+    """runPolicy.suspend: the pods deleted, the job kept, Suspended; the deadline's clock stops."""
+    message = "spec.runPolicy.suspend is true: pods deleted, job kept (set it to false to resume)"
+    ctx.transition(C.SUSPENDED, Reason.JOB_SUSPENDED, message)
+    for other in (C.RUNNING, C.RESTARTING, C.QUEUED):
+        ctx.set(other, False, Reason.JOB_SUSPENDED, message)
+    # activeDeadlineSeconds counts running time: it starts again on resume.
+    ctx.status.startTime = None
+    for pod in observed:
+        if pod.terminating:
+            force_if_stuck(ctx, pod)
+        else:
+            ctx.actions.append(DeletePod(pod.name))
+    if constants.ANNOTATION_GANG_REPLICAS in job.metadata.annotations:
+        # While suspended the gang may be resized: the next creation records the new size.
+        ctx.actions.insert(0, AnnotateJob({constants.ANNOTATION_GANG_REPLICAS: None}))
+    replica_statuses(ctx, job, [p for p in observed if p.attempt == ctx.status.restartCount])
+
+
+def deadline_passed(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> bool:
+    """Fail the job once activeDeadlineSeconds passed since startTime; until then, look again at that instant."""
+    limit = job.spec.runPolicy.activeDeadlineSeconds
+    started = parse_time(ctx.status.startTime)
+    if limit is None or started is None:
+        return False
+    deadline = started + timedelta(seconds=limit)
+    if ctx.now < deadline:
+        ctx.requeue_at(deadline)
+        return False
+    message = f"the job ran longer than activeDeadlineSeconds={limit} (started {ctx.status.startTime})"
+    finish(ctx, C.FAILED, Reason.DEADLINE_EXCEEDED, message, "Warning", observed, job.spec.runPolicy.cleanPodPolicy)
+    return True
