@@ -13,7 +13,8 @@ from typing import Any
 import kopf
 
 from tfjob_operator import apigroups, constants
-from tfjob_operator.controller import JobController, JobKey
+from tfjob_operator.controller import JobController
+from tfjob_operator.keys import JobKey
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import as_kept
 from tfjob_operator.settings import OperatorSettings
