@@ -10,6 +10,5 @@
 """
 
 from tfjob_operator.controller.job_controller import JobController
-from tfjob_operator.keys import JobKey
 
-__all__ = ["JobController", "JobKey"]
+__all__ = ["JobController"]
