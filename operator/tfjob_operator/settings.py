@@ -147,9 +147,11 @@ class OperatorSettings(BaseSettings):
         ignore a setting that once asked for it."""
         given = {f"TFJOB_{k.upper()}" for k in data} if isinstance(data, dict) else set()
         given |= {k.upper() for k in os.environ}
-        for name in sorted(REMOVED_PEERING_SETTINGS & given):
-            raise ValueError(f"{name}: kopf peering was removed; unset it. Run one replica, or several with "
-                             "TFJOB_LEADER_ELECTION=true (a coordination.k8s.io Lease picks the one acting replica)")
+        removed = sorted(REMOVED_PEERING_SETTINGS & given)
+        if removed:
+            raise ValueError(f"{', '.join(removed)}: kopf peering was removed; unset it. Run one replica, or "
+                             "several with TFJOB_LEADER_ELECTION=true (a coordination.k8s.io Lease picks the one "
+                             "acting replica)")
         return data
 
     @field_validator("namespaces", mode="before")
