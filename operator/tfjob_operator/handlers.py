@@ -13,7 +13,8 @@ from typing import Any
 import kopf
 
 from tfjob_operator import apigroups, constants
-from tfjob_operator.controller import JobController, JobKey
+from tfjob_operator.controller import JobController
+from tfjob_operator.keys import JobKey
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import as_kept
 from tfjob_operator.settings import OperatorSettings
@@ -51,8 +52,9 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     # which the CRD's structural schema would prune) should a changing handler ever be added.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage()
     settings.persistence.diffbase_storage = NoDiffBase()
-    settings.peering.priority = ops.priority
-    settings.peering.name = ops.peering_name
+    # Never kopf peering, even under `kopf run` without --standalone: a paused peer would still run the builtin
+    # gang's admission loop. Several replicas take turns through leader election (`tfjob_operator.leader`).
+    settings.peering.standalone = True
     metrics = getattr(memo, "metrics", None) or Metrics()
     memo.metrics = metrics
     metrics.serve(ops.metrics_port, ops.metrics_host)
@@ -61,9 +63,6 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     # Pods are the controller's own watch (pod_index), listed here: kopf starts its TFJob watch after start-up, so
     # every reconcile reads a listed pod index.
     await controller.watch_pods()
-    if not ops.standalone and not ops.leader_election:
-        log.warning("kopf peering without leader election: a paused replica still runs the gang admission loop; "
-                    "set TFJOB_LEADER_ELECTION=true when running several replicas with the builtin gang backend")
     memo.controller = controller
     log.info("tfjob operator started: namespaces=%s addressing=%s gang=%s", ops.namespaces or "all",
              ops.addressing.value, ops.gang_backend.value)

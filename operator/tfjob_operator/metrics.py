@@ -4,7 +4,7 @@ Counters move when the operator acts (jobs created/succeeded/failed/restarted, p
 histogram times one reconcile of one job, API calls included. The `tfjob_gang_*` series come from the builtin
 backend's admission loop (queue length, admission latency, failures, schedule timeouts, GPU-seconds held by
 gangs not fully running). Jobs by state, the progress reads and writes and the GPU-seconds of stalled jobs
-come from the progress pass (tfjob_operator.progress_poll); the start latencies from Running transitions.
+come from the progress pass (tfjob_operator.progress.poller); the start latencies from Running transitions.
 """
 
 from __future__ import annotations

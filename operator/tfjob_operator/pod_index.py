@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tfjob_operator import constants
-from tfjob_operator.gang.queue import JobKey
+from tfjob_operator.keys import JobKey
 from tfjob_operator.observed import as_kept
 
 

@@ -34,15 +34,14 @@ Main = Callable[[], Coroutine[Any, Any, None]]
 
 
 def kopf_arguments(settings: OperatorSettings) -> dict[str, object]:
-    """Arguments of `kopf.operator` that follow from the settings: scope, peering, liveness endpoint."""
+    """Arguments of `kopf.operator` that follow from the settings: scope and liveness endpoint. Never kopf
+    peering: leader election (`leader`) picks the one acting replica."""
     liveness = (f"http://{settings.liveness_host}:{settings.liveness_port}/healthz"
                 if settings.liveness_port else None)
     return {
         "clusterwide": settings.clusterwide,
         "namespaces": list(settings.namespaces),
-        "standalone": settings.standalone,
-        "priority": settings.priority,
-        "peering_name": None if settings.standalone else settings.peering_name,
+        "standalone": True,
         "liveness_endpoint": liveness,
     }
 

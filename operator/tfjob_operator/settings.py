@@ -5,6 +5,7 @@ Example: `TFJOB_NAMESPACES=team-a,team-b TFJOB_ADDRESSING=loopback tfjob operato
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,6 +31,10 @@ class GangBackendName(StrEnum):
     SCHEDULER_PLUGINS = "scheduler-plugins"
     KUEUE = "kueue"
     NONE = "none"
+
+
+#: Settings of kopf peering, which leader election replaced (see OperatorSettings._no_peering).
+REMOVED_PEERING_SETTINGS = frozenset({"TFJOB_STANDALONE", "TFJOB_PEERING_NAME", "TFJOB_PRIORITY"})
 
 
 class OperatorSettings(BaseSettings):
@@ -95,11 +100,6 @@ class OperatorSettings(BaseSettings):
         8080, ge=0, le=65535, description="Port of kopf's liveness endpoint /healthz; 0 disables."
     )
     liveness_host: str = Field("0.0.0.0", description="Address the liveness endpoint binds to.")
-    standalone: bool = Field(
-        True, description="true: run alone; false: kopf peering (needs the KopfPeering CRD) so replicas take turns."
-    )
-    peering_name: str = Field("tfjob-operator", description="KopfPeering object shared by the operator replicas.")
-    priority: int = Field(0, description="Peering priority: the highest-priority live replica is the active one.")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR.")
     post_kopf_events: bool = Field(
         False, description="Let kopf post its own per-handler Events too (the operator posts lifecycle Events anyway)."
@@ -139,6 +139,20 @@ class OperatorSettings(BaseSettings):
     webhook_config_name: str | None = Field(
         None, description="Webhook configurations the operator fills in (self-signed mode); empty: it writes none."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_peering(cls, data: Any) -> Any:
+        """kopf peering is gone (a paused peer still ran the builtin gang's admission loop): say so, rather than
+        ignore a setting that once asked for it."""
+        given = {f"TFJOB_{k.upper()}" for k in data} if isinstance(data, dict) else set()
+        given |= {k.upper() for k in os.environ}
+        removed = sorted(REMOVED_PEERING_SETTINGS & given)
+        if removed:
+            raise ValueError(f"{', '.join(removed)}: kopf peering was removed; unset it. Run one replica, or "
+                             "several with TFJOB_LEADER_ELECTION=true (a coordination.k8s.io Lease picks the one "
+                             "acting replica)")
+        return data
 
     @field_validator("namespaces", mode="before")
     @classmethod

@@ -41,7 +41,6 @@ def test_chart_environment_parses_into_settings(case: str, monkeypatch: pytest.M
     webhook_on = values.get("webhook", {}).get("enabled", True)
     assert settings.webhook_enabled == webhook_on
     assert settings.leader_election == values.get("leaderElection", {}).get("enabled", True)
-    assert settings.standalone  # the Lease, not kopf peering, picks the acting replica
     if webhook_on:
         cert_manager = values.get("webhook", {}).get("certManager", {}).get("enabled", False)
         assert (settings.webhook_cert_dir is not None) == cert_manager

@@ -104,3 +104,17 @@ def test_election_identity_is_the_pod_and_the_lease_lives_in_its_namespace(
 
 def test_election_identity_without_a_pod_name_is_unique_per_process() -> None:
     assert runner.election_config(OperatorSettings(pod_namespace="ops")).identity.endswith(f"-{os.getpid()}")
+
+
+@pytest.mark.parametrize(("name", "value"), [("TFJOB_STANDALONE", "false"), ("TFJOB_STANDALONE", "true"),
+                                             ("TFJOB_PEERING_NAME", "tfjob-operator"), ("TFJOB_PRIORITY", "10")])
+def test_the_removed_kopf_peering_settings_are_refused_pointing_to_leader_election(
+        monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError, match=f"{name}: kopf peering was removed.*TFJOB_LEADER_ELECTION=true"):
+        OperatorSettings()
+
+
+def test_kopf_never_peers() -> None:
+    assert kopf_arguments(OperatorSettings())["standalone"] is True
+    assert "peering_name" not in kopf_arguments(OperatorSettings(leader_election=True))

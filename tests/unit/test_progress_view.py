@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tfjob_operator.local.view import JobSnapshot, PlainView, progress_line
-from tfjob_operator.progress import parse_log, plot_history
+from tfjob_operator.progress.chief_log import parse_log, plot_history
 from tfjob_worker import progress as worker_progress
 
 LOG = "\n".join([

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from tfjob_operator.api import JobProgress, TFJobStatus
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.training_progress import (
+from tfjob_operator.progress.chief_metrics import (
     chief_pod,
     metrics_url,
     read_samples,

@@ -13,11 +13,10 @@ from typing import Any
 
 from tfjob_operator import constants
 from tfjob_operator.gang import builtin
+from tfjob_operator.keys import JobKey
 from tfjob_operator.observed import owned_by, prior_status
 from tfjob_operator.resources import is_terminal
 from tfjob_operator.times import parse_time
-
-JobKey = tuple[str, str]  # (namespace, name)
 
 
 def waits_for_admission(pod: Mapping[str, Any]) -> bool:

@@ -23,7 +23,7 @@ from tfjob_operator.api import TFJob
 from tfjob_operator.jobs import Clients, connect, get_job, job_pods, submit, true_conditions
 from tfjob_operator.local.view import JobSnapshot, make_view
 from tfjob_operator.observed import FINISHED_CONDITIONS
-from tfjob_operator.progress import Progress, load_json, parse_log, plot_history
+from tfjob_operator.progress.chief_log import Progress, load_json, parse_log, plot_history
 
 
 @dataclass

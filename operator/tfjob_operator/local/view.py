@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tfjob_operator.jobs import pod_fields, pod_line, progress_text
-from tfjob_operator.progress import Progress
+from tfjob_operator.progress.chief_log import Progress
 
 
 @dataclass

@@ -20,11 +20,10 @@ from typing import Any, Protocol
 import aiohttp
 
 from tfjob_operator import apigroups, resources
+from tfjob_operator.keys import JobKey
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import latest, prior_status
-from tfjob_operator.resources import is_terminal
-from tfjob_operator.times import now as utcnow
-from tfjob_operator.training_progress import (
+from tfjob_operator.progress.chief_metrics import (
     chief_pod,
     metrics_url,
     read_samples,
@@ -32,10 +31,11 @@ from tfjob_operator.training_progress import (
     to_progress,
     worth_writing,
 )
+from tfjob_operator.resources import is_terminal
+from tfjob_operator.times import now as utcnow
 
 log = logging.getLogger(__name__)
 
-JobKey = tuple[str, str]
 #: Requests in flight at once, and how long one may take: a hung chief must not hold the pass up.
 CONCURRENCY = 16
 READ_TIMEOUT = 3.0

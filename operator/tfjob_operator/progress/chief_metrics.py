@@ -1,7 +1,7 @@
 """The chief's training progress, as the operator reads it from the worker runtime's `/metrics`. Pure.
 
 The operator asks the chief pod directly (its IP and the `tfjob-metrics` container port): workers need no
-RBAC and write nothing to the API. `progress_poll` does the reading, at most one request per running job per
+RBAC and write nothing to the API. `progress.poller` does the reading, at most one request per running job per
 interval; this module says where to ask, what the answer means, and whether it is worth a status write.
 """
 

@@ -1,0 +1,182 @@
+"""The acts that carry out one decision through `kube`: the status (written or held, `status_cache`), its Events,
+annotations, pod deletes, creates, and the job's own deletion, in that order.
+
+Status first: a decision such as "attempt 3" must survive a crash. Events are posted in the background and
+deduplicated per job, like Kubernetes' event correlator. After creating pods the actuator waits (bounded) until
+the pod index shows them, so the next reconcile does not create them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfjob_operator import apigroups
+from tfjob_operator.api import JobConditionType
+from tfjob_operator.controller.status_cache import JobRecord
+from tfjob_operator.keys import JobKey
+from tfjob_operator.kube import Kube, KubeError, refusal_is_permanent
+from tfjob_operator.metrics import Metrics
+from tfjob_operator.observed import JobView
+from tfjob_operator.reconcile import AnnotateJob, CreateObject, Decision, DeleteJob, DeletePod, EmitEvent, utcnow
+
+log = logging.getLogger("tfjob_operator")
+
+#: Identical Events for one job within this many seconds are posted once (like Kubernetes' event correlator).
+EVENT_DEDUP_SECONDS = 60.0
+#: At most this long after creating pods, the actuator waits for the pod watch to show them.
+UNTIL_SEEN_SECONDS = 10.0
+#: At stop, Events still being sent get this long.
+STOP_GRACE_SECONDS = 2.0
+
+
+@dataclass
+class JobActs:
+    """What the actuator remembers about one job between reconciles (lost on restart, by design)."""
+
+    recent_events: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: Why the API server refused the job's pods for good (the next reconcile fails the job), if it did.
+    pod_create_error: str | None = None
+    #: Set by every event of one of the job's pods (read-your-writes after creating them waits on it).
+    pods_changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Actuator:
+    """Carries out decisions. `pods` is the pod index (read-your-writes); `requeue(key)` asks for another
+    reconcile (the API server refused a pod for good: the next reconcile fails the job)."""
+
+    def __init__(self, kube: Kube, metrics: Metrics, pods: Mapping[JobKey, Any],
+                 requeue: Callable[[JobKey], None]) -> None:
+        self.kube = kube
+        self.metrics = metrics
+        self.pods = pods
+        self._requeue = requeue
+        self._jobs: dict[JobKey, JobActs] = {}
+        #: Work nobody waits for (Events), kept referenced until done.
+        self._background: set[asyncio.Task[None]] = set()
+
+    def job(self, key: JobKey) -> JobActs:
+        acts = self._jobs.get(key)
+        if acts is None:
+            acts = self._jobs[key] = JobActs()
+        return acts
+
+    def forget(self, key: JobKey) -> None:
+        self._jobs.pop(key, None)
+
+    def pods_changed(self, key: JobKey) -> None:
+        """A pod of the job changed: wake a wait for its created pods."""
+        acts = self._jobs.get(key)
+        if acts is not None:
+            acts.pods_changed.set()
+
+    async def stop(self) -> None:
+        """Events on their way get a moment to be sent (not a wait on a dead API server)."""
+        if self._background:
+            await asyncio.wait(self._background, timeout=STOP_GRACE_SECONDS)
+
+    async def act(self, key: JobKey, view: JobView, decision: Decision, record: JobRecord, acts: JobActs,
+                  pending: dict[str, str | None]) -> float | None:
+        """Status, its Events, then the actions in order. `pending` annotations (a gang size read from the pods)
+        are written with the decision's own. Returns in how many seconds to come back for a status change held
+        back (status_cache)."""
+        namespace, name = key
+        obj = view.obj
+        group = apigroups.group_of(obj)
+        # Stored as its API keeps it: Kubeflow's CRD would prune our extra fields (the counters go to annotations).
+        new_status = apigroups.status_for_group(group, name, decision.status.model_dump(mode="json"))
+        plan = record.plan_write(view.uid, new_status)
+        if plan.write:
+            if await self.kube.patch_status(namespace, name, new_status, group=group) is None:
+                return None  # the job is gone
+            record.wrote(view.uid, new_status)
+        record.decide(view.uid, new_status)
+        # Events right after the status they announce, in the background: the API pool sends them after every
+        # queued create (tfjob_operator.dispatch), and the reconcile does not wait for them (the job's next
+        # reconcile, e.g. its Running status, would wait behind the burst's creates too). Started here, so an error
+        # below cannot leave them unsent.
+        for event in decision.of_type(EmitEvent):
+            self._in_background(self._post_event(obj, event, acts))
+        for event in decision.of_type(EmitEvent):
+            if event.condition == JobConditionType.RUNNING:
+                self.metrics.running(view.status, obj["metadata"].get("creationTimestamp"), utcnow())
+        deletes: list[DeletePod] = []
+        creates: list[CreateObject] = []
+        annotations: dict[str, str | None] = dict(pending)
+        for action in decision.actions:
+            if isinstance(action, AnnotateJob):
+                annotations.update(action.annotations)
+            elif isinstance(action, DeletePod):
+                deletes.append(action)
+            elif isinstance(action, CreateObject):
+                creates.append(action)
+        if annotations:
+            await self.kube.annotate_job(namespace, name, annotations, group=group)
+            record.annotated(view.uid, annotations)
+        await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
+        await self._create(key, creates, acts)
+        await self._until_seen(key, acts, {c.name for c in creates if c.kind == "Pod"})
+        for action in decision.of_type(DeleteJob):
+            log.info("deleting TFJob %s/%s: %s", namespace, name, action.reason)
+            await self.kube.delete_job(namespace, name, view.uid, group=group)
+        return plan.held
+
+    async def _until_seen(self, key: JobKey, acts: JobActs, names: set[str],
+                          timeout: float = UNTIL_SEEN_SECONDS) -> None:
+        """Read-your-writes: wait (bounded, woken by the job's pod events) until the pod index shows the pods just
+        created, so the next reconcile does not create them again (harmless, a 409, but a wasted request per pod;
+        under load the watch may trail the creates by seconds)."""
+        deadline = time.monotonic() + timeout
+        while names:
+            acts.pods_changed.clear()
+            seen = {(p.get("metadata") or {}).get("name") for p in (self.pods.get(key) or [])}
+            left = deadline - time.monotonic()
+            if names <= seen or left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(acts.pods_changed.wait(), left)
+
+    async def _delete(self, namespace: str, action: DeletePod) -> None:
+        if await self.kube.delete_pod(namespace, action.name, force=action.force):
+            self.metrics.pods_deleted.labels(str(action.force).lower()).inc()
+
+    async def _create(self, key: JobKey, creates: list[CreateObject], acts: JobActs) -> None:
+        # The Service and gang objects first (pods may need them), then every pod at once.
+        for action in (c for c in creates if c.kind != "Pod"):
+            await self.kube.create(action.obj)
+        results = await asyncio.gather(*(self.kube.create(c.obj) for c in creates if c.kind == "Pod"),
+                                       return_exceptions=True)
+        for result in results:
+            if isinstance(result, KubeError) and refusal_is_permanent(result.status, result.message):
+                acts.pod_create_error = str(result)  # retrying cannot fix it: the next reconcile fails the job
+                self._requeue(key)
+            elif isinstance(result, BaseException):
+                raise result
+            elif result:
+                self.metrics.pods_created.inc()
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` (which never raises) without waiting for it; :meth:`stop` lets it finish for a moment."""
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _post_event(self, obj: Mapping[str, Any], event: EmitEvent, acts: JobActs) -> None:
+        now = time.monotonic()
+        key = (event.reason, event.message)
+        if now - acts.recent_events.get(key, -EVENT_DEDUP_SECONDS) < EVENT_DEDUP_SECONDS:
+            return
+        acts.recent_events = {k: t for k, t in acts.recent_events.items() if now - t < EVENT_DEDUP_SECONDS}
+        acts.recent_events[key] = now
+        self.metrics.transition(event.condition, event.reason)
+        log.info("%s/%s: %s: %s", obj["metadata"].get("namespace"), obj["metadata"]["name"], event.reason,
+                 event.message)
+        try:
+            await self.kube.post_event(obj, event.type, event.reason, event.message)
+        except KubeError as exc:  # an Event is a courtesy: never fail the reconcile for it
+            log.warning("could not post event %s: %s", event.reason, exc)

@@ -1,0 +1,366 @@
+"""The controller: wires the work queue, the status cache, the actuator, the gang view and the watches, and runs
+one reconcile: read the job and its pods from the indices, decide with the pure `reconcile`, act.
+
+Every TFJob event and every event of a pod labelled with a job name adds the job to the work queue (the kopf
+registrations in `tfjob_operator.handlers` do only that). A job is read from kopf's index of TFJobs and its pods
+from the pod index (no API reads). The reconcile's answer (deadline, TTL, stuck-Terminating timeout, a held status
+write) is the job's next timer; an API error retries with back-off, an unexpected error repeated fails the job
+(`reconcile_errors`). No finalizers: deletion is Kubernetes garbage collection through owner references.
+Jobs of the builtin gang backend are released by the admission loop (`tfjob_operator.admission`), which the
+controller starts and stops with itself and which pod events wake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from collections import ChainMap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tfjob_operator import apigroups, dispatch, reconcile_budget, reconcile_errors
+from tfjob_operator.admission import AdmissionLoop, OnEvent
+from tfjob_operator.api import TFJob
+from tfjob_operator.controller.actuator import Actuator, JobActs
+from tfjob_operator.controller.gang_wiring import gang_options, gang_view
+from tfjob_operator.controller.pod_records import all_pod_names, with_pod_records
+from tfjob_operator.controller.status_cache import JobRecord, StatusCache
+from tfjob_operator.controller.watches import Watches
+from tfjob_operator.controller.workqueue import Backoff, WorkQueue
+from tfjob_operator.gang.base import GangOptions
+from tfjob_operator.keys import JobKey
+from tfjob_operator.kube import Kube, KubeError, RetryPolicy, load_api_client
+from tfjob_operator.local.ports import LoopbackPorts
+from tfjob_operator.metrics import Metrics
+from tfjob_operator.observed import JobView, latest, view_job
+from tfjob_operator.pod_index import PodIndex, job_of
+from tfjob_operator.progress.poller import ProgressPoller
+from tfjob_operator.reconcile import Decision, ReconcileOptions, effective_job, reconcile, utcnow
+from tfjob_operator.render import RenderOptions, render
+from tfjob_operator.settings import Addressing, GangBackendName, OperatorSettings
+
+log = logging.getLogger("tfjob_operator")
+
+T = TypeVar("T")
+
+#: Triggers for one job within this many seconds are served by one reconcile.
+RECONCILE_DEBOUNCE_SECONDS = 0.05
+#: Timers fire this much past the instant asked for, so a deadline computed at second precision has surely passed.
+TIMER_SLACK_SECONDS = 0.05
+
+
+class JobController:
+    """Runs reconciles: one at a time per job, coalesced, retried with back-off on API errors."""
+
+    def __init__(self, settings: OperatorSettings, kube: Kube, metrics: Metrics) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.metrics = metrics
+        self.jobs: Mapping[JobKey, Any] = {}
+        #: TFJob pods by job, fed by the pod watch (`watch_pods`).
+        self.pods = PodIndex()
+        self.queue: WorkQueue[JobKey] = WorkQueue(
+            self._reconcile, on_error=self._on_error,
+            backoff=Backoff(settings.retry_backoff, settings.retry_max_backoff),
+            debounce=RECONCILE_DEBOUNCE_SECONDS, timer_slack=TIMER_SLACK_SECONDS,
+            observe=metrics.reconcile_seconds.observe)
+        self.status = StatusCache()
+        self.actuator = Actuator(kube, metrics, self.pods, self.trigger)
+        self.watches = Watches(settings, kube, self._index_pod)
+        self.ports = LoopbackPorts(lambda: [*self.jobs.values(), *self.pods.values()])
+        #: Parsed jobs by key, with the (uid, resourceVersion) they were parsed from.
+        self._views: dict[JobKey, tuple[tuple[str | None, str | None], JobView]] = {}
+        self._resync_task: asyncio.Task[None] | None = None
+        #: The threads of reconciles' CPU work (parsing, rendering, deciding), a reconcile's steps ahead of later
+        #: reconciles': a few suffice, the GIL serialises the work anyway; more would only interleave it.
+        self.work = dispatch.PriorityThreadPool(4, "tfjob-reconcile")
+        self.gang_options = GangOptions()
+        #: The builtin backend's admission loop (started with the operator).
+        self.admission: AdmissionLoop | None = None
+        #: Reads running jobs' chief progress into status.progress; sets the job census metrics.
+        self.progress: ProgressPoller | None = None
+
+    @classmethod
+    def create(cls, settings: OperatorSettings, metrics: Metrics) -> JobController:
+        """A controller for these settings, talking to the cluster of the kubeconfig (or in-cluster account)."""
+        retry = RetryPolicy(attempts=settings.retry_attempts, backoff=settings.retry_backoff,
+                            max_backoff=settings.retry_max_backoff, timeout=settings.request_timeout)
+        controller = cls(settings, Kube(load_api_client(), retry), metrics)
+        controller.gang_options = gang_options(settings)
+        return controller
+
+    # ------------------------------------------------------------ lifetime
+
+    def start(self) -> None:
+        """Start the resync loop, the gang admission loop and the progress poller (from the running event loop)."""
+        # Reconciles' CPU work runs on self.work, API calls on Kube's own threads; the default executor serves the
+        # rest (a library's blocking call): a few threads, the GIL serialises the work anyway.
+        asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(4, "tfjob-work"))
+        self._resync_task = asyncio.create_task(self.resync_forever(), name="tfjob resync")
+        # One loop per operator process; only the active replica runs kopf at all (Lease leader election, or one
+        # replica).
+        self.admission = AdmissionLoop(self)
+        self.admission.start()
+        if self.settings.gang_backend == GangBackendName.BUILTIN:
+            # Capacity is watched from the start (a job naming another backend watches it at its first gang), and
+            # that watch of every pod feeds the pod index too.
+            self.admission.watch_cluster()
+        self.progress = ProgressPoller(self, self.settings.progress_interval)
+        self.progress.start()
+
+    async def stop(self) -> None:
+        """Cancel the resync loop, the admission loop, every pending reconcile and timer."""
+        if self._resync_task is not None:
+            self._resync_task.cancel()
+        if self.admission is not None:
+            await self.admission.stop()
+        if self.progress is not None:
+            await self.progress.stop()
+        self.watches.stop()
+        await self.queue.stop()
+        self._views.clear()
+        await self.actuator.stop()
+
+    async def watch_pods(self) -> None:
+        """Fill the pod index (the list) before it returns, then follow the watch: call at start-up, before kopf
+        starts its TFJob watch, so no reconcile reads an index that has not been listed (it would create the pods
+        again). Under the builtin gang backend the admission loop's watch of every pod is this one too."""
+        if self.watches.one_pod_watch and self.admission is not None:
+            await self.admission.watch_cluster()
+            return
+        await self.watches.watch_tfjob_pods()
+
+    async def watch_cluster(self, on_node: OnEvent, on_pod: OnEvent) -> None:
+        """Feed every node and every pod to the admission loop's callbacks (`admission.AdmissionHost`)."""
+        await self.watches.watch_cluster(on_node, on_pod)
+
+    def _index_pod(self, event_type: str, pod: Mapping[str, Any]) -> None:
+        """A pod watch event: a TFJob pod (of a watched namespace) goes into the index, and its job is told."""
+        key = job_of(pod)
+        if key is None or (self.settings.namespaces and key[0] not in self.settings.namespaces):
+            return
+        self.pods.apply(key, event_type, pod)
+        self.pod_changed(key, event_type, pod)
+
+    def pod_changed(self, key: JobKey, event_type: str, pod: Mapping[str, Any]) -> None:
+        """A pod of job `key` changed: tell the admission loop (gated or ended pods), reconcile the job."""
+        if self.admission is not None:
+            self.admission.notice_pod(event_type, pod)
+        self.actuator.pods_changed(key)
+        if key in self.jobs:
+            self.trigger(key)
+
+    def job_deleted(self, key: JobKey) -> None:
+        """A TFJob is gone: forget it (its pods go by garbage collection), and let admission see freed room."""
+        self.forget(key)
+        if self.admission is not None:
+            self.admission.wake()
+
+    # ------------------------------------------------------------ scheduling
+
+    def bind(self, jobs: Mapping[JobKey, Any], kubeflow_jobs: Mapping[JobKey, Any] | None = None) -> None:
+        """Remember kopf's live indices of TFJobs (they are passed to handlers only). Kubeflow's `kubeflow.org/v1`
+        TFJobs, when served, join ours in one view: a job is a job, its apiVersion says which API it came
+        through."""
+        # ChainMap only reads here; the indices stay live (kopf updates them in place).
+        self.jobs = jobs if kubeflow_jobs is None else ChainMap(jobs, kubeflow_jobs)  # type: ignore[arg-type]
+
+    def trigger(self, key: JobKey) -> None:
+        """Reconcile this job soon; many triggers while one runs cause one more run."""
+        self.queue.add(key)
+
+    def forget(self, key: JobKey) -> None:
+        self._views.pop(key, None)
+        self.queue.forget(key)
+        self.status.forget(key)
+        self.actuator.forget(key)
+
+    async def resync_forever(self) -> None:
+        """Safety net: every job is reconciled at least every resync_seconds (no writes when nothing changed)."""
+        while True:
+            await asyncio.sleep(self.settings.resync_seconds)
+            for key in list(self.jobs):
+                self.trigger(key)
+
+    async def _reconcile(self, key: JobKey) -> float | None:
+        # This reconcile's work (and the tasks and threads it starts) queues by its start: ahead of later
+        # reconciles' (tfjob_operator.dispatch).
+        dispatch.reconcile_started.set(time.monotonic())
+        return await self.reconcile_once(key)
+
+    async def _on_error(self, key: JobKey, exc: Exception, failures: int, delay: float) -> float | None:
+        """A reconcile raised: count and log it; fail a job that keeps raising something unexpected."""
+        self.metrics.reconcile_errors.inc()
+        log.warning("reconcile %s/%s failed (%s); retrying in %.1fs", *key, exc, delay,
+                    exc_info=not isinstance(exc, KubeError))
+        if not isinstance(exc, KubeError) and reconcile_errors.gives_up(failures):
+            return await self._give_up(key, exc, failures, delay)
+        return delay
+
+    async def _give_up(self, key: JobKey, exc: Exception, failures: int, delay: float) -> float | None:
+        """Fail a job that keeps raising (reconcile_errors): a condition and an Event, then no more retries
+        until it changes (or the resync comes by). Returns the next delay."""
+        view = self.view(key)
+        if view is None:
+            return None
+        # Only what cannot raise again: the job's parsed run policy and its pods as indexed (no render, no gang).
+        pods = [dict(p) for p in (self.pods.get(key) or [])]
+        run_policy = view.job.spec.runPolicy if view.job is not None else None
+        decision = reconcile_errors.give_up(view.obj, exc, failures, utcnow(), pods, run_policy)
+        try:
+            held = await self.actuator.act(key, view, decision, self.status.record(key), self.actuator.job(key), {})
+        except Exception as write_error:  # still inside the error path: never kill the queue's run
+            log.warning("could not mark %s/%s failed: %s", *key, write_error)
+            return delay
+        # No retry until the job changes or the resync comes by; but the TTL of the failed job still counts.
+        return _next_delay(held, decision)
+
+    # ------------------------------------------------------------ one reconcile
+
+    def view(self, key: JobKey) -> JobView | None:
+        """The job as last seen on the watch, parsed once per version (the admission loop reads the same views)."""
+        body = latest(self.jobs.get(key))
+        if body is None:
+            self._views.pop(key, None)
+            return None
+        meta = body.get("metadata") or {}
+        version = (meta.get("uid"), meta.get("resourceVersion"))
+        cached = self._views.get(key)
+        if cached is not None and version[1] is not None and cached[0] == version:
+            return cached[1]
+        # The kept body is the index's private copy (observed.as_kept), which nothing changes: shared, not copied.
+        view = view_job(body)
+        if view.finished:
+            # A finished job is read again only by the resync, its TTL and its pods' clean-up: parsing it then
+            # costs less than keeping a parsed copy of every finished job (thousands, until their TTL).
+            self._views.pop(key, None)
+        else:
+            self._views[key] = (version, view)
+        return view
+
+    async def reconcile_once(self, key: JobKey) -> float | None:
+        """Read the job and its pods from the indices, decide, write status, act. Returns the requeue delay."""
+        record, acts = self.status.record(key), self.actuator.job(key)
+        # Parsing, rendering and deciding are CPU work that grows with the job: done on worker threads, so the
+        # event loop keeps serving every other job's events and API calls meanwhile (issue 15: isolation).
+        # One hop for the reading (each hop waits its turn behind every other job's in a burst). The pod index is
+        # listed here, on the event loop, which alone updates it.
+        read = await dispatch.run_in(self.work, self._read, key, record, list(self.pods.get(key) or []))
+        if read is None:
+            self.forget(key)
+            return None
+        if not read:
+            return None  # another controller's job (reconcile would say so too): not even its gang is looked up
+        view, pods, record_on_job = read
+        job = view.job
+        over = reconcile_budget.over_bytes(job, self.settings.reconcile_budget_bytes) if job is not None else None
+        run_policy = job.spec.runPolicy if job is not None else None
+        if over is not None and not view.finished:
+            decision = reconcile_budget.fail(view.obj, over, utcnow(), pods, run_policy)
+            return _next_delay(await self.actuator.act(key, view, decision, record, acts, {}), decision)
+        # An over-budget job that has finished is never rendered again (its gang view would render every pod).
+        budget = _TimeBudget(self.work, self.settings.reconcile_budget_seconds)
+        try:
+            options = await self._options(view, pods, acts, None if over else job, budget)
+            decision = await budget.run(reconcile, view, pods, utcnow(), options)
+        except _OverBudget:
+            meta = view.obj.get("metadata") or {}
+            log.warning("reconcile of %s/%s over its time budget (%g s): failing the job", meta.get("namespace"),
+                        meta.get("name"), budget.seconds)
+            decision = reconcile_budget.fail(
+                view.obj, reconcile_budget.over_seconds(budget.spent, budget.seconds), utcnow(), pods, run_policy)
+        if not decision.managed:
+            return None
+        return _next_delay(await self.actuator.act(key, view, decision, record, acts, record_on_job), decision)
+
+    def _read(self, key: JobKey, record: JobRecord, store: list[Mapping[str, Any]]
+              ) -> tuple[JobView, list[dict[str, Any]], dict[str, str | None]] | tuple[()] | None:
+        """On a worker thread: the job's view with the controller's own writes over it, private copies of its pods
+        and the annotations to record (`pod_records`). None if the job is gone, () if it is not ours."""
+        view = self.view(key)
+        if view is None:
+            return None
+        watched = view
+        # What the server holds, as far as we know: the watch's copy until we write ourselves.
+        record.read(view.uid, lambda: apigroups.status_for_group(
+            apigroups.group_of(watched.obj), key[1], watched.status.model_dump(mode="json")))
+        view = record.overlay(view)
+        if not apigroups.managed_here(apigroups.group_of(view.obj), apigroups.manager_of(view.obj),
+                                      self.settings.kubeflow_api):
+            return ()
+        return with_pod_records(view, store)
+
+    async def _options(self, view: JobView, pods: list[dict[str, Any]], acts: JobActs,
+                       job: TFJob | None, budget: _TimeBudget) -> ReconcileOptions:
+        """What reconcile needs beside the job and its pods: the job rendered once (with its loopback ports, if
+        any) and the gang view. `job` is None for an invalid job, or one over its budget: nothing is rendered."""
+        if job is None:
+            return ReconcileOptions(terminating_timeout=self.settings.terminating_timeout,
+                                    kubeflow_api=self.settings.kubeflow_api)
+        ports: dict[str, int] | None = None
+        if self.settings.addressing == Addressing.LOOPBACK and not view.finished:
+            ports = self.ports.for_job(view.obj, all_pod_names(job))
+        effective, _ = effective_job(job)
+        # A finished job in loopback mode has no ports: the rendering then only sizes the gang objects.
+        rendered = await budget.run(render, effective, RenderOptions(
+            attempt=view.status.restartCount, cluster_domain=self.settings.cluster_domain, loopback_ports=ports))
+        return ReconcileOptions(
+            cluster_domain=self.settings.cluster_domain,
+            loopback_ports=ports,
+            terminating_timeout=self.settings.terminating_timeout,
+            gang=await gang_view(self.settings, self.gang_options, self.kube, self.admission, job, effective,
+                                 rendered.pods, pods),
+            pod_create_error=acts.pod_create_error,
+            kubeflow_api=self.settings.kubeflow_api,
+            rendered=rendered,
+        )
+
+    async def write_progress(self, key: JobKey, progress: dict[str, Any]) -> bool:
+        """Merge-patch status.progress, under the job's reconcile lock so a reconcile's full status write and
+        its cached copy keep it. False if the job is gone."""
+        async with self.queue.lock(key):
+            record = self.status.record(key)
+            body = latest(self.jobs.get(key)) or {}
+            current = record.current((body.get("metadata") or {}).get("uid"), body.get("status") or {})
+            if current.get("state") != "Running":
+                return False  # finished or restarting since the read: the figures are no longer news
+            written = await self.kube.patch_status(*key, {"progress": progress})
+            if written is None:
+                return False
+            record.merge((written.get("metadata") or {}).get("uid"), "progress", progress)
+            return True
+
+
+class _OverBudget(Exception):
+    """The reconcile's CPU work (rendering, deciding) took longer than its time budget."""
+
+
+@dataclass
+class _TimeBudget:
+    """Seconds one reconcile may spend on CPU work, counted over every step run through it (API waits are not:
+    they are the cluster's, and are retried with back-off)."""
+
+    threads: dispatch.PriorityThreadPool
+    seconds: float
+    spent: float = 0.0
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on a worker thread, within what is left of the budget; raises _OverBudget past it. (The
+        thread cannot be stopped; it ends on its own, and the limits of `limits.py` bound how long that takes.)"""
+        started = time.monotonic()
+        try:
+            return await asyncio.wait_for(dispatch.run_in(self.threads, fn, *args), max(self.seconds - self.spent, 0.0))
+        except TimeoutError:
+            raise _OverBudget from None
+        finally:
+            self.spent += time.monotonic() - started
+
+
+def _next_delay(held: float | None, decision: Decision) -> float | None:
+    """When to reconcile again: for a status change held back, or what the decision asked (a TTL, a deadline)."""
+    if held is None:
+        return decision.requeue_after
+    return held if decision.requeue_after is None else min(held, decision.requeue_after)

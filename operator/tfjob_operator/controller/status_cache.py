@@ -1,0 +1,139 @@
+"""What the controller knows of each job's status beyond the watch: the status it last decided, the status it
+last wrote (or read, until it writes), the annotations it last wrote, and the write hold.
+
+The watch trails the controller's own writes, and some writes are held back (below), so the next reconcile
+starts from the decided status laid over the watched job (:meth:`JobRecord.overlay`), and a write is sent only
+when the decided status differs from the written one (:meth:`JobRecord.plan_write`). Every entry is tagged with
+the job's uid: a job deleted and created again under its name starts afresh. Lost on restart, by design: the
+watch then holds everything the controller wrote.
+
+The hold: a change of only the fields that follow the pods (counts, `state`, Created...) waits up to
+HOLD_SECONDS for company. No decision that must survive a crash (an attempt number, an outcome, Queued) is ever
+held; a crash within the hold loses only counts the next reconcile recomputes and the Created condition (its
+Event is posted anyway). A job that goes well thus writes its status about three times (Running, Succeeded, the
+last counts), not once per pod transition.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tfjob_operator.keys import JobKey
+from tfjob_operator.observed import JobView, view_job
+
+#: Status fields that follow the pods alone or come with the first reconcile; a change of only these (and of the
+#: Created condition) may wait HOLD_SECONDS for company.
+HOLDABLE_FIELDS = frozenset({"replicaStatuses", "workers", "lastReconcileTime", "startTime", "observedGeneration",
+                             "state"})
+HOLD_SECONDS = 1.0
+
+Status = dict[str, Any]
+
+
+def _urgent_part(status: Mapping[str, Any]) -> dict[str, Any]:
+    part = {k: v for k, v in status.items() if k not in HOLDABLE_FIELDS}
+    part["conditions"] = [c for c in part.get("conditions") or [] if c.get("type") != "Created"]
+    return part
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """What to do with a decided status: write it now (`write`), or hold it `held` more seconds (None: not held)."""
+
+    write: bool
+    held: float | None = None
+
+
+class JobRecord:
+    """One job's status as the controller decided and wrote it (see the module docstring)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        #: (uid, status) last decided: the next reconcile starts from it.
+        self.decided: tuple[str | None, Status] | None = None
+        #: (uid, status) last written to the API server (or read from it, until we write).
+        self.written: tuple[str | None, Status] | None = None
+        #: When a change that may wait was first held back (the clock's time), until it is written.
+        self.held_since: float | None = None
+        #: (uid, annotations) last written (a kubeflow.org job's gang counters live there).
+        self.annotations: tuple[str | None, dict[str, str | None]] | None = None
+
+    def read(self, uid: str | None, watched: Callable[[], Status]) -> None:
+        """Before a reconcile: until this controller writes a job's status, what the server holds is the
+        watch's copy (`watched()`, called only then)."""
+        if self.written is None or self.written[0] != uid:
+            self.written = (uid, watched())
+
+    def overlay(self, view: JobView) -> JobView:
+        """The view with this controller's last writes laid over it: the watch may not have caught up with them."""
+        if self.annotations is not None and self.annotations[0] == view.uid:
+            meta = dict(view.obj.get("metadata") or {})
+            current = meta.get("annotations") or {}
+            merged = {k: v for k, v in {**current, **self.annotations[1]}.items() if v is not None}
+            if merged != current:
+                # Annotations are part of the spec as reconcile reads it (the recorded gang size): parse again.
+                view = view_job({**view.obj, "metadata": {**meta, "annotations": merged}})
+        if self.decided is not None and self.decided[0] == view.uid:
+            view = view.with_status(copy.deepcopy(self.decided[1]))
+        return view
+
+    def plan_write(self, uid: str | None, new: Status) -> WritePlan:
+        """Whether the decided status `new` must be written now, or may be held back (and for how long)."""
+        on_server = self.written[1] if self.written is not None and self.written[0] == uid else None
+        if new == on_server:
+            self.held_since = None
+            return WritePlan(write=False)
+        if _urgent_part(on_server or {}) != _urgent_part(new):
+            return WritePlan(write=True)
+        now = self._clock()
+        if self.held_since is None:
+            self.held_since = now
+        left = self.held_since + HOLD_SECONDS - now
+        return WritePlan(write=False, held=left) if left > 0 else WritePlan(write=True)
+
+    def wrote(self, uid: str | None, status: Status) -> None:
+        """The status was written to the server."""
+        self.held_since = None
+        self.written = (uid, status)
+
+    def decide(self, uid: str | None, status: Status) -> None:
+        """The status was decided (written or held)."""
+        self.decided = (uid, status)
+
+    def annotated(self, uid: str | None, annotations: dict[str, str | None]) -> None:
+        self.annotations = (uid, annotations)
+
+    def current(self, uid: str | None, watched: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The status as this controller knows it: decided, else the watched one."""
+        return self.decided[1] if self.decided is not None and self.decided[0] == uid else watched
+
+    def merge(self, uid: str | None, field: str, value: Any) -> None:
+        """A partial write (one status field) reached the server: the decided and written copies keep it."""
+        for kept in (self.decided, self.written):
+            if kept is not None and kept[0] == uid:
+                kept[1][field] = value
+
+
+class StatusCache:
+    """A :class:`JobRecord` per job. A reconcile takes its job's record once and keeps it: after `forget` its
+    writes land on the dropped record, not on a new job's."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._records: dict[JobKey, JobRecord] = {}
+
+    def record(self, key: JobKey) -> JobRecord:
+        record = self._records.get(key)
+        if record is None:
+            record = self._records[key] = JobRecord(self._clock)
+        return record
+
+    def forget(self, key: JobKey) -> None:
+        self._records.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._records)

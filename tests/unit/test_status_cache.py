@@ -1,0 +1,118 @@
+"""The controller's status cache (tfjob_operator.controller.status_cache): what it writes now, what it holds back
+and for how long, and how its own writes are laid over a watch that trails them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tfjob_operator.controller.status_cache import HOLD_SECONDS, JobRecord, StatusCache
+from tfjob_operator.observed import view_job
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def job(uid: str = "uid-1", status: dict[str, Any] | None = None,
+        annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    worker = {"replicas": 2, "template": {"spec": {"containers": [{"name": "tensorflow", "image": "tf:1"}]}}}
+    return {"apiVersion": "tfjob.dev/v1", "kind": "TFJob",
+            "metadata": {"name": "j", "namespace": "ns", "uid": uid, "annotations": annotations or {}},
+            "spec": {"tfReplicaSpecs": {"Worker": worker}}, "status": status or {}}
+
+
+def cond(ctype: str, status: str = "True") -> dict[str, Any]:
+    return {"type": ctype, "status": status, "reason": "X", "message": ""}
+
+
+CREATED = {"state": "Created", "conditions": [cond("Created")]}
+RUNNING = {"state": "Running", "conditions": [cond("Created"), cond("Running")]}
+
+
+def written_as(status: dict[str, Any], clock: Clock | None = None) -> JobRecord:
+    record = JobRecord(clock or Clock())
+    record.read("uid-1", lambda: status)
+    return record
+
+
+def test_a_status_equal_to_the_written_one_is_not_written() -> None:
+    plan = written_as(RUNNING).plan_write("uid-1", dict(RUNNING))
+    assert (plan.write, plan.held) == (False, None)
+
+
+@pytest.mark.parametrize("new", [
+    pytest.param({**CREATED, "restartCount": 1}, id="an attempt number"),
+    pytest.param({**CREATED, "conditions": [cond("Created"), cond("Queued")]}, id="Queued"),
+    pytest.param(RUNNING, id="Running"),
+    pytest.param({**CREATED, "conditions": [cond("Created"), cond("Failed")]}, id="an outcome"),
+])
+def test_a_decision_that_must_survive_a_crash_is_written_at_once(new: dict[str, Any]) -> None:
+    assert written_as(CREATED).plan_write("uid-1", new).write
+
+
+def test_a_change_of_pod_counts_alone_waits_for_company_at_most_the_hold() -> None:
+    clock = Clock()
+    record = written_as(RUNNING, clock)
+    counts = {**RUNNING, "replicaStatuses": {"Worker": {"active": 2}}}
+    first = record.plan_write("uid-1", counts)
+    assert (first.write, first.held) == (False, HOLD_SECONDS)
+    clock.now += 0.4
+    again = record.plan_write("uid-1", {**counts, "replicaStatuses": {"Worker": {"active": 1}}})
+    assert not again.write and again.held == pytest.approx(HOLD_SECONDS - 0.4)  # counted from the first hold
+    clock.now += HOLD_SECONDS
+    assert record.plan_write("uid-1", counts).write
+    record.wrote("uid-1", counts)
+    clock.now += 0.1
+    assert record.plan_write("uid-1", {**counts, "workers": "2/2"}).held == HOLD_SECONDS  # a new hold
+
+
+def test_the_created_condition_and_start_fields_alone_are_held_even_on_a_first_write() -> None:
+    assert written_as(CREATED).plan_write("uid-1", {**CREATED, "state": "Created", "startTime": "t"}).held
+    assert not written_as({}).plan_write("uid-1", CREATED).write  # Created alone may wait for Running
+    assert written_as({}).plan_write("uid-1", {**CREATED, "restartCount": 0}).write
+
+
+def test_the_watch_is_taken_as_written_until_this_controller_writes_and_a_new_job_starts_afresh() -> None:
+    record = written_as(RUNNING)
+    record.read("uid-1", lambda: pytest.fail("the status on the server is known already"))
+    record.decide("uid-1", RUNNING)
+    record.read("uid-2", lambda: CREATED)  # deleted and created again under the same name
+    assert not record.plan_write("uid-2", dict(CREATED)).write
+    view = record.overlay(view_job(job("uid-2", status=CREATED)))
+    assert view.status.state == "Created"  # the old job's decided status is not laid over the new one
+
+
+def test_own_writes_are_laid_over_a_watch_that_trails_them() -> None:
+    record = written_as(CREATED)
+    record.decide("uid-1", RUNNING)
+    record.annotated("uid-1", {"tfjob.dev/x": "1", "tfjob.dev/gone": None})
+    view = record.overlay(view_job(job(status=CREATED, annotations={"tfjob.dev/gone": "y", "keep": "z"})))
+    assert view.status.state == "Running"
+    assert view.obj["metadata"]["annotations"] == {"tfjob.dev/x": "1", "keep": "z"}
+
+
+def test_a_partial_write_lands_in_the_decided_and_written_copies_of_that_job_only() -> None:
+    record = written_as(RUNNING)
+    record.decide("uid-1", dict(RUNNING))
+    assert record.current("uid-1", {})["state"] == "Running"
+    assert record.current("uid-other", {"state": "Created"}) == {"state": "Created"}
+    record.merge("uid-1", "progress", {"epoch": 1})
+    assert record.decided is not None and record.written is not None
+    assert record.decided[1]["progress"] == record.written[1]["progress"] == {"epoch": 1}
+    record.merge("uid-other", "progress", {"epoch": 2})
+    assert record.decided[1]["progress"] == {"epoch": 1}
+
+
+def test_a_forgotten_job_gets_a_new_record_and_the_old_one_keeps_late_writes_to_itself() -> None:
+    cache = StatusCache()
+    old = cache.record(("ns", "j"))
+    assert cache.record(("ns", "j")) is old
+    cache.forget(("ns", "j"))
+    old.decide("uid-1", RUNNING)  # a reconcile in flight when the job was deleted
+    assert cache.record(("ns", "j")).decided is None
