@@ -201,7 +201,7 @@ def _create_missing(ctx: Ctx, job: TFJob, current: list[ObservedPod]) -> None:
         message = f"creating the Service and {len(names_needed)} pods of TFJob {job.namespace}/{job.name}"
         if present:
             # Pods exist but Created is not in the status: an operator that stopped within the status hold
-            # (controller.HOLD_SECONDS) created them and announced it already.
+            # (controller.status_cache.HOLD_SECONDS) created them and announced it already.
             ctx.set(C.CREATED, True, Reason.JOB_CREATED, message)
         else:
             ctx.transition(C.CREATED, Reason.JOB_CREATED, message)
