@@ -4,15 +4,18 @@ per-port data and error channels, each opened by the port number in 2 little-end
 
 from __future__ import annotations
 
+import base64
 import json
 import select
 import socket
+import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import kubernetes
 import pytest
+import websocket
 from kubernetes.stream import portforward, stream
 from kubernetes.stream.ws_client import ERROR_CHANNEL
 from polling import wait_for
@@ -150,3 +153,24 @@ def test_websocket_port_forward_carries_http_until_the_pod_closes(core: kubernet
         reply += chunk
     assert reply.startswith(b"HTTP/1.0 200 ") and reply.endswith(b"\r\n\r\n<h1>Welcome</h1>\n")
     assert pf.error(port) is None
+
+
+def test_base64_channel_port_forward_and_a_missing_ports_query(core: kubernetes.client.CoreV1Api) -> None:
+    """`v4.base64.channel.k8s.io`: text messages, the channel as a digit and base64 data; no `ports` is a 400."""
+    port = free_port()
+    run_pod(core, "echo", sys.executable, "-c", ECHO, str(port))
+    wait_for(lambda: _listening(port), timeout=30, what="the pod's echo port")
+    host = core.api_client.configuration.host.replace("http", "ws", 1)
+    url = f"{host}/api/v1/namespaces/default/pods/echo/portforward"
+    ws = websocket.create_connection(f"{url}?ports={port}", subprotocols=["v4.base64.channel.k8s.io"], timeout=10)
+    try:
+        opening = base64.b64encode(struct.pack("<H", port)).decode()
+        assert [ws.recv(), ws.recv()] == ["0" + opening, "1" + opening]
+        ws.send("0" + base64.b64encode(b"hello").decode())
+        assert ws.recv() == "0" + base64.b64encode(b"hello").decode()
+    finally:
+        ws.close()
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        websocket.create_connection(url, subprotocols=["v4.channel.k8s.io"], timeout=10)
+    assert refused.value.status_code == 400
+    assert b'query parameter \\"ports\\" is required' in refused.value.resp_body
