@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import kubernetes
 import pytest
 import requests
 
@@ -146,6 +147,28 @@ def test_409_and_404_bodies_are_kube_apiservers(http, core):
     stale = http("PUT", f"{CMS}/a", {"metadata": {"name": "a", "resourceVersion": "1"}}).json()
     assert stale["message"] == ('Operation cannot be fulfilled on configmaps "a": the object has been modified; '
                                 "please apply your changes to the latest version and try again")
+
+
+def test_status_bodies_are_kube_apiservers_byte_for_byte(http, core, client):
+    """Go writes Status in its struct's order (details before code) and ends the body with a newline; the
+    official client's create_from_yaml puts that text into its error, and its e2e suite compares it."""
+    make(core, "a")
+    with pytest.raises(kubernetes.client.ApiException) as failed:
+        core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
+    assert failed.value.body == (
+        '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        '"message":"configmaps \\"a\\" already exists","reason":"AlreadyExists",'
+        '"details":{"name":"a","kind":"configmaps"},"code":409}\n')
+    with pytest.raises(kubernetes.client.ApiException) as failed:
+        kubernetes.client.AppsV1Api(client).read_namespaced_deployment("zz", "default")
+    assert failed.value.body == (
+        '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        '"message":"deployments.apps \\"zz\\" not found","reason":"NotFound",'
+        '"details":{"name":"zz","group":"apps","kind":"deployments"},"code":404}\n')
+    uid = core.read_namespaced_config_map("a", "default").metadata.uid
+    assert http("DELETE", f"{CMS}/a").text == (
+        '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success",'
+        f'"details":{{"name":"a","kind":"configmaps","uid":"{uid}"}}}}\n')
 
 
 def test_a_failed_json_patch_test_is_kube_apiservers_generic_422(http, core):

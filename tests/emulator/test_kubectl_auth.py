@@ -108,3 +108,38 @@ def test_apiservices_list_every_served_group_version_as_local(kubectl: Kubectl, 
     one = yaml.safe_load(kubectl("get", "apiservice", "v1.batch", "-o", "yaml").stdout)
     assert one["status"]["conditions"][0]["reason"] == "Local"
     assert "apiregistration.k8s.io" in kubectl("api-versions").stdout
+
+
+def test_an_apiservice_a_client_adds_is_stored_beside_the_local_ones(kubectl: Kubectl, api: ApiServerThread) -> None:
+    """The official client's create_from_yaml of an aggregated APIService (its e2e suite's wardle example):
+    created, listed with the Local ones, a second create is kube-apiserver's 409 text; Local ones stay."""
+    from kubernetes import client, utils
+
+    wardle = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+              "metadata": {"name": "v1alpha1.wardle.k8s.io"},
+              "spec": {"group": "wardle.k8s.io", "version": "v1alpha1", "insecureSkipTLSVerify": True,
+                       "groupPriorityMinimum": 1000, "versionPriority": 15,
+                       "service": {"name": "api", "namespace": "wardle"}}}
+    cfg = client.Configuration()
+    cfg.host = api.url
+    with client.ApiClient(cfg) as c:
+        utils.create_from_dict(c, wardle)
+        registration = client.ApiregistrationV1Api(c)
+        assert registration.read_api_service("v1alpha1.wardle.k8s.io").spec.group == "wardle.k8s.io"
+        with pytest.raises(utils.FailToCreateError) as again:
+            utils.create_from_dict(c, wardle)
+        assert str(again.value) == (
+            'Error from server (Conflict): {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+            '"message":"apiservices.apiregistration.k8s.io \\"v1alpha1.wardle.k8s.io\\" already exists",'
+            '"reason":"AlreadyExists","details":{"name":"v1alpha1.wardle.k8s.io","group":"apiregistration.k8s.io",'
+            '"kind":"apiservices"},"code":409}\n')
+        with pytest.raises(utils.FailToCreateError) as local:
+            utils.create_from_dict(c, {**wardle, "metadata": {"name": "v1.apps"}})
+        assert 'apiservices.apiregistration.k8s.io \\"v1.apps\\" already exists' in str(local.value)
+        names = kubectl("get", "apiservices", "-o", "name").stdout.split()
+        assert {"apiservice.apiregistration.k8s.io/v1.apps",
+                "apiservice.apiregistration.k8s.io/v1alpha1.wardle.k8s.io"} <= set(names)
+        registration.delete_api_service("v1alpha1.wardle.k8s.io")
+        assert "apiservice.apiregistration.k8s.io/v1alpha1.wardle.k8s.io" not in kubectl(
+            "get", "apiservices", "-o", "name").stdout.split()
+        assert registration.read_api_service("v1.apps").status.conditions[0].reason == "Local"

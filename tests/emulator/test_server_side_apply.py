@@ -88,6 +88,33 @@ def test_keyed_lists_merge_by_key_across_managers(http):
     assert [c["name"] for c in merged["spec"]["template"]["spec"]["containers"]] == ["main", "side"]
 
 
+def test_applying_what_another_manager_created_with_equal_values_shares_the_fields(client):
+    """The official client's create_from_yaml, then the same file with apply=True: kube-apiserver compares
+    values field by field (a keyed list element conflicts only by being added or removed, not because the
+    live one carries defaults), so equal values are no conflict and the applier becomes a co-owner."""
+    from kubernetes import utils
+    from kubernetes.client.rest import ApiException
+    from kubernetes.dynamic import DynamicClient
+
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": {
+               "metadata": {"labels": {"app": "web"}},
+               "spec": {"containers": [{"name": "nginx", "image": "nginx:1.15.4",
+                                        "ports": [{"containerPort": 80}]}]}}}}
+    utils.create_from_dict(client, dep)
+    applied = utils.create_from_dict(client, dep, apply=True)[0]
+    assert {e.manager: e.operation for e in applied.metadata.managedFields} == {
+        "OpenAPI-Generator": "Update", "python-client": "Apply"}
+    other = json.loads(json.dumps(dep))
+    other["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:1.16"
+    deployments = DynamicClient(client).resources.get(api_version="apps/v1", kind="Deployment")
+    with pytest.raises(ApiException) as failed:
+        deployments.server_side_apply(body=other, field_manager="someone-else")
+    message = json.loads(failed.value.body)["message"]
+    assert message.startswith("Apply failed with 2 conflicts: ")
+    assert '- .spec.template.spec.containers[name="nginx"].image' in message and "replicas" not in message
+
+
 def test_custom_resources_can_be_applied(http, widgets):
     widget = {"apiVersion": "emulator.test/v1", "kind": "Widget", "metadata": {"name": "w"},
               "spec": {"size": "small", "replicas": 1}}

@@ -50,6 +50,17 @@ def conflict_error(conflicts: Sequence[tuple[Mapping[str, Any], mf.Path]]) -> Ap
     return ApiError(409, message, reason="Conflict", details={"causes": causes})
 
 
+def _differs(live: Any, config: Any, path: mf.Path) -> bool:
+    """Whether applying `config` changes what `path` holds: a leaf by its value; a keyed or set list element
+    only by being there or not (the live one carries defaults the config leaves out, and its fields are
+    paths of their own)."""
+    found_live, in_live = mf.lookup(live, path)
+    found_config, in_config = mf.lookup(config, path)
+    if path and path[-1][0] in ("k", "v"):
+        return found_live != found_config
+    return (found_live, in_live) != (found_config, in_config)
+
+
 def merge(live: Any, config: Any, schema: dict[str, Any] | None) -> Any:
     """The applied configuration over the live object: objects field by field, keyed lists item by item."""
     if not isinstance(config, dict) or not isinstance(live, dict):
@@ -124,7 +135,7 @@ def apply(
         if (entry.get("manager"), entry.get("operation"), entry.get("subresource")) == mine:
             previous = paths
             continue
-        clashing = {p for p in paths & applied if mf.lookup(live, p) != mf.lookup(config, p)}
+        clashing = {p for p in paths & applied if _differs(live, config, p)}
         conflicts += [(entry, p) for p in sorted(clashing)]
         others.append((entry, paths - clashing if force else paths))
     if conflicts and not force:

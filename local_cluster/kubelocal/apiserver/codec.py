@@ -10,7 +10,7 @@ import yaml
 from aiohttp import web
 
 from . import protobuf
-from .errors import ApiError
+from .errors import ApiError, is_status, status_json
 from .store import dumps
 
 JSON = "application/json"
@@ -26,7 +26,8 @@ def is_dry_run(query: Mapping[str, str]) -> bool:
 
 
 def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
-    raw = body if isinstance(body, bytes) else dumps(body)
+    """A JSON body; a Status is written as kube-apiserver writes it (errors.status_json)."""
+    raw = body if isinstance(body, bytes) else status_json(body) if is_status(body) else dumps(body)
     return web.Response(body=raw, status=status, content_type=JSON, headers=headers)
 
 

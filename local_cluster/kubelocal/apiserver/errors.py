@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 REASONS = {
@@ -19,6 +20,22 @@ REASONS = {
     503: "ServiceUnavailable",
     504: "Timeout",
 }
+
+
+#: metav1.Status's fields in its Go struct's order, the order kube-apiserver writes them in.
+STATUS_FIELDS = ("kind", "apiVersion", "metadata", "status", "message", "reason", "details", "code")
+
+
+def is_status(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("kind") == "Status"
+
+
+def status_json(body: dict[str, Any]) -> bytes:
+    """A Status as kube-apiserver writes it: fields in the struct's order, compact, ending with a newline
+    (Go's json.Encoder). Clients compare this text: the official client puts it into its errors."""
+    ordered = {k: body[k] for k in STATUS_FIELDS if k in body}
+    ordered.update((k, v) for k, v in body.items() if k not in ordered)
+    return json.dumps(ordered, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
 class ApiError(Exception):
@@ -52,10 +69,10 @@ def status_body(code: int, message: str, reason: str, details: dict[str, Any] | 
         "status": "Failure",
         "message": message,
         "reason": reason,
-        "code": code,
     }
     if details is not None:
         body["details"] = details
+    body["code"] = code
     return body
 
 

@@ -20,7 +20,7 @@ from . import patch as patching
 from .admission import run_admitted
 from .authorization import Attributes, Authorizer, Decision, authorize, forbidden, user_from_headers
 from .codec import json_response, object_response, read_body, read_body_or_none, warning_headers
-from .errors import ApiError, status_body
+from .errors import ApiError, already_exists, status_body
 from .faults import RECORD, FaultInjector, LogSource, RequestRecord
 from .registry import ResourceType
 from .requestinfo import RequestInfo, parse_request
@@ -174,11 +174,23 @@ class RequestHandler:
         if rt.key in reviews.REVIEWS and method == "POST" and name is None:
             body = await read_body(request)
             return object_response(request, reviews.review(ctx.store, self.authorizers, user, rt.plural, body, ns), 201)
-        if rt.key == reviews.API_SERVICES and method in ("GET", "HEAD") and info.verb != "watch":
-            if name is None:
-                return self._list_json(request, rt, reviews.api_service_list(ctx.registry, self.started, ctx.store.rv))
-            return object_response(request, reviews.api_service(ctx.registry, self.started, name))
-        if rt.key in reviews.REVIEWS or rt.key == reviews.API_SERVICES:
+        if rt.key == reviews.API_SERVICES and info.verb != "watch":
+            # Local APIServices (one per served group-version) are made on the fly; those clients add are stored.
+            local = reviews.local_api_service(ctx.registry, self.started, name) if name else None
+            if method in ("GET", "HEAD") and name is None:
+                added = [s.obj for s in ctx.store.items(rt.key)]
+                return self._list_json(
+                    request, rt, reviews.api_service_list(ctx.registry, self.started, ctx.store.rv, added))
+            if method in ("GET", "HEAD") and local is not None:
+                return object_response(request, local)
+            if method == "POST" and name is None:
+                body = await read_body(request)
+                wanted = ((body.get("metadata") if isinstance(body, dict) else None) or {}).get("name")
+                if isinstance(wanted, str) and reviews.local_api_service(ctx.registry, self.started, wanted):
+                    raise already_exists(rt.group, rt.plural, wanted)
+            elif local is not None:
+                raise ApiError(405, f"the server does not allow this method on a Local APIService: {method}")
+        if rt.key in reviews.REVIEWS:
             raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
         if sub is not None and sub not in rt.subresources:
             raise ApiError(404, "the server could not find the requested resource")

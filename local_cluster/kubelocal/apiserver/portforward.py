@@ -1,5 +1,6 @@
 """pods/portforward as kubectl 1.31+ speaks it: SPDY/3.1 tunnelled over a WebSocket
 (subprotocol `SPDY/3.1+portforward.k8s.io`; each binary message carries bytes of the SPDY session).
+A client that asks for the v4 channel protocol (the official Python client) is served by portforward_ws.
 
 The port-forward protocol (`portforward.k8s.io`) over SPDY: for each connection it accepts locally,
 kubectl opens two streams with headers `streamtype: error|data`, `port: N`, `requestid: R`. The server
@@ -27,6 +28,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from . import portforward_ws
 from .errors import ApiError
 from .faults import RECORD
 from .remotecommand import check_upgrade
@@ -249,18 +251,23 @@ class SpdySession:
 
 
 async def serve(request: web.Request, pod: Mapping[str, Any]) -> web.StreamResponse:
-    """GET pods/{name}/portforward (WebSocket, SPDY tunnelled)."""
+    """GET pods/{name}/portforward (WebSocket: SPDY tunnelled, or v4 channels as portforward_ws serves them)."""
     check_upgrade(request)
-    offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
-    if PROTOCOL not in offered:
+    offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
+    # The client's first protocol that is served wins; no subprotocol at all is binary channels, as kubelet.
+    chosen = next((p for p in offered if p == PROTOCOL or p in portforward_ws.PROTOCOLS), None)
+    if offered and chosen is None:
+        served = ", ".join((PROTOCOL, *portforward_ws.PROTOCOLS))
         raise ApiError(
             400,
-            f"unable to upgrade connection: no supported port-forward subprotocol in {offered} (serves {PROTOCOL})",
+            f"unable to upgrade connection: no supported port-forward subprotocol in {offered} (serves {served})",
             reason="BadRequest",
         )
     if ((pod.get("status") or {}).get("phase")) != "Running":
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         raise ApiError(400, f"unable to upgrade connection: pod is not running - status: {phase}", reason="BadRequest")
+    if chosen != PROTOCOL:
+        return await portforward_ws.serve(request, pod, request[RECORD])
     ws = web.WebSocketResponse(protocols=(PROTOCOL,), autoping=True, max_msg_size=0)
     await ws.prepare(request)
     request[RECORD](101)

@@ -196,7 +196,6 @@ BUILTINS: tuple[ResourceType, ...] = (
         False,
         categories=("api-extensions",),
         subresources=("status",),
-        verbs=("get", "list"),
     ),
     # Reviews: create-only questions answered from the authorizers, never stored (reviews.py).
     *(

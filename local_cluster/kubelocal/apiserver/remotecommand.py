@@ -2,9 +2,10 @@
 `v4.channel.k8s.io`; the shape of kube-apiserver's wsstream and kubelet's remotecommand server).
 
 Each binary message is one byte of channel (0 stdin, 1 stdout, 2 stderr, 3 error, 4 resize) followed
-by data; v5 adds message `255 <channel>`: the peer closed that channel (kubectl sends it for stdin at
-EOF). The error channel carries the exit as a v1 Status just before the server closes the socket:
-`Success`, or `Failure`/`NonZeroExitCode` with the code in `details.causes` (kubectl exits with it).
+by data (a client may send text messages of the same bytes, as kube-apiserver reads either); v5 adds
+message `255 <channel>`: the peer closed that channel (kubectl sends it for stdin at EOF). The error
+channel carries the exit as a v1 Status just before the server closes the socket: `Success`, or
+`Failure`/`NonZeroExitCode` with the code in `details.causes` (kubectl exits with it).
 SPDY is not served: kubectl only falls back to it when the WebSocket upgrade is refused.
 
 The command runs as a child of the API server in the container's process environment (env, work
@@ -117,9 +118,10 @@ class Channels:
     async def incoming(self) -> AsyncIterator[tuple[int, bytes]]:
         """(channel, data) per message; (CLOSE, channel) when the peer closes a channel; ends at socket close."""
         async for msg in self.ws:
-            if msg.type is not WSMsgType.BINARY or not msg.data:
+            if msg.type not in (WSMsgType.BINARY, WSMsgType.TEXT) or not msg.data:
                 continue
-            data: bytes = msg.data
+            # A text message is channel and data as UTF-8 (the official Python client writes str stdin so).
+            data: bytes = msg.data.encode() if msg.type is WSMsgType.TEXT else msg.data
             if data[0] == CLOSE and self.v5 and len(data) > 1:
                 yield CLOSE, data[1:2]
             else:

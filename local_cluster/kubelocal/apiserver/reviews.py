@@ -230,22 +230,16 @@ def api_services(registry: Registry, created: str) -> list[dict[str, Any]]:
     return sorted(out, key=lambda s: s["metadata"]["name"])  # as etcd's key order lists them
 
 
-def api_service_list(registry: Registry, created: str, rv: int) -> dict[str, Any]:
-    return {
-        "kind": "APIServiceList",
-        "apiVersion": f"{APIREG}/v1",
-        "metadata": {"resourceVersion": str(rv)},
-        "items": api_services(registry, created),
-    }
+def api_service_list(registry: Registry, created: str, rv: int, added: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Local APIServices and those clients created (`added`, stored), in name order."""
+    local = api_services(registry, created)
+    names = {s["metadata"]["name"] for s in local}
+    items = local + [s for s in added if s["metadata"]["name"] not in names]
+    items.sort(key=lambda s: s["metadata"]["name"])
+    return {"kind": "APIServiceList", "apiVersion": f"{APIREG}/v1", "metadata": {"resourceVersion": str(rv)},
+            "items": items}
 
 
-def api_service(registry: Registry, created: str, name: str) -> dict[str, Any]:
-    for svc in api_services(registry, created):
-        if svc["metadata"]["name"] == name:
-            return svc
-    raise ApiError(
-        404,
-        f'apiservices.apiregistration.k8s.io "{name}" not found',
-        reason="NotFound",
-        details={"name": name, "group": APIREG, "kind": "apiservices"},
-    )
+def local_api_service(registry: Registry, created: str, name: str) -> dict[str, Any] | None:
+    """The Local APIService of that name (a group-version this server serves), else None."""
+    return next((svc for svc in api_services(registry, created) if svc["metadata"]["name"] == name), None)
