@@ -35,6 +35,7 @@ from tfjob_operator.diagnosis import explain
 from tfjob_operator.observed import JobView, finished, owned_by, prior_status, view_job
 from tfjob_operator.render import Rendered, RenderOptions, chief_pod_name, pod_name, render
 from tfjob_operator.times import format_time, parse_time
+from tfjob_operator.training_progress import final_progress
 from tfjob_worker import exit_codes
 
 C = JobConditionType
@@ -636,6 +637,9 @@ def _succeeded(ctx: _Ctx, job: TFJob, current: list[ObservedPod], observed: list
     failed = sorted(p.name for p in current if p.failed)
     if failed:
         message += f"; {', '.join(failed)} failed, which does not change the outcome"
+    deciding = by_name.get(chief_pod_name(job))
+    if deciding is not None and (final := final_progress(deciding.exit_message, ctx.now)) is not None:
+        ctx.status.progress = final  # its last figures, which reads an interval apart may have missed
     _finish(ctx, C.SUCCEEDED, reason, message, "Normal", observed, job.spec.runPolicy.cleanPodPolicy)
     return True
 
