@@ -360,6 +360,12 @@ class ObjectMeta(BaseModel):
         """`labels:` left empty (null) means none, as in Kubernetes."""
         return {} if value is None else value
 
+    @field_validator("namespace", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        """`namespace: ""` means the default namespace (the context's), as kubectl reads a manifest."""
+        return None if value == "" else value
+
 
 class TFJob(BaseModel):
     """A TFJob as stored: apiVersion, kind, metadata, spec, status."""

@@ -56,6 +56,9 @@ ENV_ATTEMPT: Final = "TFJOB_ATTEMPT"
 ENV_WORKER_METRICS_PORT: Final = "TFJOB_WORKER_METRICS_PORT"
 #: runPolicy.stallTimeoutSeconds, for the worker runtime's stall watchdog (tfjob_worker.config reads it).
 ENV_STALL_TIMEOUT: Final = "TFJOB_STALL_TIMEOUT_SECONDS"
+#: The container's terminationMessagePath, where the worker runtime leaves its last progress figures on exit 0
+#: (tfjob_worker.termination reads it; a local process kubelet maps the path to a file of the pod).
+ENV_TERMINATION_MESSAGE_PATH: Final = "TFJOB_TERMINATION_MESSAGE_PATH"
 
 #: Longest DNS-1123 label: a pod hostname `<job>-<type>-<index>` must fit in it.
 MAX_DNS_LABEL: Final = 63

@@ -8,8 +8,9 @@ Chosen from what a real cluster holds, not from what the operator could survive:
 - Kubernetes is tested up to 5000 nodes and 150 000 pods (SIG Scalability); one TF gang of 1000 pods is
   already the largest MultiWorkerMirrored / PS job people run, and every pod carries the whole TF_CONFIG
   (one address per peer, ~70 bytes each: 70 KB of environment at 1000 pods).
-- A pod's hostname is `<job>-<type>-<index>` and must be a DNS label (≤ 63 characters). The longest suffix
-  is `-evaluator-0` (12) or `-worker-999` (11), so a job name of at most 51 characters always fits.
+- A pod's hostname is `<job>-<type>-<index>` and must be a DNS label (≤ 63 characters), so a job name is
+  as long as its own longest pod hostname allows: 54 characters with one worker, 52 with 1000, 51 with an
+  evaluator. Kubeflow accepts such names too; a fixed cap short enough for `-evaluator-0` would refuse them.
 - etcd stores an object of at most 1.5 MiB, and every pod copies its template and TF_CONFIG; a spec of at
   most 256 KiB leaves room for both.
 """
@@ -23,8 +24,8 @@ from typing import Any, Final
 MAX_REPLICAS_PER_TYPE: Final = 1000
 #: Pods of one job, all types together.
 MAX_REPLICAS_PER_JOB: Final = 1000
-#: Characters of a job name: the longest pod hostname `<name>-evaluator-0` / `<name>-worker-999` fits in 63.
-MAX_JOB_NAME_LENGTH: Final = 51
+#: Characters of a pod hostname `<job>-<type>-<index>` (a DNS label), hence of the job name with its pods' suffixes.
+MAX_HOSTNAME_LENGTH: Final = 63
 #: Containers (and, separately, init containers) in one pod template.
 MAX_CONTAINERS: Final = 16
 #: Bytes of the job's spec as JSON (YAML aliases expanded).
@@ -38,8 +39,15 @@ MAX_VALUES: Final = 100_000
 #: The words for the limits no single field constraint can say; the CRD's CEL rules carry the same.
 TOO_MANY_PODS = (f"spec.tfReplicaSpecs: more than {MAX_REPLICAS_PER_JOB} pods in all, the limit per job "
                  "(lower replicas, or split the work into several jobs)")
-NAME_TOO_LONG = (f"metadata.name: longer than {MAX_JOB_NAME_LENGTH} characters, the limit that keeps every pod "
-                 "hostname <name>-<type>-<index> within 63 (shorten the name)")
+NAME_TOO_LONG = (f"metadata.name: a pod hostname <name>-<type>-<index> would be longer than {MAX_HOSTNAME_LENGTH} "
+                 "characters (shorten the name, or lower replicas)")
+
+
+def longest_hostname(name: str, replicas: Mapping[str, int]) -> str | None:
+    """The longest of the job's pod hostnames `<name>-<type>-<last index>`, from its replica counts by type (as
+    pod names spell the type: chief, worker, ps, evaluator); None for a job without pods."""
+    hostnames = [f"{name}-{rtype}-{count - 1}" for rtype, count in replicas.items() if count > 0]
+    return max(hostnames, key=len) if hostnames else None
 
 
 def size_messages(obj: Any) -> list[str]:

@@ -99,8 +99,17 @@ def _quantity_messages(field: str, template: Mapping[str, Any]) -> list[str]:
             resources = container.get("resources") or {}
             for kind in ("limits", "requests"):
                 found.append((f"{field}.spec.{key}[{i}].resources.{kind}", resources.get(kind)))
-    return [f"{path}.{name}: {value!r:.60} is not a quantity (e.g. 2, 500m, 4Gi)"
-            for path, values in found for name, value in (values or {}).items() if not is_quantity(value)]
+    return [f"{path}.{name}: {message}" for path, values in found for name, value in (values or {}).items()
+            if (message := quantity_problem(value))]
+
+
+def quantity_problem(value: Any) -> str:
+    """Why kube-apiserver refuses this as a resource quantity ("" if it does not): not one, or negative."""
+    if not is_quantity(value):
+        return f"{value!r:.60} is not a quantity (e.g. 2, 500m, 4Gi)"
+    if parse_quantity(value) < 0:
+        return f"{value!r:.60} is negative (a quantity must be ≥ 0)"
+    return ""
 
 
 def is_quantity(value: Any) -> bool:

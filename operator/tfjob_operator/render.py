@@ -186,6 +186,7 @@ def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOption
             _declare_metrics_port(container, port)
         if job.spec.runPolicy.stallTimeoutSeconds:
             env[constants.ENV_STALL_TIMEOUT] = str(job.spec.runPolicy.stallTimeoutSeconds)
+        env[constants.ENV_TERMINATION_MESSAGE_PATH] = container.get("terminationMessagePath") or "/dev/termination-log"
         _set_env(container, env)
         # A failed run's log tail becomes its termination message, so the job's Failed condition can say why.
         container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")

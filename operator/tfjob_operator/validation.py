@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from tfjob_operator import apigroups, constants, limits
 from tfjob_operator.api import REPLICA_TYPE_ALIASES, ReplicaType, TFJob
-from tfjob_operator.podschema import is_quantity, template_schema_messages
+from tfjob_operator.podschema import quantity_problem, template_schema_messages
 
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -121,8 +121,7 @@ def semantic_messages(job: TFJob) -> list[str]:
             f"metadata.name: {_short(name)} is not a DNS-1035 label (lowercase letters, digits and '-', "
             "starting with a letter, ending with a letter or digit)"
         )
-    if len(name) > limits.MAX_JOB_NAME_LENGTH:
-        messages.append(limits.NAME_TOO_LONG)
+    messages.extend(_name_length_messages(job))
     namespace = job.metadata.namespace
     if namespace is not None and (len(namespace) > constants.MAX_DNS_LABEL or not _DNS_1123_LABEL.match(namespace)):
         messages.append(
@@ -146,9 +145,8 @@ def semantic_messages(job: TFJob) -> list[str]:
         messages.append("spec.tfReplicaSpecs: a job needs a Chief or at least one Worker to train and decide success")
     sched = job.spec.runPolicy.schedulingPolicy
     for resource, quantity in ((sched.minResources or {}) if sched else {}).items():
-        if not is_quantity(quantity):
-            messages.append(f"spec.runPolicy.schedulingPolicy.minResources.{resource}: {_short(quantity)} is not a "
-                            "quantity (e.g. 8, 500m, 4Gi)")
+        if problem := quantity_problem(quantity):
+            messages.append(f"spec.runPolicy.schedulingPolicy.minResources.{resource}: {problem}")
     if sched and sched.minAvailable is not None and sched.minAvailable > total:
         messages.append(
             f"spec.runPolicy.schedulingPolicy.minAvailable: {sched.minAvailable} is more than the job's "
@@ -162,6 +160,19 @@ def semantic_messages(job: TFJob) -> list[str]:
     if managed_by:
         messages.append(managed_by)
     return messages
+
+
+def _name_length_messages(job: TFJob) -> list[str]:
+    """The name is limited by the job's own pods: each hostname `<name>-<type>-<index>` is a DNS label."""
+    name = job.metadata.name
+    hostname = limits.longest_hostname(name, {rtype.tf_name: spec.replicas for rtype, spec in job.replica_specs()})
+    if hostname is not None and len(hostname) > limits.MAX_HOSTNAME_LENGTH:
+        return [f"metadata.name: {len(name)} characters make pod hostname {hostname!r} {len(hostname)} characters "
+                f"long, more than {limits.MAX_HOSTNAME_LENGTH} (shorten the name by "
+                f"{len(hostname) - limits.MAX_HOSTNAME_LENGTH}, or lower replicas)"]
+    if len(name) > constants.MAX_DNS_LABEL:  # the job's headless Service is named after it
+        return [f"metadata.name: {len(name)} characters, more than {constants.MAX_DNS_LABEL} (shorten the name)"]
+    return []
 
 
 def _gang_backend_messages(job: TFJob) -> list[str]:
@@ -202,16 +213,42 @@ def _template_messages(field: str, template: Mapping[str, Any]) -> list[str]:
     for i, container in enumerate(containers):
         if not isinstance(container, Mapping) or not container.get("name"):
             messages.append(f"{field}.spec.containers[{i}].name: required")
-        elif not container.get("image"):
-            messages.append(f"{field}.spec.containers[{i}].image: required (the image that runs training)")
-    for port in containers[index].get("ports") or []:
-        if isinstance(port, Mapping) and port.get("name") == constants.DEFAULT_PORT_NAME:
-            value = port.get("containerPort")
-            if not isinstance(value, int) or not 1 <= value <= 65535:
-                messages.append(
-                    f"{field}.spec.containers[{index}].ports: {constants.DEFAULT_PORT_NAME} containerPort "
-                    f"must be 1-65535, got {value!r}"
-                )
+    for key in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(key) or []):
+            messages.extend(_image_messages(f"{field}.spec.{key}[{i}].image", container.get("image")))
+    messages.extend(_job_port_messages(f"{field}.spec.containers[{index}].ports", containers[index].get("ports")))
+    return messages
+
+
+def _image_messages(field: str, image: Any) -> list[str]:
+    # kube-apiserver refuses a pod whose image is empty, or has leading or trailing whitespace.
+    if not image or not str(image).strip():
+        got = f", got {_short(image)}" if image else ""
+        return [f"{field}: required (the image that runs training{got})"]
+    if str(image).strip() != image:
+        return [f"{field}: {_short(image)} must not have leading or trailing whitespace"]
+    return []
+
+
+def _job_port_messages(field: str, ports: Any) -> list[str]:
+    """The tfjob-port is the one port TF_CONFIG names: one number, 1-65535, over TCP (TensorFlow's gRPC)."""
+    messages = []
+    first: int | None = None
+    for i, port in enumerate(ports or []):
+        if not isinstance(port, Mapping) or port.get("name") != constants.DEFAULT_PORT_NAME:
+            continue
+        value = port.get("containerPort")
+        if not isinstance(value, int) or not 1 <= value <= 65535:
+            messages.append(f"{field}: {constants.DEFAULT_PORT_NAME} containerPort must be 1-65535, got {value!r}")
+        protocol = port.get("protocol", "TCP")
+        if protocol != "TCP":
+            messages.append(f"{field}[{i}].protocol: {constants.DEFAULT_PORT_NAME} must be TCP (TensorFlow's gRPC "
+                            f"runs over it), got {_short(protocol)}")
+        if first is not None:
+            messages.append(f"{field}[{i}].name: {constants.DEFAULT_PORT_NAME} is given twice (ports[{first}] and "
+                            f"ports[{i}]); keep one, the port TF_CONFIG names")
+        else:
+            first = i
     return messages
 
 

@@ -37,10 +37,15 @@ def tfjob_refusals(doc: Any) -> list[str]:
     meta = body.get("metadata")
     if isinstance(meta, dict):
         errors += [f"{p}: {m}" for p, _, m in validate_metadata(meta, name_rule="subdomain")]
-        if len(str(meta.get("name") or "")) > limits.MAX_JOB_NAME_LENGTH:
-            errors.append("CEL: metadata.name too long")
     specs = (body.get("spec") or {}).get("tfReplicaSpecs") if isinstance(body.get("spec"), dict) else None
     if isinstance(specs, dict) and all(isinstance(s, dict) for s in specs.values()):
+        name = str(meta.get("name") or "") if isinstance(meta, dict) else ""
+        # The CRD's rule spells Master, master and MASTER as pods do (chief); any other key at its own length.
+        counts = {("chief" if k in ("Master", "master", "MASTER") else str(k)): s.get("replicas", 1)
+                  for k, s in specs.items() if isinstance(s.get("replicas", 1), int)}
+        hostname = limits.longest_hostname(name, counts)
+        if hostname is not None and len(hostname) > limits.MAX_HOSTNAME_LENGTH:
+            errors.append("CEL: a pod hostname too long")
         total = sum(s.get("replicas", 1) for s in specs.values() if isinstance(s.get("replicas", 1), int))
         if total > limits.MAX_REPLICAS_PER_JOB:
             errors.append("CEL: too many pods")

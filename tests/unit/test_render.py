@@ -142,7 +142,8 @@ def test_worker_pod_is_rendered_whole() -> None:
                         {"name": "TF_CONFIG", "value": tfc(W2, "worker", 1)},
                         {"name": "TFJOB_NAME", "value": "j"},
                         {"name": "TFJOB_ATTEMPT", "value": "3"},
-                        {"name": "TFJOB_WORKER_METRICS_PORT", "value": "9464"}],
+                        {"name": "TFJOB_WORKER_METRICS_PORT", "value": "9464"},
+                        {"name": "TFJOB_TERMINATION_MESSAGE_PATH", "value": "/dev/termination-log"}],
                 "ports": [{"name": "tfjob-port", "containerPort": 2222},
                           {"name": "tfjob-metrics", "containerPort": 9464, "protocol": "TCP"}],
                 "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -240,12 +241,19 @@ def test_training_container_reports_its_log_tail_on_failure_unless_told_otherwis
     assert (tf["terminationMessagePolicy"], "terminationMessagePolicy" in sidecar) == (rendered, False)
 
 
+def test_the_worker_runtime_is_told_where_its_termination_message_goes() -> None:
+    spec = {"containers": [container("tensorflow", terminationMessagePath="/ckpt/last-figures")]}
+    tf = render(parse_tfjob(job({"Worker": replica(1, spec=spec)}))).pods[0]["spec"]["containers"][0]
+    assert {e["name"]: e["value"] for e in tf["env"]}["TFJOB_TERMINATION_MESSAGE_PATH"] == "/ckpt/last-figures"
+
+
 def test_tf_config_goes_to_the_tensorflow_container_only() -> None:
     spec = {"containers": [container("sidecar"), container("tensorflow")]}
     pod = render(parse_tfjob(job({"Worker": replica(2, spec=spec)}))).pods[0]
     sidecar, tf = pod["spec"]["containers"]
     assert "env" not in sidecar
-    assert [e["name"] for e in tf["env"]] == ["TF_CONFIG", "TFJOB_NAME", "TFJOB_ATTEMPT", "TFJOB_WORKER_METRICS_PORT"]
+    assert [e["name"] for e in tf["env"]] == ["TF_CONFIG", "TFJOB_NAME", "TFJOB_ATTEMPT", "TFJOB_WORKER_METRICS_PORT",
+                                              "TFJOB_TERMINATION_MESSAGE_PATH"]
 
 
 def test_user_tf_config_is_replaced_not_duplicated() -> None:

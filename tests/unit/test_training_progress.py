@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -11,12 +14,16 @@ from tfjob_operator.api import JobProgress, TFJobStatus
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.progress.chief_metrics import (
     chief_pod,
+    final_progress,
     metrics_url,
     read_samples,
     seconds_since_progress,
     to_progress,
     worth_writing,
 )
+from tfjob_operator.progress.poller import ProgressPoller
+from tfjob_operator.reconcile import reconcile
+from tfjob_worker import termination
 from tfjob_worker.metrics import Identity, ReportCollector
 from tfjob_worker.reports import Report
 
@@ -97,3 +104,78 @@ def test_running_observes_gang_wait_per_attempt_and_start_latency_once() -> None
     metrics.running(restarted, "2026-01-01T11:49:00Z", NOW)
     assert _observed(metrics, "tfjob_job_start_latency_seconds") == (1, 20.0)  # only the first attempt
     assert _observed(metrics, "tfjob_gang_wait_seconds") == (2, 15.0)  # the restart's wait: 5 s
+
+
+LAST = Report(started=True, trains=True, epoch=3, epochs=3, global_step=60, examples_per_sec=812.54,
+              last_checkpoint=NOW.timestamp() - 1, last_progress=NOW.timestamp() - 1)
+
+
+def test_the_last_figures_are_read_from_the_chiefs_termination_message_as_from_its_metrics() -> None:
+    message = termination.message(LAST)
+    assert message is not None and len(message) < 4096  # the kubelet keeps at most 4 KiB
+    assert final_progress(message, NOW) == to_progress(read_samples(worker_metrics(LAST)), NOW) == JobProgress(
+        epoch=3, epochs=3, step=60, examplesPerSecond=812.5, lastCheckpointTime="2026-01-01T11:59:59Z",
+        updatedAt="2026-01-01T12:00:00Z", summary="epoch 3/3 step 60")
+
+
+@pytest.mark.parametrize("message", [
+    "", "Traceback (most recent call last):\nValueError: bad", "[1, 2]", '{"tfjob_worker_epoch": "three"}',
+    termination.message(Report(started=True, epoch=0)) or "",
+])
+def test_a_termination_message_without_figures_is_no_progress(message: str) -> None:
+    assert final_progress(message, NOW) is None
+
+
+def _succeeded_job(chief_message: str | None) -> tuple[dict, list[dict]]:
+    """Job `j` (one worker, Running, last progress read at epoch 1) whose worker 0 has just exited 0."""
+    template = {"spec": {"containers": [{"name": "tensorflow", "image": "tf:1"}]}}
+    job = {"apiVersion": "tfjob.dev/v1", "kind": "TFJob",
+           "metadata": {"name": "j", "namespace": "ns", "uid": "uid-j", "generation": 1},
+           "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1, "template": template}}},
+           "status": {"conditions": [
+               {"type": "Created", "status": "True", "lastTransitionTime": "2026-01-01T11:59:00Z"},
+               {"type": "Running", "status": "True", "lastTransitionTime": "2026-01-01T11:59:10Z"}],
+               "startTime": "2026-01-01T11:59:00Z",
+               "progress": {"epoch": 1, "epochs": 3, "step": 5, "summary": "epoch 1/3 step 5"}}}
+    terminated = {"exitCode": 0, "reason": "Completed", "finishedAt": "2026-01-01T11:59:59Z",
+                  **({"message": chief_message} if chief_message is not None else {})}
+    pod = {"metadata": {"name": "j-worker-0", "namespace": "ns", "labels": {
+               "tfjob.dev/job-name": "j", "tfjob.dev/replica-type": "worker", "tfjob.dev/replica-index": "0",
+               "tfjob.dev/attempt": "0", "tfjob.dev/job-role": "chief"},
+               "ownerReferences": [{"uid": "uid-j", "controller": True, "kind": "TFJob", "name": "j"}]},
+           "spec": {"containers": [{"name": "tensorflow"}]},
+           "status": {"phase": "Succeeded", "containerStatuses": [
+               {"name": "tensorflow", "state": {"terminated": terminated}}]}}
+    return job, [pod]
+
+
+def test_a_succeeded_job_keeps_the_chiefs_last_figures_from_its_termination_message() -> None:
+    decision = reconcile(*_succeeded_job(termination.message(LAST)), NOW)
+    assert decision.status.state == "Succeeded"
+    assert decision.status.progress == JobProgress(
+        epoch=3, epochs=3, step=60, examplesPerSecond=812.5, lastCheckpointTime="2026-01-01T11:59:59Z",
+        updatedAt="2026-01-01T12:00:00Z", summary="done")
+
+
+@pytest.mark.parametrize("message", [None, "some last words"])
+def test_without_figures_in_the_message_a_succeeded_job_keeps_the_last_figures_read(message: str | None) -> None:
+    decision = reconcile(*_succeeded_job(message), NOW)
+    assert decision.status.progress == JobProgress(epoch=1, epochs=3, step=5, summary="done")
+
+
+async def test_passes_start_once_an_interval_however_long_a_pass_takes() -> None:
+    """So figures show within one interval of the chief reporting them, even while a hung chief's read or slow
+    status writes take most of each pass."""
+    starts: list[float] = []
+
+    class SlowPasses(ProgressPoller):
+        async def one_pass(self, session: object) -> None:
+            starts.append(time.monotonic())
+            await asyncio.sleep(0.3)
+
+    poller = SlowPasses(None, interval=0.4)  # type: ignore[arg-type]
+    poller.start()
+    await asyncio.sleep(2.1)
+    await poller.stop()
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert len(starts) >= 5 and max(gaps) < 0.55, gaps  # a sleep after each pass: 0.7 s apart

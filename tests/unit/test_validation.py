@@ -35,7 +35,12 @@ TWO_CONTAINERS = {"spec": {"containers": [{"name": "main", "image": "a"}, {"name
 
 INVALID = [
     ("bad-name", with_("metadata.name", "MNIST_job"), "metadata.name: 'MNIST_job' is not a DNS-1035 label"),
-    ("name-too-long", with_("metadata.name", "a" * 52), "metadata.name: longer than 51 characters"),
+    ("name-too-long-for-its-pods", with_("metadata.name", "a" * 55),
+     f"metadata.name: 55 characters make pod hostname '{'a' * 55}-worker-1' 64 characters long, more than 63 "
+     "(shorten the name by 1, or lower replicas)"),
+    ("name-too-long-for-a-service", {**with_("metadata.name", "a" * 64), "spec": {"tfReplicaSpecs": {
+        "Worker": {"replicas": 0, "template": good()["spec"]["tfReplicaSpecs"]["Worker"]["template"]}}}},
+     "metadata.name: 64 characters, more than 63"),
     ("replicas-over-the-limit", with_("spec.tfReplicaSpecs.Worker.replicas", 100_000),
      "spec.tfReplicaSpecs.Worker.replicas: must be ≤ 1000, got 100000"),
     ("replicas-2-to-the-63", with_("spec.tfReplicaSpecs.Worker.replicas", 2**63),
@@ -122,6 +127,37 @@ INVALID = [
     ("bad-port", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
         {"name": "tensorflow", "image": "x", "ports": [{"name": "tfjob-port", "containerPort": 70000}]}]}}),
      "spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports: tfjob-port containerPort must be 1-65535"),
+    ("job-port-twice", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "ports": [{"name": "tfjob-port", "containerPort": 2222},
+                                                       {"name": "tfjob-port", "containerPort": 3333}]}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports[1].name: tfjob-port is given twice "
+     "(ports[0] and ports[1]); keep one"),
+    ("job-port-udp", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "ports": [{"name": "tfjob-port", "containerPort": 2222,
+                                                        "protocol": "UDP"}]}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports[0].protocol: tfjob-port must be TCP "
+     "(TensorFlow's gRPC runs over it), got 'UDP'"),
+    ("blank-image", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "   "}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].image: required (the image that runs training, "
+     "got '   ')"),
+    ("image-with-whitespace", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": " tf:2.16\n"}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].image: ' tf:2.16\\n' must not have leading or "
+     "trailing whitespace"),
+    ("init-image-with-whitespace", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {
+        "initContainers": [{"name": "fetch", "image": "busybox "}],
+        "containers": [{"name": "tensorflow", "image": "x"}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.initContainers[0].image: 'busybox ' must not have leading"),
+    ("negative-gpu-limit", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "resources": {"limits": {"nvidia.com/gpu": -1}}}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.limits.nvidia.com/gpu: -1 is negative "
+     "(a quantity must be ≥ 0)"),
+    ("negative-memory-request", with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "x", "resources": {"requests": {"memory": "-1Gi"}}}]}}),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.requests.memory: '-1Gi' is negative"),
+    ("negative-min-resources", with_("spec.runPolicy", {"schedulingPolicy": {"minResources": {"nvidia.com/gpu": -8}}}),
+     "spec.runPolicy.schedulingPolicy.minResources.nvidia.com/gpu: -8 is negative"),
     ("min-available-too-big", with_("spec.runPolicy", {"schedulingPolicy": {"minAvailable": 5}}),
      "spec.runPolicy.schedulingPolicy.minAvailable: 5 is more than the job's 2 pods"),
     ("negative-ttl", with_("spec.runPolicy", {"ttlSecondsAfterFinished": -5}),
@@ -152,16 +188,43 @@ def test_invalid_tfjob_is_refused_naming_the_field(manifest: dict[str, Any], exp
     assert any(message.startswith(expected) for message in info.value.messages), info.value.messages
 
 
-def test_longest_name_keeps_every_pod_hostname_a_dns_label() -> None:
-    manifest = with_("metadata.name", "a" * 51)
-    manifest["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1000
-    manifest["spec"]["tfReplicaSpecs"]["Evaluator"] = copy.deepcopy(manifest["spec"]["tfReplicaSpecs"]["Worker"])
-    manifest["spec"]["tfReplicaSpecs"]["Evaluator"]["replicas"] = 0
-    job = parse_tfjob(manifest)
+def _named(name: str, **replicas: int) -> dict[str, Any]:
+    template = good()["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    return {**good(), "metadata": {"name": name},
+            "spec": {"tfReplicaSpecs": {t: {"replicas": n, "template": template} for t, n in replicas.items()}}}
+
+
+@pytest.mark.parametrize(("name_length", "replicas", "longest"), [
+    (54, {"Worker": 1}, "-worker-0"),  # Kubeflow accepts 52-63 character names whose pods fit; so do we
+    (55, {"Chief": 1, "PS": 2}, "-chief-0"),
+    (55, {"Master": 1}, "-chief-0"),  # pods spell Master as chief
+    (52, {"Worker": 1000}, "-worker-999"),
+    (51, {"Worker": 2, "Evaluator": 1}, "-evaluator-0"),
+])
+def test_a_name_is_as_long_as_its_own_pods_hostnames_allow(name_length: int, replicas: dict[str, int],
+                                                            longest: str) -> None:
     from tfjob_operator.render import pod_names
 
-    assert max(len(n) for n in pod_names(job)) == 62
-    assert len("a" * 51 + "-evaluator-0") == 63
+    job = parse_tfjob(_named("a" * name_length, **replicas))
+    assert max(len(n) for n in pod_names(job)) == 63 == name_length + len(longest)
+    with pytest.raises(InvalidSpec) as info:
+        parse_tfjob(_named("a" * (name_length + 1), **replicas))
+    assert info.value.messages == [
+        f"metadata.name: {name_length + 1} characters make pod hostname {'a' * (name_length + 1) + longest!r} 64 "
+        "characters long, more than 63 (shorten the name by 1, or lower replicas)"]
+
+
+def test_a_manifest_with_an_empty_namespace_means_the_default_namespace_as_in_kubectl() -> None:
+    job = parse_tfjob(with_("metadata.namespace", ""))
+    assert job.metadata.namespace is None and job.namespace == "default"
+
+
+def test_an_image_kube_apiserver_accepts_is_accepted() -> None:
+    manifest = with_("spec.tfReplicaSpecs.Worker.template", {"spec": {"containers": [
+        {"name": "tensorflow", "image": "registry.example.com:5000/team/tf@sha256:" + "a" * 64,
+         "ports": [{"name": "tfjob-port", "containerPort": 2222, "protocol": "TCP"}],
+         "resources": {"limits": {"nvidia.com/gpu": 0, "cpu": "0.5"}}}]}})
+    parse_tfjob(manifest)
 
 
 def test_null_fields_of_a_pod_template_mean_unset_as_in_kubernetes() -> None:

@@ -15,7 +15,7 @@ from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import exit_codes
+from . import exit_codes, termination
 from .progress import error
 from .reports import REPORT_FD_ENV, LineReader, Report
 from .stall import StallPolicy, stall_reason
@@ -132,8 +132,23 @@ def supervise(argv: Sequence[str], startup_timeout: float, stall: StallPolicy | 
             error(f"training stalled: {reason}; exit {exit_codes.STALLED}, retryable: the gang restarts "
                   "and resumes from the last backup (the trainer's stacks are above)")
             return exit_codes.STALLED
+    code = child_exit_code(child.wait())
+    report = _drain(read_fd, reader) or watch.report  # the last reports may still sit in the pipe
     os.close(read_fd)
-    return child_exit_code(child.wait())
+    if code == exit_codes.SUCCESS:
+        termination.write(report)
+    return code
+
+
+def _drain(read_fd: int, reader: LineReader) -> Report | None:
+    """The newest report left in the pipe by a trainer that has exited."""
+    latest = None
+    while select.select([read_fd], [], [], 0)[0]:
+        data = os.read(read_fd, 65536)
+        if not data:
+            break
+        latest = reader.feed(data) or latest
+    return latest
 
 
 def stop_stalled(child: subprocess.Popen[bytes]) -> None:

@@ -10,6 +10,8 @@ import secrets
 import time
 from typing import Any
 
+from kubernetes.utils.quantity import parse_quantity
+
 from kubelocal.times import format_time, parse_time
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # as apiserver's generateName suffix alphabet
@@ -159,7 +161,7 @@ def prepare_pod_create(pod: dict[str, Any]) -> None:
 
 
 def pod_validation_errors(pod: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """The PodSpec rules beyond the schema that a user hits most: containers, names, images."""
+    """The PodSpec rules beyond the schema that a user hits most: containers, names, images, resource quantities."""
     errors: list[tuple[str, str, str]] = []
     spec = pod.get("spec") or {}
     containers = spec.get("containers") or []
@@ -172,8 +174,16 @@ def pod_validation_errors(pod: dict[str, Any]) -> list[tuple[str, str, str]]:
             if name in seen:
                 errors.append((f"spec.{kind}[{i}].name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
             seen.add(name)
-            if not c.get("image"):
+            image = c.get("image")
+            if not image:
                 errors.append((f"spec.{kind}[{i}].image", "FieldValueRequired", "Required value"))
+            elif isinstance(image, str) and image.strip() != image:
+                errors.append((f"spec.{kind}[{i}].image", "FieldValueInvalid",
+                               f"Invalid value: {json.dumps(image)}: must not have leading or trailing whitespace"))
+            for field in ("limits", "requests"):
+                errors += _negative_quantities(f"spec.{kind}[{i}].resources.{field}",
+                                               (c.get("resources") or {}).get(field))
+    errors += _negative_quantities("spec.overhead", spec.get("overhead"))
     policy = spec.get("restartPolicy")
     if policy not in (None, "Always", "OnFailure", "Never"):
         errors.append(
@@ -183,6 +193,20 @@ def pod_validation_errors(pod: dict[str, Any]) -> list[tuple[str, str, str]]:
                 f'Unsupported value: "{policy}": supported values: "Always", "OnFailure", "Never"',
             )
         )
+    return errors
+
+
+def _negative_quantities(path: str, quantities: Any) -> list[tuple[str, str, str]]:
+    # As kube-apiserver's ValidateNonnegativeQuantity; a value that is no quantity at all is the decoder's to refuse.
+    errors = []
+    for name, value in (quantities or {}).items() if isinstance(quantities, dict) else ():
+        try:
+            negative = parse_quantity(value) < 0
+        except (ValueError, TypeError, ArithmeticError):
+            continue
+        if negative:
+            errors.append((f"{path}[{name}]", "FieldValueInvalid",
+                           f"Invalid value: {json.dumps(str(value))}: must be greater than or equal to 0"))
     return errors
 
 

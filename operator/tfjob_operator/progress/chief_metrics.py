@@ -7,6 +7,7 @@ interval; this module says where to ask, what the answer means, and whether it i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -51,6 +52,20 @@ def read_samples(text: str) -> dict[str, float]:
     except ValueError:
         return {}
     return values
+
+
+def final_progress(message: str, now: datetime) -> JobProgress | None:
+    """JobProgress from the figures a chief left in its termination message on exit 0 (tfjob_worker.termination);
+    None for any other message (a log tail, or nothing)."""
+    try:
+        figures = json.loads(message)
+    except ValueError:
+        return None
+    if not isinstance(figures, dict):
+        return None
+    values = {_SERIES[k]: float(v) for k, v in figures.items()
+              if k in _SERIES and isinstance(v, int | float) and not isinstance(v, bool)}
+    return to_progress(values, now)
 
 
 def _time(seconds: float | None) -> str | None:

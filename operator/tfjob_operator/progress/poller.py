@@ -78,13 +78,17 @@ class ProgressPoller:
 
     async def _run(self) -> None:
         timeout = aiohttp.ClientTimeout(total=READ_TIMEOUT)
+        period = self.interval or 30.0
         async with aiohttp.ClientSession(timeout=timeout) as session:
             while True:
+                began = time.monotonic()
                 try:
                     await self.one_pass(session)
                 except Exception:  # a bad pass must not end the loop: the next one may do better
                     log.exception("progress pass failed")
-                await asyncio.sleep(self.interval or 30.0)
+                # Passes start once a period however long one took (a hung chief's read, slow status writes), so
+                # new figures show within one interval; a sleep after each pass would let the start drift.
+                await asyncio.sleep(max(period - (time.monotonic() - began), 0.0))
 
     async def one_pass(self, session: aiohttp.ClientSession) -> None:
         """Census, then read each running job's chief and write what moved."""
@@ -110,22 +114,28 @@ class ProgressPoller:
         if not running:
             return
         gate = asyncio.Semaphore(CONCURRENCY)
-        readings = await asyncio.gather(*(self._read(session, gate, chief) for _, _, chief, _ in running))
+        # Each job's figures are written as soon as its chief answers: a hung chief holds up only its own job.
+        await asyncio.gather(*(self._update(session, gate, job, elapsed) for job in running))
+
+    async def _update(self, session: aiohttp.ClientSession, gate: asyncio.Semaphore,
+                      job: tuple[JobKey, Mapping[str, Any], Mapping[str, Any], list[Mapping[str, Any]]],
+                      elapsed: float) -> None:
+        key, obj, chief, pods = job
+        values = await self._read(session, gate, chief)
+        if values is None:
+            return
         now = utcnow()
-        for (key, obj, _, pods), values in zip(running, readings, strict=True):
-            if values is None:
-                continue
-            idle = seconds_since_progress(values, now)
-            if idle is not None and idle >= max(STALLED_AFTER * self.interval, 60.0) and elapsed:
-                gpus = sum((resources.pod_requests(p).get(resources.GPU, Decimal(0)) for p in pods), Decimal(0))
-                metrics.stalled_gpu_seconds.inc(float(gpus) * elapsed)
-            progress = to_progress(values, now)
-            if apigroups.group_of(obj).kubeflow:
-                continue  # Kubeflow's TFJob schema has no progress field
-            if worth_writing(prior_status(obj).progress, progress):
-                assert progress is not None
-                if await self.host.write_progress(key, progress.model_dump(mode="json", exclude_none=True)):
-                    metrics.progress_writes.inc()
+        idle = seconds_since_progress(values, now)
+        if idle is not None and idle >= max(STALLED_AFTER * self.interval, 60.0) and elapsed:
+            gpus = sum((resources.pod_requests(p).get(resources.GPU, Decimal(0)) for p in pods), Decimal(0))
+            self.host.metrics.stalled_gpu_seconds.inc(float(gpus) * elapsed)
+        progress = to_progress(values, now)
+        if apigroups.group_of(obj).kubeflow:
+            return  # Kubeflow's TFJob schema has no progress field
+        if worth_writing(prior_status(obj).progress, progress):
+            assert progress is not None
+            if await self.host.write_progress(key, progress.model_dump(mode="json", exclude_none=True)):
+                self.host.metrics.progress_writes.inc()
 
     async def _read(self, session: aiohttp.ClientSession, gate: asyncio.Semaphore,
                     chief: Mapping[str, Any]) -> dict[str, float] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tfjob_operator.api import JobConditionType, ReplicaType, SuccessPolicy, TFJob
+from tfjob_operator.progress.chief_metrics import final_progress
 from tfjob_operator.reconcile.conditions import Ctx
 from tfjob_operator.reconcile.lifecycle import finish
 from tfjob_operator.reconcile.observe import ObservedPod
@@ -35,5 +36,8 @@ def succeeded(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: list[O
     failed = sorted(p.name for p in current if p.failed)
     if failed:
         message += f"; {', '.join(failed)} failed, which does not change the outcome"
+    deciding = by_name.get(chief_pod_name(job))
+    if deciding is not None and (final := final_progress(deciding.exit_message, ctx.now)) is not None:
+        ctx.status.progress = final  # its last figures, which reads an interval apart may have missed
     finish(ctx, C.SUCCEEDED, reason, message, "Normal", observed, job.spec.runPolicy.cleanPodPolicy)
     return True
