@@ -121,7 +121,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     except InvalidSpec as exc:
         return _refuse(exc)
     if args.gang is not None:
-        from tfjob_operator.gang.base import backend_names
+        from tfjob_operator.gang.backends import backend_names
 
         if args.gang not in backend_names():
             print(f"error: --gang {args.gang}: unknown gang backend (choose one of {', '.join(backend_names())})",
@@ -135,12 +135,13 @@ def cmd_render(args: argparse.Namespace) -> int:
         if args.gang is None:
             objects.extend(rendered.objects())
             continue
-        from tfjob_operator.gang.base import GangBackendError, apply_backend, backend_for
+        from tfjob_operator.gang.backends import backend_for
+        from tfjob_operator.gang.base import ChecksJobs, GangBackendError, apply_backend
 
         try:
             # --gang plays the operator setting: the job's own annotation still wins, as in the operator.
             backend = backend_for(job, args.gang)
-            problems = backend.validate(job)
+            problems = backend.validate(job) if isinstance(backend, ChecksJobs) else []
             if problems:
                 raise InvalidSpec([f"{job.name}: {m}" for m in problems])
         except (GangBackendError, InvalidSpec) as exc:

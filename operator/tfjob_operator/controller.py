@@ -6,7 +6,7 @@ coalesced and run one at a time; a job is read from kopf's index of TFJobs and i
 job (no API reads). Timers (`loop.call_later`) bring a job back at the time `reconcile` asks for: deadline, TTL,
 stuck-Terminating timeout. An API error retries the job with exponential back-off.
 No finalizers are added: deletion is Kubernetes garbage collection through owner references.
-Jobs of the builtin gang backend are released by the admission loop (`tfjob_operator.admission`), which the
+Jobs of the builtin gang backend are released by the admission loop (`tfjob_operator.gang.admission`), which the
 controller starts and stops with itself and which pod events wake; its reason for a waiting job reaches the
 status through `GangView.queued_reason`.
 """
@@ -27,10 +27,18 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tfjob_operator import apigroups, constants, dispatch, reconcile_budget, reconcile_errors
-from tfjob_operator.admission import AdmissionLoop, OnEvent
 from tfjob_operator.api import JobConditionType, TFJob
-from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
-from tfjob_operator.gang.builtin import CREATING_PREFIX
+from tfjob_operator.gang.admission import AdmissionLoop
+from tfjob_operator.gang.backends import backend_for
+from tfjob_operator.gang.base import (
+    ChecksJobs,
+    CreatesGroups,
+    GangBackendError,
+    GangOptions,
+    ReleasedByOperator,
+    ReportsWaits,
+)
+from tfjob_operator.gang.host import OnEvent
 from tfjob_operator.informer import Informer
 from tfjob_operator.kube import (
     Kube,
@@ -452,7 +460,7 @@ class JobController:
             backend = backend_for(job, self.settings.gang_backend.value, self.gang_options)
         except GangBackendError as exc:
             return GangView(problems=(str(exc),))
-        problems = backend.validate(job)
+        problems = backend.validate(job) if isinstance(backend, ChecksJobs) else []
         if problems:
             return GangView(problems=tuple(problems))
         scheduler = self.settings.scheduler_name
@@ -463,23 +471,25 @@ class JobController:
             return backend.decorate_pod(job, pod)
 
         ready, why, missing = True, "", []
-        groups = backend.group_objects(effective, rendered)
-        if groups:
+        grouping = backend.group_objects if isinstance(backend, CreatesGroups) else GangView().group_objects
+        groups = grouping(effective, rendered)
+        if groups and isinstance(backend, CreatesGroups):
             found = [await self.kube.get(f"{collection_path(g)}/{g['metadata']['name']}") for g in groups]
             observed = [g for g in found if g]
             missing = [g for g, got in zip(groups, found, strict=True) if not got]
             ready, why = backend.ready_to_create_pods(job, observed)
-        queued = (why or None) if not ready else backend.queued_reason(job, pods)
-        if queued and backend.uses_admission_loop and self.admission is not None:
+        reported = backend.queued_reason(job, pods) if isinstance(backend, ReportsWaits) else None
+        queued = (why or None) if not ready else reported
+        if queued and isinstance(backend, ReleasedByOperator) and self.admission is not None:
             if self.admission.released(pods):
                 queued = None  # released a moment ago; the pod index has not caught up yet
             else:
                 # The loop's reason says what is short ("needs 8 nvidia.com/gpu on ≤ 2 nodes; largest free 6").
                 # Until a pass has found the gang short it is not reported Queued: the pass follows the gated pods
                 # within milliseconds and usually releases them, and a Queued/admitted flip would cost two writes.
-                reason = self.admission.reason_for(job.namespace, job.name)
-                queued = reason if reason and not reason.startswith(CREATING_PREFIX) else None
-        return GangView(decorate_pod=decorate, group_objects=backend.group_objects, ready_to_create_pods=ready,
+                wait = self.admission.wait_for(job.namespace, job.name)
+                queued = wait.message if wait is not None and wait.shown else None
+        return GangView(decorate_pod=decorate, group_objects=grouping, ready_to_create_pods=ready,
                         missing_groups=tuple(missing), queued_reason=queued,
                         recheck_after=GROUP_RECHECK_SECONDS if groups and not ready else None)
 
