@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -13,19 +15,24 @@ import yaml
 from gangfixtures import admit, bound_pods, in_flight_reservations, plan_pass
 from shared_data import CRDS
 
-from tfjob_operator import constants
-from tfjob_operator.gang import builtin, kueue, queue, scheduler_plugins, volcano
-from tfjob_operator.gang.backends import backend_for, backend_names
+from tfjob_operator import cli, constants
+from tfjob_operator.gang import backends, builtin, kueue, none, queue, scheduler_plugins, volcano
+from tfjob_operator.gang.backends import backend_for, backend_names, register, registry
 from tfjob_operator.gang.base import (
     ANNOTATION_GANG_DOMAIN,
+    ChecksJobs,
     CreatesGroups,
+    GangBackend,
     GangBackendError,
     GangOptions,
     ReleasedByOperator,
     ReportsWaits,
     apply_backend,
 )
+from tfjob_operator.gang.explain import GangWait, WaitKind
+from tfjob_operator.gang.placement import AdmissionPolicy
 from tfjob_operator.render import render
+from tfjob_operator.settings import GangBackendName
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 
@@ -60,6 +67,70 @@ def job_and_pods(**kwargs: Any):
 
 def test_every_backend_is_registered():
     assert backend_names() == ["builtin", "kueue", "none", "scheduler-plugins", "volcano"]
+
+
+# (backend, the capabilities it has)
+CAPABILITY_TABLE = [
+    ("builtin", {ReportsWaits, ReleasedByOperator}),
+    ("kueue", {ChecksJobs, ReportsWaits}),
+    ("none", set()),
+    ("scheduler-plugins", {CreatesGroups, ReportsWaits}),
+    ("volcano", {CreatesGroups}),
+]
+
+
+@pytest.mark.parametrize(("name", "capabilities"), CAPABILITY_TABLE, ids=[r[0] for r in CAPABILITY_TABLE])
+def test_each_backend_is_a_gang_backend_with_exactly_its_capabilities(name, capabilities):
+    backend = backend_for(parse_tfjob(manifest()), name)
+    assert isinstance(backend, GangBackend)
+    assert {c for c in (ChecksJobs, CreatesGroups, ReportsWaits, ReleasedByOperator) if isinstance(backend, c)} == (
+        capabilities
+    )
+
+
+def test_a_second_backend_of_a_registered_name_is_refused_and_the_first_kept():
+    class AnotherVolcano(volcano.VolcanoBackend):
+        name = "volcano"
+
+    with pytest.raises(ValueError, match="gang backend 'volcano' is registered already \\(VolcanoBackend\\)"):
+        register(AnotherVolcano)
+    assert registry()["volcano"] is volcano.VolcanoBackend
+
+
+def test_a_backend_without_a_name_is_refused():
+    class Nameless(GangBackend):
+        def decorate_pod(self, job, pod):
+            return dict(pod)
+
+    with pytest.raises(ValueError, match="set the class attribute `name`"):
+        register(Nameless)
+    assert backend_names() == ["builtin", "kueue", "none", "scheduler-plugins", "volcano"]
+
+
+def test_a_registered_backend_is_chosen_by_its_name(monkeypatch):
+    class Slurm(none.NoGangBackend):
+        name = "slurm"
+
+    monkeypatch.setattr(backends, "_BACKENDS", dict(registry()))
+    register(Slurm)
+    job = parse_tfjob(manifest())
+    assert isinstance(backend_for(job, "slurm"), Slurm)
+    assert "slurm" in backend_names()
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_settings_the_chart_and_the_cli_offer_exactly_the_registered_backends():
+    names = set(backend_names())
+    assert {m.value for m in GangBackendName} == names
+    schema = json.loads((REPO / "deploy/helm/tfjob-operator/values.schema.json").read_text())
+    gang = schema["properties"]["gang"]["properties"]
+    assert set(gang["backend"]["enum"]) == names
+    assert set(gang["additionalBackends"]["items"]["enum"]) == names
+    (action,) = [a for a in cli.build_parser()._subparsers._group_actions[0].choices["render"]._actions
+                 if "--gang" in a.option_strings]
+    assert all(name in action.help for name in names)
 
 
 # (case, annotations, default, expected backend name)
@@ -548,6 +619,29 @@ def test_pass_times_out_a_released_gang_and_respects_the_backoff():
     assert early.releases == [] and early.queued["team-a/j"].startswith("requeued after a schedule timeout")
     ready = plan_pass([gang], _gpu_nodes(8), gang.pods, now=retry_at, not_before={"team-a/j": retry_at})
     assert ready.admitted == ["team-a/j"]
+
+
+def test_each_wait_says_what_kind_it_is_and_only_a_gang_still_being_created_is_not_shown():
+    created = _queued_gang("creating", 4, 1.0)
+    half = queue.QueuedGang(created.job, created.pods[:2])
+    backing_off = _queued_gang("backoff", 1, 2.0)
+    fits, short = _queued_gang("fits", 6, 3.0), _queued_gang("short", 4, 4.0)
+    huge = _queued_gang("huge", 9, 5.0)
+    gangs = [half, backing_off, fits, short, huge]
+    plan = plan_pass(gangs, _gpu_nodes(8), [p for g in gangs for p in g.pods], now=NOW,
+                     not_before={"team-a/backoff": NOW + timedelta(seconds=10)})
+    assert plan.admitted == ["team-a/fits"]
+    assert {key: (wait.kind, wait.shown) for key, wait in plan.waits.items()} == {
+        "team-a/creating": (WaitKind.CREATING, False),
+        "team-a/backoff": (WaitKind.BACKOFF, True),
+        "team-a/short": (WaitKind.NO_ROOM, True),
+        "team-a/huge": (WaitKind.NEVER_FITS, True),
+    }
+    behind = _queued_gang("behind", 1, 6.0)
+    strict = plan_pass([fits, short, behind], _gpu_nodes(8), [*fits.pods, *short.pods, *behind.pods], now=NOW,
+                       policy=AdmissionPolicy(backfill=False))
+    assert strict.admitted == ["team-a/fits"]
+    assert strict.waits["team-a/behind"] == GangWait(WaitKind.NO_ROOM, "waiting behind team-a/short (strict FIFO)")
 
 
 def test_gpu_seconds_are_counted_only_while_a_gang_is_not_fully_running():
