@@ -21,11 +21,13 @@ How the operator uses a job's backend, per gang attempt::
     ReportsWaits:     reason = backend.queued_reason(job, pods)            # not None → Queued with it
     ReleasedByOperator: the admission loop's reason replaces it, and the loop releases the pods
 
-Adding a backend takes 6 files: the backend's module here; one line in `backends.py` (registers it);
-`GangBackendName` in `settings.py`; both enums in the chart's `values.schema.json` (a test checks these two
-against the registry); a section in `docs/gang.md`; its rows in `tests/gang/test_gang_backends.py`. A backend
-that creates objects also needs their RBAC rules in the chart's `templates/rbac.yaml` (7), and one with its own
-scheduler that scheduler's name in `templates/_helpers.tpl` (8). The CLI's help reads the registry.
+Adding a backend takes 6 files: (1) its module here, subclassing GangBackend and its capabilities; (2) its import
+and ``register()`` call in `backends.py`; (3) a `GangBackendName` member in `settings.py` and (4) its name in both
+enums of the chart's `values.schema.json` (`tests/gang/test_gang_backends.py` fails until 3 and 4 match the
+registry); (5) its row in `docs/gang.md`; (6) its name and rows in the tables of `tests/gang/test_gang_backends.py`.
+A backend that creates objects (PodGroups) also needs their RBAC rules in the chart's `templates/rbac.yaml` (7),
+and one whose pods go to their own scheduler that scheduler's name in `templates/_helpers.tpl` (8). The CLI's
+help and the annotation's check read the registry.
 """
 
 from __future__ import annotations

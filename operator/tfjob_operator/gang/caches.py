@@ -30,9 +30,14 @@ FitKey = tuple[int, float, int]
 
 @overload
 def fit_key(gpu_free: int, gpu_taken: int, shares: Iterable[tuple[int, int, float]]) -> tuple[int, float]: ...
+
+
 @overload
-def fit_key(gpu_free: Indexes, gpu_taken: int, shares: Iterable[tuple[Indexes, int, Floats]]) -> tuple[Indexes, Floats]:
-    ...
+def fit_key(
+    gpu_free: Indexes, gpu_taken: int, shares: Iterable[tuple[Indexes, int, Floats]]
+) -> tuple[Indexes, Floats]: ...
+
+
 def fit_key(gpu_free: Any, gpu_taken: int, shares: Iterable[tuple[Any, int, Any]]) -> tuple[Any, Any]:
     """Best fit's rank of a node after one pod goes there: the GPUs it has left (never below 0; fewest first), then
     the share of its cpu and memory left (free − taken) / allocatable, summed (smallest first).
