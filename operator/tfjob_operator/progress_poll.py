@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any, Protocol
 
 import aiohttp
@@ -117,8 +116,7 @@ class ProgressPoller:
                 continue
             idle = seconds_since_progress(values, now)
             if idle is not None and idle >= max(STALLED_AFTER * self.interval, 60.0) and elapsed:
-                gpus = sum((resources.pod_requests(p).get(resources.GPU, Decimal(0)) for p in pods), Decimal(0))
-                metrics.stalled_gpu_seconds.inc(float(gpus) * elapsed)
+                metrics.stalled_gpu_seconds.inc(float(resources.requested_gpus(pods)) * elapsed)
             progress = to_progress(values, now)
             if apigroups.group_of(obj).kubeflow:
                 continue  # Kubeflow's TFJob schema has no progress field

@@ -77,6 +77,11 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
     return add(larger(running, init_peak), parse_resources(spec.get("overhead")))
 
 
+def requested_gpus(pods: Iterable[Mapping[str, Any]]) -> Decimal:
+    """GPUs the pods request, summed."""
+    return sum((pod_requests(p).get(GPU, Decimal(0)) for p in pods), Decimal(0))
+
+
 def node_allocatable(node: Mapping[str, Any]) -> Resources:
     status = node.get("status") or {}
     return parse_resources(status.get("allocatable") or status.get("capacity"))

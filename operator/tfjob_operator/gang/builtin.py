@@ -149,5 +149,4 @@ def held_gpu_seconds(pods: Sequence[Mapping[str, Any]], seconds: float) -> Decim
     running = [p for p in live if (p.get("status") or {}).get("phase") == "Running"]
     if live and len(running) == len(live):
         return Decimal(0)
-    gpus = sum((resources.pod_requests(p).get(resources.GPU, Decimal(0)) for p in live if is_bound(p)), Decimal(0))
-    return gpus * Decimal(str(seconds))
+    return resources.requested_gpus(p for p in live if is_bound(p)) * Decimal(str(seconds))

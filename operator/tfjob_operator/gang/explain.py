@@ -7,12 +7,11 @@ is for people, e.g. "needs 8 nvidia.com/gpu on ≤ 2 nodes; largest free 6 (10 f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
 from tfjob_operator.gang.caches import PassCapacity
-from tfjob_operator.gang.request import SCALE, GangRequest
+from tfjob_operator.gang.request import GangRequest, decimal_of
 from tfjob_operator.resources import GPU, format_amount
 
 
@@ -43,7 +42,7 @@ class GangWait:
 
 
 def _fmt(name: str, amount: int) -> str:
-    return format_amount(name, Decimal(amount) / SCALE)
+    return format_amount(name, decimal_of(amount))
 
 
 class Reasons:

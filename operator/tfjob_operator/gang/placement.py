@@ -37,7 +37,7 @@ import numpy as np
 from tfjob_operator.gang.caches import FitKey, PassCapacity, Taken
 from tfjob_operator.gang.cluster import Cluster, Indexes, Matrix
 from tfjob_operator.gang.explain import GangWait, Reasons, WaitKind
-from tfjob_operator.gang.request import SCALE, GangRequest
+from tfjob_operator.gang.request import GangRequest, decimal_of
 
 
 @dataclass(frozen=True)
@@ -216,6 +216,6 @@ def admit_in(
     if held is not None:
         for n in np.flatnonzero(held.any(axis=1)).tolist():
             held_out[cluster.nodes[n].name] = {
-                cluster.resource_names[i]: Decimal(int(v)) / SCALE for i, v in enumerate(held[n].tolist()) if v
+                cluster.resource_names[i]: decimal_of(int(v)) for i, v in enumerate(held[n].tolist()) if v
             }
     return AdmissionResult(admitted, waits, next_waited, reserved_for, held_out)

@@ -29,6 +29,11 @@ def units(value: Decimal, *, up: bool) -> int:
     return int((value * SCALE).to_integral_value(ROUND_CEILING if up else ROUND_FLOOR))
 
 
+def decimal_of(amount: int) -> Decimal:
+    """An amount in thousandths back as a quantity."""
+    return Decimal(amount) / SCALE
+
+
 def constraint_signature(pod: Mapping[str, Any]) -> str:
     """What node predicates look at, as a stable string: equal signatures accept the same nodes."""
     spec = pod.get("spec") or {}
