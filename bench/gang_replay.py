@@ -35,7 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from tfjob_operator.gang.placement import AdmissionPolicy, Cluster, ClusterState, GangRequest, admit_in
+from tfjob_operator.gang.cluster import Cluster, ClusterState
+from tfjob_operator.gang.placement import AdmissionPolicy, admit_in
+from tfjob_operator.gang.request import GangRequest
 
 TRACE = (Path(__file__).resolve().parents[1] / "third_party" / "traces" / "microsoft-itp-elasticflow"
          / "raw-traces.tar.gz")

@@ -13,6 +13,7 @@ import yaml
 
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
+from tfjob_operator.gang.backends import backend_for, backend_names
 from tfjob_operator.limits import MAX_DEPTH
 from tfjob_operator.render import RenderOptions, render
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
@@ -121,8 +122,6 @@ def cmd_render(args: argparse.Namespace) -> int:
     except InvalidSpec as exc:
         return _refuse(exc)
     if args.gang is not None:
-        from tfjob_operator.gang.base import backend_names
-
         if args.gang not in backend_names():
             print(f"error: --gang {args.gang}: unknown gang backend (choose one of {', '.join(backend_names())})",
                   file=sys.stderr)
@@ -135,12 +134,12 @@ def cmd_render(args: argparse.Namespace) -> int:
         if args.gang is None:
             objects.extend(rendered.objects())
             continue
-        from tfjob_operator.gang.base import GangBackendError, apply_backend, backend_for
+        from tfjob_operator.gang.base import ChecksJobs, GangBackendError, apply_backend
 
         try:
             # --gang plays the operator setting: the job's own annotation still wins, as in the operator.
             backend = backend_for(job, args.gang)
-            problems = backend.validate(job)
+            problems = backend.validate(job) if isinstance(backend, ChecksJobs) else []
             if problems:
                 raise InvalidSpec([f"{job.name}: {m}" for m in problems])
         except (GangBackendError, InvalidSpec) as exc:
@@ -363,8 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--namespace", help="namespace (default: the manifest's, else default)")
     p.add_argument("--cluster-domain", help="DNS suffix after <ns>.svc in TF_CONFIG, e.g. cluster.local")
     p.add_argument("--gang", metavar="BACKEND",
-                   help="also show what this gang backend adds (PodGroup, gates, labels, schedulerName): builtin, "
-                        "volcano, scheduler-plugins, kueue or none; a job's tfjob.dev/gang-backend annotation wins")
+                   help="also show what this gang backend adds (PodGroup, gates, labels, schedulerName): "
+                        f"{', '.join(backend_names())}; a job's tfjob.dev/gang-backend annotation wins")
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("migrate", help="print Kubeflow kubeflow.org/v1 TFJob manifests as tfjob.dev/v1; "

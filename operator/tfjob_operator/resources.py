@@ -1,7 +1,9 @@
-"""Resource arithmetic and node-fit predicates over plain Kubernetes dicts.
+"""The operator's resource arithmetic and node-fit predicates over plain Kubernetes dicts: a pod's effective
+requests, a node's allocatable, what fits where (nodeSelector, required node affinity, taints), quantities
+written back for Kubernetes and for people.
 
-Shared by the gang admission (which places whole gangs) and the local scheduler stand-in (which binds
-single pods), so both agree on what "fits" means: requests, nodeSelector, required node affinity, taints.
+Used by the gang backends and admission. The local control plane keeps its own copy
+(`kubelocal.resources`), and the tests check both against an independent oracle (`tests/gang/k8s_oracle.py`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,6 @@ from typing import Any
 from kubernetes.utils.quantity import parse_quantity
 
 GPU: str = "nvidia.com/gpu"
-
-#: Resources every comparison considers; anything else a pod requests is compared too when present.
-BASIC_RESOURCES: tuple[str, ...] = ("cpu", "memory", GPU)
 
 Resources = dict[str, Decimal]
 
@@ -30,18 +29,6 @@ def add(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> Resources:
     for name, value in b.items():
         out[name] = out.get(name, Decimal(0)) + value
     return out
-
-
-def subtract(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> Resources:
-    out = dict(a)
-    for name, value in b.items():
-        out[name] = out.get(name, Decimal(0)) - value
-    return out
-
-
-def covers(available: Mapping[str, Decimal], wanted: Mapping[str, Decimal]) -> bool:
-    """True when every wanted quantity is available (an absent resource counts as zero)."""
-    return all(value <= available.get(name, Decimal(0)) for name, value in wanted.items() if value > 0)
 
 
 #: Pod phases after which a pod holds nothing and is never restarted.
@@ -90,6 +77,11 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
     return add(larger(running, init_peak), parse_resources(spec.get("overhead")))
 
 
+def requested_gpus(pods: Iterable[Mapping[str, Any]]) -> Decimal:
+    """GPUs the pods request, summed."""
+    return sum((pod_requests(p).get(GPU, Decimal(0)) for p in pods), Decimal(0))
+
+
 def node_allocatable(node: Mapping[str, Any]) -> Resources:
     status = node.get("status") or {}
     return parse_resources(status.get("allocatable") or status.get("capacity"))
@@ -118,17 +110,6 @@ def _toleration_matches(toleration: Mapping[str, Any], taint: Mapping[str, Any])
     if operator == "Exists":
         return True
     return (toleration.get("value") or "") == (taint.get("value") or "")
-
-
-def untolerated_taint(pod: Mapping[str, Any], taints: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The first NoSchedule/NoExecute taint the pod does not tolerate, or None (for scheduler messages)."""
-    tolerations = (pod.get("spec") or {}).get("tolerations") or []
-    for taint in taints:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(_toleration_matches(t, taint) for t in tolerations):
-            return taint
-    return None
 
 
 def tolerates_taints(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
@@ -205,25 +186,39 @@ def scheduling_demand(pod: Mapping[str, Any]) -> Resources:
     return {**pod_requests(pod), POD_COUNT: Decimal(1)}
 
 
+def bound_node(pod: Mapping[str, Any]) -> str | None:
+    """The node a pod holds capacity on: its node once bound, until it ends (terminal pods hold nothing)."""
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    return str(node_name) if node_name and not is_terminal(pod) else None
+
+
 def used_on_nodes(pods: Iterable[Mapping[str, Any]]) -> dict[str, Resources]:
     """What bound, non-terminal pods take (requests and pod count) summed per node name."""
     used: dict[str, Resources] = {}
     for pod in pods:
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if not node_name or is_terminal(pod):
-            continue
-        used[node_name] = add(used.get(node_name, {}), scheduling_demand(pod))
+        node_name = bound_node(pod)
+        if node_name:
+            used[node_name] = add(used.get(node_name, {}), scheduling_demand(pod))
     return used
 
 
-def format_resources(res: Mapping[str, Decimal]) -> str:
-    """Compact human form: "cpu=2, memory=4Gi, nvidia.com/gpu=1"."""
-    parts = []
-    for name in sorted(res):
-        value = res[name]
-        if name == "memory" and value >= 2**20:
-            shown = f"{value / 2**30:.3g}Gi" if value >= 2**30 else f"{value / 2**20:.3g}Mi"
-        else:
-            shown = f"{value.normalize():f}"
-        parts.append(f"{name}={shown}")
-    return ", ".join(parts)
+def format_quantity(value: Decimal) -> str:
+    """A Decimal as a Kubernetes quantity string ("2", "500m", "1073741824")."""
+    if value == value.to_integral_value():
+        return str(int(value))
+    milli = value * 1000
+    if milli == milli.to_integral_value():
+        return f"{int(milli)}m"
+    return f"{value.normalize():f}"
+
+
+def format_amount(name: str, value: Decimal) -> str:
+    """One amount for people: memory in Gi or Mi (3 significant digits), fractional cpu in millicores."""
+    if name == "memory":
+        if value >= 2**30:
+            return f"{value / 2**30:.3g}Gi"
+        if value >= 2**20:
+            return f"{value / 2**20:.3g}Mi"
+    if name == "cpu" and value != value.to_integral_value():
+        return f"{int(value * 1000)}m"
+    return f"{value.normalize():f}"

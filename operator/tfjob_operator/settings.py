@@ -26,6 +26,8 @@ class Addressing(StrEnum):
 
 
 class GangBackendName(StrEnum):
+    """Names of the registered gang backends (`gang.backends`; a test checks this list against the registry)."""
+
     BUILTIN = "builtin"
     VOLCANO = "volcano"
     SCHEDULER_PLUGINS = "scheduler-plugins"

@@ -180,7 +180,7 @@ def _gang_backend_messages(job: TFJob) -> list[str]:
     if annotated is None:
         return []
     # Imported here: the backends build on render, which builds on this module.
-    from tfjob_operator.gang.base import backend_names
+    from tfjob_operator.gang.backends import backend_names
 
     if annotated.strip() in backend_names():
         return []

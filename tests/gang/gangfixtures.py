@@ -1,10 +1,19 @@
-"""Tiny builders for nodes, pods and gangs used by the gang tests."""
+"""Tiny builders for nodes, pods and gangs used by the gang tests, and one-shot passes over plain objects (the
+operator keeps its free capacity between passes instead; tests/gang/test_cluster_state.py shows both agree)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
-from tfjob_operator.gang.placement import GangRequest
+from tfjob_operator import resources
+from tfjob_operator.gang import builtin, queue
+from tfjob_operator.gang.base import GangOptions
+from tfjob_operator.gang.cluster import Cluster
+from tfjob_operator.gang.placement import AdmissionPolicy, AdmissionResult, admit_in
+from tfjob_operator.gang.request import GangRequest
 
 
 def node(
@@ -66,3 +75,48 @@ def gang(
 ) -> GangRequest:
     pods = tuple(pod(f"{key}-worker-{i}", gpu=gpu, cpu=cpu, memory=memory, **pod_kwargs) for i in range(workers))
     return GangRequest(key, pods, priority=priority, arrival=arrival, domain_label=domain_label)
+
+
+def admit(
+    queue_: Sequence[GangRequest],
+    nodes: Sequence[Mapping[str, Any]],
+    bound_pods: Iterable[Mapping[str, Any]] = (),
+    reservations: Mapping[str, Mapping[str, Decimal]] | None = None,
+    policy: AdmissionPolicy = AdmissionPolicy(),
+    passes_waited: Mapping[str, int] | None = None,
+) -> AdmissionResult:
+    """One admission pass over plain objects: ``bound_pods`` every pod with ``spec.nodeName`` (terminal ones are
+    ignored), ``reservations`` node name → resources of pods released there but not bound yet."""
+    return admit_in(Cluster.from_objects(nodes, bound_pods, reservations), queue_, policy, passes_waited)
+
+
+def bound_pods(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Pods that occupy a node (bound and not finished)."""
+    return [p for p in pods if builtin.is_bound(p) and not resources.is_terminal(p)]
+
+
+def in_flight_reservations(pods: Iterable[Mapping[str, Any]]) -> dict[str, resources.Resources]:
+    """Node → requests of pods released by the builtin backend but not yet bound, read from the pods."""
+    held: dict[str, resources.Resources] = {}
+    for pod_ in pods:
+        node_name = builtin.released_to(pod_)
+        if node_name:
+            held[node_name] = resources.add(held.get(node_name, {}), resources.scheduling_demand(pod_))
+    return held
+
+
+def plan_pass(
+    gangs: Sequence[queue.QueuedGang],
+    nodes: Sequence[Mapping[str, Any]],
+    all_pods: Sequence[Mapping[str, Any]],
+    *,
+    now: datetime,
+    options: GangOptions | None = None,
+    policy: AdmissionPolicy = AdmissionPolicy(),
+    passes_waited: Mapping[str, int] | None = None,
+    not_before: Mapping[str, datetime] | None = None,
+) -> queue.PassPlan:
+    """One builtin pass over plain objects: free capacity from every pod on the cluster (``all_pods``)."""
+    cluster = Cluster.from_objects(nodes, bound_pods(all_pods), in_flight_reservations(all_pods))
+    return queue.plan_pass_in(gangs, cluster, now=now, options=options, policy=policy, passes_waited=passes_waited,
+                              not_before=not_before)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from gangfixtures import node, pod
+from gangfixtures import node, plan_pass, pod
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 from tfjob_operator import resources
-from tfjob_operator.gang.placement import Cluster, ClusterState
+from tfjob_operator.gang.cluster import Cluster, ClusterState
 
 NODES = ["n0", "n1"]
 PODS = ["p0", "p1", "p2"]
@@ -98,7 +98,7 @@ def test_a_node_heartbeat_keeps_the_matrix_and_a_capacity_change_rebuilds_it() -
 def test_a_kept_gang_request_is_reused_until_a_gated_pod_changes_and_decides_as_a_fresh_parse() -> None:
     from datetime import UTC, datetime
 
-    from tfjob_operator.gang import builtin
+    from tfjob_operator.gang import builtin, queue
     from tfjob_operator.validation import parse_tfjob
 
     container = {"name": "tensorflow", "image": "tf", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
@@ -114,8 +114,8 @@ def test_a_kept_gang_request_is_reused_until_a_gated_pod_changes_and_decides_as_
     kept: dict[str, Any] = {}
     now = datetime(2026, 1, 1, tzinfo=UTC)
 
-    def plan() -> builtin.PassPlan:
-        return builtin.plan_pass_in([builtin.QueuedGang(job, pods)], state.cluster(), now=now, requests=kept)
+    def plan() -> queue.PassPlan:
+        return queue.plan_pass_in([queue.QueuedGang(job, pods)], state.cluster(), now=now, requests=kept)
 
     first = plan()
     parsed = kept["ns/j"][1]
@@ -125,4 +125,4 @@ def test_a_kept_gang_request_is_reused_until_a_gated_pod_changes_and_decides_as_
                "spec": {**pods[1]["spec"], "containers": bigger}}
     again = plan()  # a changed pod is parsed again: 2 + 4 GPUs no longer fit on 4
     assert kept["ns/j"][1] is not parsed and again.admitted == [] and first.admitted == ["ns/j"]
-    assert again.queued == builtin.plan_pass([builtin.QueuedGang(job, pods)], [node("n0", gpu=4)], [], now=now).queued
+    assert again.queued == plan_pass([queue.QueuedGang(job, pods)], [node("n0", gpu=4)], [], now=now).queued

@@ -3,26 +3,36 @@
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
+from gangfixtures import admit, bound_pods, in_flight_reservations, plan_pass
 from shared_data import CRDS
 
-from tfjob_operator import constants
-from tfjob_operator.gang import builtin, kueue, scheduler_plugins, volcano
+from tfjob_operator import cli, constants
+from tfjob_operator.gang import backends, builtin, kueue, none, queue, scheduler_plugins, volcano
+from tfjob_operator.gang.backends import backend_for, backend_names, register, registry
 from tfjob_operator.gang.base import (
     ANNOTATION_GANG_DOMAIN,
+    ChecksJobs,
+    CreatesGroups,
+    GangBackend,
     GangBackendError,
     GangOptions,
+    ReleasedByOperator,
+    ReportsWaits,
     apply_backend,
-    backend_for,
-    backend_names,
 )
+from tfjob_operator.gang.explain import GangWait, WaitKind
+from tfjob_operator.gang.placement import AdmissionPolicy
 from tfjob_operator.render import render
+from tfjob_operator.settings import GangBackendName
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 
@@ -57,6 +67,71 @@ def job_and_pods(**kwargs: Any):
 
 def test_every_backend_is_registered():
     assert backend_names() == ["builtin", "kueue", "none", "scheduler-plugins", "volcano"]
+
+
+# (backend, the capabilities it has)
+CAPABILITY_TABLE = [
+    ("builtin", {ReportsWaits, ReleasedByOperator}),
+    ("kueue", {ChecksJobs, ReportsWaits}),
+    ("none", set()),
+    ("scheduler-plugins", {CreatesGroups, ReportsWaits}),
+    ("volcano", {CreatesGroups}),
+]
+
+
+@pytest.mark.parametrize(("name", "capabilities"), CAPABILITY_TABLE, ids=[r[0] for r in CAPABILITY_TABLE])
+def test_each_backend_is_a_gang_backend_with_exactly_its_capabilities(name, capabilities):
+    backend = backend_for(parse_tfjob(manifest()), name)
+    assert isinstance(backend, GangBackend)
+    assert {c for c in (ChecksJobs, CreatesGroups, ReportsWaits, ReleasedByOperator) if isinstance(backend, c)} == (
+        capabilities
+    )
+
+
+def test_a_second_backend_of_a_registered_name_is_refused_and_the_first_kept():
+    class AnotherVolcano(volcano.VolcanoBackend):
+        name = "volcano"
+
+    with pytest.raises(ValueError, match="gang backend 'volcano' is registered already \\(VolcanoBackend\\)"):
+        register(AnotherVolcano)
+    assert registry()["volcano"] is volcano.VolcanoBackend
+
+
+def test_a_backend_without_a_name_is_refused():
+    class Nameless(GangBackend):
+        def decorate_pod(self, job, pod):
+            return dict(pod)
+
+    before = backend_names()
+    with pytest.raises(ValueError, match="set the class attribute `name`"):
+        register(Nameless)
+    assert backend_names() == before
+
+
+def test_a_registered_backend_is_chosen_by_its_name(monkeypatch):
+    class Plain(none.NoGangBackend):
+        name = "plain-for-this-test"
+
+    monkeypatch.setattr(backends, "_BACKENDS", dict(registry()))
+    register(Plain)
+    job = parse_tfjob(manifest())
+    assert isinstance(backend_for(job, "plain-for-this-test"), Plain)
+    assert "plain-for-this-test" in backend_names()
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_settings_the_chart_and_the_cli_offer_exactly_the_registered_backends():
+    names = set(backend_names())
+    assert {m.value for m in GangBackendName} == names
+    schema = json.loads((REPO / "deploy/helm/tfjob-operator/values.schema.json").read_text())
+    gang = schema["properties"]["gang"]["properties"]
+    assert set(gang["backend"]["enum"]) == names
+    assert set(gang["additionalBackends"]["items"]["enum"]) == names
+    (action,) = [a for a in cli.build_parser()._subparsers._group_actions[0].choices["render"]._actions
+                 if "--gang" in a.option_strings]
+    assert all(name in action.help for name in names)
 
 
 # (case, annotations, default, expected backend name)
@@ -211,7 +286,7 @@ def test_none_only_passes_the_priority_class():
 
 def test_only_builtin_uses_the_admission_loop():
     job = parse_tfjob(manifest())
-    assert {n: backend_for(job, n).uses_admission_loop for n in backend_names()} == {
+    assert {n: isinstance(backend_for(job, n), ReleasedByOperator) for n in backend_names()} == {
         "builtin": True,
         "kueue": False,
         "none": False,
@@ -262,7 +337,8 @@ READY_TABLE = [
 )
 def test_pods_are_created_only_when_the_backend_is_ready(name, groups, ready, reason):
     job = parse_tfjob(manifest(policy={"queue": "q"}))
-    ok, why = backend_for(job, name).ready_to_create_pods(job, groups)
+    backend = backend_for(job, name)
+    ok, why = backend.ready_to_create_pods(job, groups) if isinstance(backend, CreatesGroups) else (True, "")
     assert ok is ready
     assert reason in why
 
@@ -273,21 +349,26 @@ def _with_gates(pod, *gates):
     return out
 
 
+def _queued_reason(job, name, pods):
+    backend = backend_for(job, name)
+    return backend.queued_reason(job, pods) if isinstance(backend, ReportsWaits) else None
+
+
 def test_queued_reasons_follow_the_gates_and_bindings():
     job, pods = job_and_pods(policy={"queue": "q"})
     gated = [_with_gates(p, constants.GANG_SCHEDULING_GATE) for p in pods]
-    assert backend_for(job, "builtin").queued_reason(job, gated) == "waiting for gang admission (3 of 3 pods gated)"
-    assert backend_for(job, "builtin").queued_reason(job, pods) is None
+    assert _queued_reason(job, "builtin", gated) == "waiting for gang admission (3 of 3 pods gated)"
+    assert _queued_reason(job, "builtin", pods) is None
     kueue_gated = [_with_gates(p, kueue.ADMISSION_GATE) for p in pods[:2]] + pods[2:]
-    assert backend_for(job, "kueue").queued_reason(job, kueue_gated) == (
+    assert _queued_reason(job, "kueue", kueue_gated) == (
         "waiting for Kueue to admit the workload (LocalQueue q; 2 of 3 pods gated)"
     )
-    assert backend_for(job, "kueue").queued_reason(job, pods) is None
+    assert _queued_reason(job, "kueue", pods) is None
     bound = [{**p, "spec": {**p["spec"], "nodeName": "n1"}} for p in pods]
-    sp = backend_for(job, "scheduler-plugins")
-    assert sp.queued_reason(job, bound) is None
-    assert sp.queued_reason(job, [*bound[:1], *pods[1:]]).startswith("2 of 3 pods waiting for the Coscheduling plugin")
-    assert backend_for(job, "none").queued_reason(job, pods) is None
+    assert _queued_reason(job, "scheduler-plugins", bound) is None
+    waiting = _queued_reason(job, "scheduler-plugins", [*bound[:1], *pods[1:]])
+    assert waiting.startswith("2 of 3 pods waiting for the Coscheduling plugin")
+    assert _queued_reason(job, "none", pods) is None
 
 
 # The real CRD schemas, read from the shared data (never copied into the repo).
@@ -382,12 +463,12 @@ def test_in_flight_reservations_are_released_but_unbound_pods():
     waiting = _released(pods[0])
     bound = _released(pods[1], node="n1", phase="Running")
     gated = _with_gates(pods[2], constants.GANG_SCHEDULING_GATE)
-    held = builtin.in_flight_reservations([waiting, bound, gated])
+    held = in_flight_reservations([waiting, bound, gated])
     # A released pod holds its requests and one of the node's pod slots.
     assert held == {
         "n1": {"cpu": Decimal(2), "memory": Decimal(4 * 2**30), "nvidia.com/gpu": Decimal(2), "pods": Decimal(1)}
     }
-    assert builtin.bound_pods([waiting, bound, gated]) == [bound]
+    assert bound_pods([waiting, bound, gated]) == [bound]
 
 
 # (case, pod states as (bound?, released seconds before now or None), timeout, timed out?)
@@ -423,15 +504,13 @@ def test_backoff_doubles_up_to_ten_minutes(timeouts, seconds):
 def test_gang_request_holds_the_gated_pods_and_the_domain():
     job, pods = job_and_pods(annotations={ANNOTATION_GANG_DOMAIN: "example.com/rack"})
     observed = [_with_gates(pods[0], constants.GANG_SCHEDULING_GATE), _released(pods[1]), pods[2]]
-    request = builtin.gang_request(job, observed, priority=7, arrival=12.5)
+    request = queue.gang_request(job, observed, priority=7, arrival=12.5)
     assert request.key == "team-a/mnist"
     assert [p["metadata"]["name"] for p in request.pods] == ["mnist-chief-0"]
     assert (request.priority, request.arrival, request.domain_label) == (7, 12.5, "example.com/rack")
 
 
 def test_builtin_gated_pods_are_admitted_by_the_placement_core():
-    from tfjob_operator.gang.placement import admit
-
     job, pods = job_and_pods(gpu=4)
     gated = [builtin.BuiltinBackend().decorate_pod(job, p) for p in pods]
     nodes = [
@@ -441,7 +520,7 @@ def test_builtin_gated_pods_are_admitted_by_the_placement_core():
         }
         for i in range(2)
     ]
-    result = admit([builtin.gang_request(job, gated)], nodes)
+    result = admit([queue.gang_request(job, gated)], nodes)
     placement = result.admitted["team-a/mnist"]
     assert sorted(placement) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
     assert sorted(placement.values()) == ["g0", "g0", "g1"]
@@ -469,10 +548,10 @@ def _queued_gang(name: str, workers: int, arrival: float, policy: dict[str, Any]
     pods = [backend.decorate_pod(job, p) for p in render(job).pods]
     for p in pods:
         p["status"] = {"phase": "Pending"}
-    return builtin.QueuedGang(job, pods, arrival=arrival)
+    return queue.QueuedGang(job, pods, arrival=arrival)
 
 
-def _apply(gang: builtin.QueuedGang, plan: builtin.PassPlan, phase: str = "Running") -> builtin.QueuedGang:
+def _apply(gang: queue.QueuedGang, plan: queue.PassPlan, phase: str = "Running") -> queue.QueuedGang:
     """The pods after the release PATCHes and kube-scheduler binding them."""
     by_pod = {r.pod: r for r in plan.releases}
     pods = []
@@ -483,71 +562,94 @@ def _apply(gang: builtin.QueuedGang, plan: builtin.PassPlan, phase: str = "Runni
             pod["spec"]["nodeName"] = release.node
             pod["status"] = {"phase": phase}
         pods.append(pod)
-    return builtin.QueuedGang(gang.job, pods, arrival=gang.arrival)
+    return queue.QueuedGang(gang.job, pods, arrival=gang.arrival)
 
 
 def test_pass_admits_one_four_gpu_gang_of_two_on_six_gpus_then_the_other_when_it_ends():
     nodes = _gpu_nodes(4, 2)
     first, second = _queued_gang("first", 4, 1.0), _queued_gang("second", 4, 2.0)
-    plan = builtin.plan_pass([first, second], nodes, [*first.pods, *second.pods], now=NOW)
+    plan = plan_pass([first, second], nodes, [*first.pods, *second.pods], now=NOW)
     assert plan.admitted == ["team-a/first"]
     assert sorted(r.pod for r in plan.releases) == [f"first-worker-{i}" for i in range(4)]
     assert plan.queued == {
         "team-a/second": "needs 4 nvidia.com/gpu on ≤ 4 nodes; largest free 2 (2 free on 2 eligible nodes)"
     }
     running = _apply(first, plan)
-    again = builtin.plan_pass(
+    again = plan_pass(
         [running, second], nodes, [*running.pods, *second.pods], now=NOW, passes_waited=plan.passes_waited
     )
     assert again.releases == [] and again.passes_waited == {"team-a/second": 2}
     done = _apply(first, plan, phase="Succeeded")
-    last = builtin.plan_pass([done, second], nodes, [*done.pods, *second.pods], now=NOW)
+    last = plan_pass([done, second], nodes, [*done.pods, *second.pods], now=NOW)
     assert last.admitted == ["team-a/second"] and len(last.releases) == 4
 
 
 def test_pass_counts_released_but_unbound_pods_as_taken():
     nodes = _gpu_nodes(4)
     first, second = _queued_gang("first", 4, 1.0), _queued_gang("second", 1, 2.0)
-    plan = builtin.plan_pass([first], nodes, first.pods, now=NOW)
+    plan = plan_pass([first], nodes, first.pods, now=NOW)
     released = [_merge_patch(p, r.patch) for p, r in zip(first.pods, plan.releases, strict=True)]
-    pending = builtin.QueuedGang(first.job, released)
-    later = builtin.plan_pass([pending, second], nodes, [*released, *second.pods], now=NOW)
+    pending = queue.QueuedGang(first.job, released)
+    later = plan_pass([pending, second], nodes, [*released, *second.pods], now=NOW)
     assert later.releases == [] and "largest free 0" in later.queued["team-a/second"]
 
 
 def test_pass_never_admits_a_half_created_gang():
     gang = _queued_gang("j", 4, 1.0)
-    half = builtin.QueuedGang(gang.job, gang.pods[:2])
-    plan = builtin.plan_pass([half], _gpu_nodes(8), half.pods, now=NOW)
+    half = queue.QueuedGang(gang.job, gang.pods[:2])
+    plan = plan_pass([half], _gpu_nodes(8), half.pods, now=NOW)
     assert plan.releases == []
     assert plan.queued == {"team-a/j": "waiting for all 4 pods of the gang to be created (2 so far)"}
 
 
 def test_pass_times_out_a_released_gang_and_respects_the_backoff():
     gang = _queued_gang("j", 2, 1.0, policy={"scheduleTimeoutSeconds": 60})
-    plan = builtin.plan_pass([gang], _gpu_nodes(8), gang.pods, now=NOW)
+    plan = plan_pass([gang], _gpu_nodes(8), gang.pods, now=NOW)
     released = [_merge_patch(p, r.patch) for p, r in zip(gang.pods, plan.releases, strict=True)]
-    stuck = builtin.QueuedGang(
+    stuck = queue.QueuedGang(
         gang.job, [released[0] | {"spec": {**released[0]["spec"], "nodeName": "n0"}}, released[1]]
     )
-    assert builtin.plan_pass([stuck], _gpu_nodes(8), stuck.pods, now=NOW + timedelta(seconds=59)).timed_out == []
-    late = builtin.plan_pass([stuck], _gpu_nodes(8), stuck.pods, now=NOW + timedelta(seconds=60))
+    assert plan_pass([stuck], _gpu_nodes(8), stuck.pods, now=NOW + timedelta(seconds=59)).timed_out == []
+    late = plan_pass([stuck], _gpu_nodes(8), stuck.pods, now=NOW + timedelta(seconds=60))
     assert late.timed_out == ["team-a/j"] and late.releases == []
     # Recreated gated; not admitted before its back-off ends, admitted after.
     retry_at = NOW + timedelta(seconds=120)
-    early = builtin.plan_pass(
+    early = plan_pass(
         [gang], _gpu_nodes(8), gang.pods, now=NOW + timedelta(seconds=61), not_before={"team-a/j": retry_at}
     )
     assert early.releases == [] and early.queued["team-a/j"].startswith("requeued after a schedule timeout")
-    ready = builtin.plan_pass([gang], _gpu_nodes(8), gang.pods, now=retry_at, not_before={"team-a/j": retry_at})
+    ready = plan_pass([gang], _gpu_nodes(8), gang.pods, now=retry_at, not_before={"team-a/j": retry_at})
     assert ready.admitted == ["team-a/j"]
+
+
+def test_each_wait_says_what_kind_it_is_and_only_a_gang_still_being_created_is_not_shown():
+    created = _queued_gang("creating", 4, 1.0)
+    half = queue.QueuedGang(created.job, created.pods[:2])
+    backing_off = _queued_gang("backoff", 1, 2.0)
+    fits, short = _queued_gang("fits", 6, 3.0), _queued_gang("short", 4, 4.0)
+    huge = _queued_gang("huge", 9, 5.0)
+    gangs = [half, backing_off, fits, short, huge]
+    plan = plan_pass(gangs, _gpu_nodes(8), [p for g in gangs for p in g.pods], now=NOW,
+                     not_before={"team-a/backoff": NOW + timedelta(seconds=10)})
+    assert plan.admitted == ["team-a/fits"]
+    assert {key: (wait.kind, wait.shown) for key, wait in plan.waits.items()} == {
+        "team-a/creating": (WaitKind.CREATING, False),
+        "team-a/backoff": (WaitKind.BACKOFF, True),
+        "team-a/short": (WaitKind.NO_ROOM, True),
+        "team-a/huge": (WaitKind.NEVER_FITS, True),
+    }
+    behind = _queued_gang("behind", 1, 6.0)
+    strict = plan_pass([fits, short, behind], _gpu_nodes(8), [*fits.pods, *short.pods, *behind.pods], now=NOW,
+                       policy=AdmissionPolicy(backfill=False))
+    assert strict.admitted == ["team-a/fits"]
+    assert strict.waits["team-a/behind"] == GangWait(WaitKind.NO_ROOM, "waiting behind team-a/short (strict FIFO)")
 
 
 def test_gpu_seconds_are_counted_only_while_a_gang_is_not_fully_running():
     gang = _queued_gang("j", 2, 1.0)
-    plan = builtin.plan_pass([gang], _gpu_nodes(8), gang.pods, now=NOW)
+    plan = plan_pass([gang], _gpu_nodes(8), gang.pods, now=NOW)
     running = _apply(gang, plan)
-    half = builtin.QueuedGang(gang.job, [running.pods[0], gang.pods[1]])
+    half = queue.QueuedGang(gang.job, [running.pods[0], gang.pods[1]])
     assert builtin.held_gpu_seconds(half.pods, 10) == Decimal(10)  # one bound 1-GPU pod, its peer not yet
     assert builtin.held_gpu_seconds(running.pods, 10) == Decimal(0)
     assert builtin.held_gpu_seconds(gang.pods, 10) == Decimal(0)  # nothing bound, nothing held

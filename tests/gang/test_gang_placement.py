@@ -7,9 +7,11 @@ from decimal import Decimal
 
 import k8s_oracle
 import pytest
-from gangfixtures import gang, node, pod
+from gangfixtures import admit, gang, node, pod
 
-from tfjob_operator.gang.placement import AdmissionPolicy, Cluster, GangRequest, admit
+from tfjob_operator.gang.cluster import Cluster
+from tfjob_operator.gang.placement import AdmissionPolicy
+from tfjob_operator.gang.request import GangRequest
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -463,7 +465,7 @@ def test_what_a_pass_keeps_between_admissions_equals_a_fresh_look_at_the_capacit
     nodes, nodes of different sizes, a node subset and one label value included)."""
     import numpy as np
 
-    from tfjob_operator.gang.placement import _BestFit, _Pass
+    from tfjob_operator.gang.caches import BestFit, PassCapacity
 
     rng = random.Random(seed)
     nodes = [node(f"n{i:02d}", gpu=rng.choice([0, 4, 8]), cpu=str(rng.choice([8, 16, 96])),
@@ -473,7 +475,7 @@ def test_what_a_pass_keeps_between_admissions_equals_a_fresh_look_at_the_capacit
                  node_name=f"n{rng.randrange(40):02d}", phase="Running")
              for i in range(60)]  # some nodes start over-committed
     cluster = Cluster.from_objects(nodes, bound)
-    work = _Pass(cluster)
+    work = PassCapacity(cluster)
     classes = [c for g in (gang("a", 1, gpu=1, cpu="2"), gang("b", 1, cpu="500m", memory="3Gi"),
                            gang("c", 1, gpu=4, cpu="8", tolerations=[GPU_TOLERATION])) for c in g.classes]
     racks = cluster.domains("rack")
@@ -487,7 +489,7 @@ def test_what_a_pass_keeps_between_admissions_equals_a_fresh_look_at_the_capacit
             req = cluster.requests(cls)
             assert req is not None
             kept = work.best_fit(cls, group, domain, req)
-            fresh = _BestFit(cluster, work.avail, cluster.allowed(cls, group), *req, len(work.changes))
+            fresh = BestFit(cluster, work.avail, cluster.allowed(cls, group), *req, len(work.changes))
             assert (kept.order, kept.room, kept.total) == (fresh.order, fresh.room, fresh.total)
             allowed = cluster.eligible(cls)
             largest, total = work.summary(cls, allowed, "")

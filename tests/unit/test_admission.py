@@ -1,4 +1,4 @@
-"""The builtin admission loop's shell (tfjob_operator.admission) against an in-memory API: what it releases, when
+"""The builtin admission loop's shell (tfjob_operator.gang.admission) against an in-memory API: what it releases, when
 it waits, and that two passes never book the same capacity even when the operator's pod index lags behind."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator import admission
-from tfjob_operator.gang import builtin, queue
+from tfjob_operator.gang import admission, builtin, host, queue
 from tfjob_operator.gang.base import GangOptions
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import JobView, view_job
@@ -74,7 +73,7 @@ class FakeKube:
     deleted: list[str] = field(default_factory=list)
     events: list[tuple[str, str, str]] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
-    on_pod: admission.OnEvent | None = None
+    on_pod: host.OnEvent | None = None
     lagging: bool = False
     backlog: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
@@ -134,7 +133,7 @@ class FakeController:
         store = self.jobs.get(key)
         return view_job(store[-1]) if store else None
 
-    async def watch_cluster(self, on_node: admission.OnEvent, on_pod: admission.OnEvent) -> None:
+    async def watch_cluster(self, on_node: host.OnEvent, on_pod: host.OnEvent) -> None:
         for n in self.kube.nodes:
             on_node("ADDED", copy.deepcopy(n))
         for p in self.kube.pods.values():

@@ -7,10 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfjob_operator.admission import AdmissionLoop
 from tfjob_operator.api import TFJob
-from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for
-from tfjob_operator.gang.builtin import CREATING_PREFIX
+from tfjob_operator.gang.admission import AdmissionLoop
+from tfjob_operator.gang.backends import backend_for
+from tfjob_operator.gang.base import (
+    ChecksJobs,
+    CreatesGroups,
+    GangBackendError,
+    GangOptions,
+    ReleasedByOperator,
+    ReportsWaits,
+)
 from tfjob_operator.kube import Kube, collection_path
 from tfjob_operator.reconcile import GangView
 from tfjob_operator.settings import OperatorSettings
@@ -35,8 +42,8 @@ def loop_reason(admission: AdmissionLoop, job: TFJob, pods: list[dict[str, Any]]
     if admission.released(pods):
         return None
     # The loop's reason says what is short ("needs 8 nvidia.com/gpu on ≤ 2 nodes; largest free 6").
-    reason = admission.reason_for(job.namespace, job.name)
-    return reason if reason and not reason.startswith(CREATING_PREFIX) else None
+    wait = admission.wait_for(job.namespace, job.name)
+    return wait.message if wait is not None and wait.shown else None
 
 
 async def gang_view(settings: OperatorSettings, options: GangOptions, kube: Kube, admission: AdmissionLoop | None,
@@ -48,7 +55,7 @@ async def gang_view(settings: OperatorSettings, options: GangOptions, kube: Kube
         backend = backend_for(job, settings.gang_backend.value, options)
     except GangBackendError as exc:
         return GangView(problems=(str(exc),))
-    problems = backend.validate(job)
+    problems = backend.validate(job) if isinstance(backend, ChecksJobs) else []
     if problems:
         return GangView(problems=tuple(problems))
     scheduler = settings.scheduler_name
@@ -59,15 +66,17 @@ async def gang_view(settings: OperatorSettings, options: GangOptions, kube: Kube
         return backend.decorate_pod(job, pod)
 
     ready, why, missing = True, "", []
-    groups = backend.group_objects(effective, rendered)
-    if groups:
+    grouping = backend.group_objects if isinstance(backend, CreatesGroups) else GangView().group_objects
+    groups = grouping(effective, rendered)
+    if groups and isinstance(backend, CreatesGroups):
         found = [await kube.get(f"{collection_path(g)}/{g['metadata']['name']}") for g in groups]
         observed = [g for g in found if g]
         missing = [g for g, got in zip(groups, found, strict=True) if not got]
         ready, why = backend.ready_to_create_pods(job, observed)
-    queued = (why or None) if not ready else backend.queued_reason(job, pods)
-    if queued and backend.uses_admission_loop and admission is not None:
+    reported = backend.queued_reason(job, pods) if isinstance(backend, ReportsWaits) else None
+    queued = (why or None) if not ready else reported
+    if queued and isinstance(backend, ReleasedByOperator) and admission is not None:
         queued = loop_reason(admission, job, pods)
-    return GangView(decorate_pod=decorate, group_objects=backend.group_objects, ready_to_create_pods=ready,
+    return GangView(decorate_pod=decorate, group_objects=grouping, ready_to_create_pods=ready,
                     missing_groups=tuple(missing), queued_reason=queued,
                     recheck_after=GROUP_RECHECK_SECONDS if groups and not ready else None)

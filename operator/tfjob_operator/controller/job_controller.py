@@ -6,7 +6,7 @@ registrations in `tfjob_operator.handlers` do only that). A job is read from kop
 from the pod index (no API reads). The reconcile's answer (deadline, TTL, stuck-Terminating timeout, a held status
 write) is the job's next timer; an API error retries with back-off, an unexpected error repeated fails the job
 (`reconcile_errors`). No finalizers: deletion is Kubernetes garbage collection through owner references.
-Jobs of the builtin gang backend are released by the admission loop (`tfjob_operator.admission`), which the
+Jobs of the builtin gang backend are released by the admission loop (`tfjob_operator.gang.admission`), which the
 controller starts and stops with itself and which pod events wake.
 """
 
@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tfjob_operator import apigroups, dispatch, reconcile_budget, reconcile_errors
-from tfjob_operator.admission import AdmissionLoop, OnEvent
 from tfjob_operator.api import TFJob
 from tfjob_operator.controller.actuator import Actuator, JobActs
 from tfjob_operator.controller.gang_wiring import gang_options, gang_view
@@ -30,7 +29,9 @@ from tfjob_operator.controller.pod_records import all_pod_names, with_pod_record
 from tfjob_operator.controller.status_cache import JobRecord, StatusCache
 from tfjob_operator.controller.watches import Watches
 from tfjob_operator.controller.workqueue import Backoff, WorkQueue
+from tfjob_operator.gang.admission import AdmissionLoop
 from tfjob_operator.gang.base import GangOptions
+from tfjob_operator.gang.host import OnEvent
 from tfjob_operator.keys import JobKey
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, load_api_client
 from tfjob_operator.local.ports import LoopbackPorts

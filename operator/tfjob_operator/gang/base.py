@@ -1,31 +1,41 @@
-"""The gang backend interface and how a job picks its backend.
+"""What a gang backend is: a small required interface, and capabilities some backends also have.
 
-A backend says how a gang is made atomic: by the operator's own admission loop (`builtin`), by a
-gang-aware scheduler through a PodGroup (`volcano`, `scheduler-plugins`), by Kueue, or not at all
-(`none`). Each backend is one module in this package holding one :class:`GangBackend` subclass;
-adding a backend means adding one file (the registry finds subclasses by their ``name``).
+A backend says how a gang is made atomic: by the operator's own admission loop (`builtin`), by a gang-aware
+scheduler through a PodGroup (`volcano`, `scheduler-plugins`), by Kueue, or not at all (`none`). Every backend
+is a :class:`GangBackend` (a name, and :meth:`GangBackend.decorate_pod`). A backend that does more *is* one of
+the capabilities below, by subclassing it; callers ask ``isinstance(backend, Capability)``:
 
-How the operator uses a backend, per job and gang attempt::
+* :class:`ChecksJobs`: refuses jobs it cannot run (kueue: a job without a queue).
+* :class:`CreatesGroups`: objects (PodGroups) created before the pods, and pods created only once the
+  scheduler accepted them (volcano, scheduler-plugins).
+* :class:`ReportsWaits`: says why a created gang still waits (kueue, scheduler-plugins, builtin).
+* :class:`ReleasedByOperator`: the operator's admission loop (`gang.admission`) releases its pods (builtin).
 
-    backend = backend_for(job, settings.gang_backend, options)    # GangBackendError → InvalidSpec
-    problems = backend.validate(job)                             # non-empty → InvalidSpec
-    groups = backend.group_objects(job, pods)                    # create these first (idempotent)
-    ok, why = backend.ready_to_create_pods(job, observed_groups) # not ok → Queued with reason `why`
-    pods = [backend.decorate_pod(job, pod) for pod in pods]      # then create the pods
-    reason = backend.queued_reason(job, observed_pods)           # not None → Queued with this reason
-    if backend.uses_admission_loop: ...                          # builtin: the admission timer releases pods
+How the operator uses a job's backend, per gang attempt::
+
+    backend = backends.backend_for(job, settings.gang_backend, options)  # GangBackendError → InvalidSpec
+    ChecksJobs:       problems = backend.validate(job)                     # non-empty → InvalidSpec
+    CreatesGroups:    groups = backend.group_objects(job, pods)            # create these first (idempotent)
+                      ok, why = backend.ready_to_create_pods(job, groups_read_back)  # not ok → Queued `why`
+    pods = [backend.decorate_pod(job, pod) for pod in pods]                # then create the pods
+    ReportsWaits:     reason = backend.queued_reason(job, pods)            # not None → Queued with it
+    ReleasedByOperator: the admission loop's reason replaces it, and the loop releases the pods
+
+Adding a backend takes 6 files: (1) its module here, subclassing GangBackend and its capabilities; (2) its import
+and ``register()`` call in `backends.py`; (3) a `GangBackendName` member in `settings.py` and (4) its name in both
+enums of the chart's `values.schema.json` (`tests/gang/test_gang_backends.py` fails until 3 and 4 match the
+registry); (5) its row in `docs/gang.md`; (6) its name and rows in the tables of `tests/gang/test_gang_backends.py`.
+A backend that creates objects (PodGroups) also needs their RBAC rules in the chart's `templates/rbac.yaml` (7),
+and one whose pods go to their own scheduler that scheduler's name in `templates/_helpers.tpl` (8). The CLI's
+help and the annotation's check read the registry.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
-import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
-from functools import cache
 from typing import Any, ClassVar
 
 from tfjob_operator import apigroups, constants, resources
@@ -34,12 +44,6 @@ from tfjob_operator.api import TFJob
 #: Annotation on a TFJob: a node label; all the job's pods must land on nodes sharing one value of it
 #: (an NVLink island, a rack). Built-in backend only.
 ANNOTATION_GANG_DOMAIN = f"{constants.GROUP}/gang-domain"
-
-#: Where a job's backend override can be written, in the order they are read.
-OVERRIDE_FIELDS = (
-    f"metadata.annotations[{constants.ANNOTATION_GANG_BACKEND}]",
-    "spec.runPolicy.schedulingPolicy.backend",
-)
 
 
 class GangBackendError(ValueError):
@@ -67,31 +71,45 @@ class GangBackend(ABC):
 
     #: The name users write in the annotation or setting (e.g. "scheduler-plugins").
     name: ClassVar[str]
-    #: True when the operator's admission loop must release the pods (builtin only).
-    uses_admission_loop: ClassVar[bool] = False
 
     def __init__(self, options: GangOptions | None = None):
         self.options = options or GangOptions()
-
-    def validate(self, job: TFJob) -> list[str]:
-        """Field errors that make the job impossible under this backend (each names the field)."""
-        return []
 
     @abstractmethod
     def decorate_pod(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:
         """A copy of a rendered pod with this backend's gates, labels, annotations and schedulerName."""
 
-    def group_objects(self, job: TFJob, pods: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """Objects to create before the pods (PodGroups), owned by the TFJob. Default: none."""
-        return []
 
+class ChecksJobs(ABC):
+    """Capability: some jobs cannot run under this backend."""
+
+    @abstractmethod
+    def validate(self, job: TFJob) -> list[str]:
+        """Field errors that make the job impossible under this backend (each names the field)."""
+
+
+class CreatesGroups(ABC):
+    """Capability: objects (PodGroups) made before the pods, which wait until the scheduler accepts them."""
+
+    @abstractmethod
+    def group_objects(self, job: TFJob, pods: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Objects to create before the pods, owned by the TFJob."""
+
+    @abstractmethod
     def ready_to_create_pods(self, job: TFJob, groups_observed: Sequence[Mapping[str, Any]]) -> tuple[bool, str]:
         """Whether pods may be created now, given the group objects read back from the API; else why not."""
-        return True, ""
 
+
+class ReportsWaits(ABC):
+    """Capability: a created gang may wait for this backend's admission."""
+
+    @abstractmethod
     def queued_reason(self, job: TFJob, pods: Sequence[Mapping[str, Any]]) -> str | None:
         """Why the created gang is still waiting for admission, or None when it is not waiting on us."""
-        return None
+
+
+class ReleasedByOperator(ReportsWaits):
+    """Capability: the operator's admission loop (`gang.admission`) places the gang and releases its pods."""
 
 
 @dataclass(frozen=True)
@@ -103,53 +121,9 @@ class GangObjects:
 
 
 def apply_backend(backend: GangBackend, job: TFJob, pods: Sequence[Mapping[str, Any]]) -> GangObjects:
-    """The backend's PodGroups and decorated pods for rendered pods (used by `tfjob render` too)."""
-    return GangObjects(backend.group_objects(job, pods), [backend.decorate_pod(job, p) for p in pods])
-
-
-@cache
-def registry() -> dict[str, type[GangBackend]]:
-    """Every backend class in this package, by name (imports each module once)."""
-    package = importlib.import_module(__package__ or "tfjob_operator.gang")
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{info.name}")
-
-    def walk(cls: type[Any]) -> list[type[GangBackend]]:
-        found: list[type[GangBackend]] = []
-        for sub in cls.__subclasses__():
-            found += [sub, *walk(sub)]
-        return found
-
-    return {cls.name: cls for cls in walk(GangBackend) if "name" in cls.__dict__}
-
-
-def backend_names() -> list[str]:
-    return sorted(registry())
-
-
-def chosen_backend_name(job: TFJob, default_name: str) -> tuple[str, str]:
-    """(backend name, the field it came from): annotation, then schedulingPolicy.backend, then the default."""
-    annotated = job.metadata.annotations.get(constants.ANNOTATION_GANG_BACKEND)
-    if annotated:
-        return annotated.strip(), OVERRIDE_FIELDS[0]
-    policy = job.spec.runPolicy.schedulingPolicy
-    # schedulingPolicy.backend is read if the API offers it; Kubeflow's schema has no such field.
-    from_policy = getattr(policy, "backend", None) if policy is not None else None
-    if from_policy:
-        return str(from_policy).strip(), OVERRIDE_FIELDS[1]
-    return str(default_name), "operator setting TFJOB_GANG_BACKEND"
-
-
-def backend_for(job: TFJob, default_name: str, options: GangOptions | None = None) -> GangBackend:
-    """The job's gang backend: its override if any, else ``default_name``.
-
-    Raises GangBackendError naming the field when the name is unknown.
-    """
-    name, source = chosen_backend_name(job, default_name)
-    cls = registry().get(name)
-    if cls is None:
-        raise GangBackendError(f"{source}: unknown gang backend {name!r} (choose one of {', '.join(backend_names())})")
-    return cls(options)
+    """The backend's group objects and decorated pods for rendered pods (used by `tfjob render` too)."""
+    groups = backend.group_objects(job, pods) if isinstance(backend, CreatesGroups) else []
+    return GangObjects(groups, [backend.decorate_pod(job, p) for p in pods])
 
 
 # Helpers shared by the backends.
@@ -168,16 +142,6 @@ def min_member(job: TFJob, pods: Sequence[Mapping[str, Any]]) -> int:
     return len(pods)
 
 
-def quantity(value: Decimal) -> str:
-    """A Decimal as a Kubernetes quantity string ("2", "500m", "1073741824")."""
-    if value == value.to_integral_value():
-        return str(int(value))
-    milli = value * 1000
-    if milli == milli.to_integral_value():
-        return f"{int(milli)}m"
-    return f"{value.normalize():f}"
-
-
 def min_resources(job: TFJob, pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """schedulingPolicy.minResources if set, else the summed requests of the first minMember pods."""
     policy = job.spec.runPolicy.schedulingPolicy
@@ -186,7 +150,7 @@ def min_resources(job: TFJob, pods: Sequence[Mapping[str, Any]]) -> dict[str, st
     total: resources.Resources = {}
     for pod in list(pods)[: min_member(job, pods)]:
         total = resources.add(total, resources.pod_requests(pod))
-    return {name: quantity(value) for name, value in sorted(total.items()) if value > 0}
+    return {name: resources.format_quantity(value) for name, value in sorted(total.items()) if value > 0}
 
 
 def priority_class(job: TFJob) -> str | None:

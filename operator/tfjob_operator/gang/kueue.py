@@ -34,7 +34,7 @@ def kueue_group_name(job: TFJob, attempt: str) -> str:
     return f"{name[: constants.MAX_DNS_LABEL - 9].rstrip('-.')}-{digest}"
 
 
-class KueueBackend(base.GangBackend):
+class KueueBackend(base.GangBackend, base.ChecksJobs, base.ReportsWaits):
     name = "kueue"
 
     def validate(self, job: TFJob) -> list[str]:

@@ -1,18 +1,27 @@
-"""Pure rules of the builtin gang queue, read by the admission loop (`tfjob_operator.admission`): which pods keep
-a job waiting, which pods are its gang, the FIFO key, the gang's priority, and how a release is summarised.
+"""The builtin backend's queue, pure: one admission pass (:func:`plan_pass_in`), and the rules the admission loop
+(`gang.admission`) reads around it: which pods keep a job waiting, which pods are its gang, the FIFO key, the
+gang's priority, and how a release is summarised.
 
-No I/O here; `tests/unit/test_admission.py` pins them.
+No I/O here; `tests/gang/test_gang_backends.py` and `tests/unit/test_admission.py` pin them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from tfjob_operator import constants
-from tfjob_operator.gang import builtin
+from tfjob_operator.api import TFJob
+from tfjob_operator.gang import base, builtin
+from tfjob_operator.gang.builtin import domain_label, is_gated, job_key, release_patch, schedule_timed_out
+from tfjob_operator.gang.cluster import Cluster
+from tfjob_operator.gang.explain import GangWait, WaitKind
+from tfjob_operator.gang.placement import AdmissionPolicy, admit_in
+from tfjob_operator.gang.request import GangRequest
 from tfjob_operator.keys import JobKey
 from tfjob_operator.observed import owned_by, prior_status
 from tfjob_operator.resources import is_terminal
@@ -62,7 +71,7 @@ def gang_priority(pods: Iterable[Mapping[str, Any]], class_values: Mapping[str, 
     return best
 
 
-def placement_summary(releases: Sequence[builtin.Release]) -> str:
+def placement_summary(releases: Sequence[Release]) -> str:
     """"node-a ×3, node-b ×1": where a released gang went."""
     counts = Counter(r.node for r in releases)
     return ", ".join(f"{node} ×{n}" for node, n in sorted(counts.items()))
@@ -84,3 +93,151 @@ def key_str(key: JobKey) -> str:
 def key_tuple(key: str) -> JobKey:
     namespace, _, name = key.partition("/")
     return namespace, name
+
+
+def gang_request(
+    job: TFJob, pods: Sequence[Mapping[str, Any]], *, priority: int = 0, arrival: float = 0.0
+) -> GangRequest:
+    """The admission request for a job: its pods still gated (released ones already hold their nodes).
+
+    ``priority``: the value of the pods' PriorityClass (0 without one); ``arrival``: when the job was
+    queued, e.g. its creationTimestamp in epoch seconds (FIFO within a priority).
+    """
+    return GangRequest(
+        key=job_key(job),
+        pods=tuple(p for p in pods if is_gated(p)),
+        priority=priority,
+        arrival=arrival,
+        domain_label=domain_label(job),
+    )
+
+
+@dataclass(frozen=True)
+class QueuedGang:
+    """A job of the builtin backend as one pass sees it."""
+
+    job: TFJob
+    #: The pods of its current attempt, as observed (gated, released or bound).
+    pods: Sequence[Mapping[str, Any]]
+    #: Value of the job's PriorityClass (0 without one): higher is admitted first.
+    priority: int = 0
+    #: When it was queued, in epoch seconds (e.g. creationTimestamp): FIFO within a priority.
+    arrival: float = 0.0
+
+
+@dataclass(frozen=True)
+class Release:
+    """One PATCH of the release: pin the pod to its node and remove the gate."""
+
+    namespace: str
+    pod: str
+    node: str
+    #: JSON merge patch body (content type application/merge-patch+json).
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PassPlan:
+    """What one admission pass wants written."""
+
+    releases: list[Release] = field(default_factory=list)
+    #: job key (namespace/name) → why, for every job still waiting for admission.
+    waits: dict[str, GangWait] = field(default_factory=dict)
+    #: job keys released in this pass.
+    admitted: list[str] = field(default_factory=list)
+    #: job keys whose released gang was not fully bound within scheduleTimeoutSeconds: restart the gang.
+    timed_out: list[str] = field(default_factory=list)
+    #: Feed back as ``passes_waited`` on the next pass.
+    passes_waited: dict[str, int] = field(default_factory=dict)
+    #: The job holding the anti-starvation reservation, if any.
+    reserved_for: str | None = None
+
+    @property
+    def queued(self) -> dict[str, str]:
+        """job key → the reason its Queued condition shows."""
+        return {key: wait.message for key, wait in self.waits.items()}
+
+
+def _kept_request(requests: dict[str, tuple[tuple[Any, ...], GangRequest]] | None, gang: QueuedGang,
+                  gated: Sequence[Mapping[str, Any]]) -> GangRequest:
+    """The gang's request, parsed again only when its gated pods (uid and resourceVersion), priority, arrival or
+    domain changed."""
+    metas = [p.get("metadata") or {} for p in gated]
+    signature = (tuple((m.get("uid"), m.get("resourceVersion"), m.get("name")) for m in metas), gang.priority,
+                 gang.arrival, domain_label(gang.job))
+    key = job_key(gang.job)
+    if requests is not None and all(m.get("uid") and m.get("resourceVersion") for m in metas):
+        kept = requests.get(key)
+        if kept is not None and kept[0] == signature:
+            return kept[1]
+        request = gang_request(gang.job, gated, priority=gang.priority, arrival=gang.arrival)
+        requests[key] = (signature, request)
+        return request
+    return gang_request(gang.job, gated, priority=gang.priority, arrival=gang.arrival)
+
+
+def plan_pass_in(
+    gangs: Sequence[QueuedGang],
+    cluster: Cluster,
+    *,
+    now: datetime,
+    options: base.GangOptions | None = None,
+    policy: AdmissionPolicy = AdmissionPolicy(),
+    passes_waited: Mapping[str, int] | None = None,
+    not_before: Mapping[str, datetime] | None = None,
+    requests: dict[str, tuple[tuple[Any, ...], GangRequest]] | None = None,
+) -> PassPlan:
+    """One pass of the builtin admission loop on free capacity ``cluster`` (the loop's `cluster.ClusterState`, pods
+    counted with :func:`holds_on`; not modified): which pods to release where, who waits and why, who timed out.
+
+    ``gangs``: every job of this backend that is not finished, with the pods of its current attempt. A job is
+    considered only once every pod of its gang exists (a half-created gang is never admitted) and after its
+    back-off (``not_before``, set after a schedule timeout). ``requests``, kept by the caller between passes,
+    holds each queued job's parsed request, reused while its gated pods are unchanged."""
+    options = options or base.GangOptions()
+    queued: dict[str, GangWait] = {}
+    timed_out: list[str] = []
+    queue: list[GangRequest] = []
+    by_key: dict[str, QueuedGang] = {}
+    for gang in gangs:
+        key = job_key(gang.job)
+        live = [p for p in gang.pods if not is_terminal(p)]
+        if schedule_timed_out(live, now, base.schedule_timeout_seconds(gang.job, options)):
+            timed_out.append(key)
+            continue
+        gated = [p for p in live if is_gated(p)]
+        if not gated:
+            continue  # released (being bound or running): nothing to admit
+        wait_until = (not_before or {}).get(key)
+        if wait_until is not None and now < wait_until:
+            queued[key] = GangWait(WaitKind.BACKOFF,
+                                   f"requeued after a schedule timeout; admission resumes at {wait_until:%H:%M:%S}Z")
+            continue
+        expected = gang.job.total_replicas()
+        if len(live) < expected:
+            queued[key] = GangWait(WaitKind.CREATING,
+                                   f"waiting for all {expected} pods of the gang to be created ({len(live)} so far)")
+            continue
+        by_key[key] = gang
+        queue.append(_kept_request(requests, gang, gated))
+    if requests is not None:
+        for key in [k for k in requests if k not in by_key]:
+            del requests[key]
+    result = admit_in(cluster, queue, policy, passes_waited)
+    releases: list[Release] = []
+    for key, chosen in result.admitted.items():
+        for pod in by_key[key].pods:
+            name = str((pod.get("metadata") or {}).get("name"))
+            if name in chosen:
+                releases.append(
+                    Release(by_key[key].job.namespace, name, chosen[name], release_patch(pod, chosen[name], now))
+                )
+    return PassPlan(
+        releases=releases,
+        waits={**queued, **result.waits},
+        admitted=list(result.admitted),
+        timed_out=timed_out,
+        # Jobs skipped this pass (back-off, half created) keep their count.
+        passes_waited={**{k: v for k, v in (passes_waited or {}).items() if k in queued}, **result.passes_waited},
+        reserved_for=result.reserved_for,
+    )

@@ -17,7 +17,7 @@ API_VERSION = "scheduling.x-k8s.io/v1alpha1"
 LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
 
 
-class SchedulerPluginsBackend(base.GangBackend):
+class SchedulerPluginsBackend(base.GangBackend, base.CreatesGroups, base.ReportsWaits):
     name = "scheduler-plugins"
 
     def decorate_pod(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ ANNOTATION_TASK_SPEC = "volcano.sh/task-spec"
 ADMITTED_PHASES = ("Inqueue", "Running", "Completed", "Unknown")
 
 
-class VolcanoBackend(base.GangBackend):
+class VolcanoBackend(base.GangBackend, base.CreatesGroups):
     name = "volcano"
 
     def decorate_pod(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:

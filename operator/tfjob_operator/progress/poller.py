@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any, Protocol
 
 import aiohttp
@@ -127,8 +126,7 @@ class ProgressPoller:
         now = utcnow()
         idle = seconds_since_progress(values, now)
         if idle is not None and idle >= max(STALLED_AFTER * self.interval, 60.0) and elapsed:
-            gpus = sum((resources.pod_requests(p).get(resources.GPU, Decimal(0)) for p in pods), Decimal(0))
-            self.host.metrics.stalled_gpu_seconds.inc(float(gpus) * elapsed)
+            self.host.metrics.stalled_gpu_seconds.inc(float(resources.requested_gpus(pods)) * elapsed)
         progress = to_progress(values, now)
         if apigroups.group_of(obj).kubeflow:
             return  # Kubeflow's TFJob schema has no progress field

@@ -1,25 +1,22 @@
-"""The builtin gang backend's admission loop: one task in the active operator that releases whole gangs.
+"""The builtin backend's admission loop: one asyncio task in the active operator that releases whole gangs.
 
-Pods of a `builtin` job are created behind the gate ``tfjob.dev/gang``. This loop runs passes one at a time
-(so two passes never book the same capacity): each pass reads the waiting gangs from the pod index, calls the
-pure :func:`gang.builtin.plan_pass_in` on the free capacity it keeps, releases every admitted gang with one merge
-PATCH per pod, restarts gangs the watchdog timed out (delete; reconcile recreates them gated) and hands each
-waiting job's reason to the normal status path (`Queued`, `GangQueued`).
+Pods of a `builtin` job are created behind the gate ``tfjob.dev/gang``. The loop runs passes one at a time (two
+passes never book the same capacity): each reads the waiting gangs from the operator's pod index, calls the pure
+:func:`queue.plan_pass_in`, releases every admitted gang with one merge PATCH per pod, restarts gangs the watchdog
+timed out (delete; reconcile recreates them gated) and hands each waiting job's reason to the status path
+(`Queued`, `GangQueued`). Its own task, not a kopf timer: a pass must follow a gang's pod events within
+milliseconds, passes must not overlap, and one pass reads every waiting job.
 
-Free capacity is kept, not listed per pass: a :class:`placement.ClusterState` fed by watches of nodes and of
-every pod (any owner, any scheduler), started on the first pass that has a gang to place (the host's
-`watch_cluster`: one list each, then watch events; a relist only when a watch expires or fails). Pods released
-but not yet bound count where they were pinned (read from the pods, :func:`builtin.holds_on`, so a restarted
-operator double-books nothing); a release this loop made and the watch has not shown yet is layered on as a
-reservation until it does.
+Free capacity is kept, not listed per pass: a :class:`cluster.ClusterState` fed by watches of nodes and of every
+pod (the host's `watch_cluster`, started by the first pass with a gang to place). Released-but-unbound pods count
+where they were pinned (:func:`builtin.holds_on`, read from the pods: a restarted operator double-books nothing).
+A release the watches have not shown yet is kept in one map (``_releases``): it counts in the capacity until the
+cluster watch shows it, and corrects the lagging pod index's view of the pod until it expires.
 
-A pass runs when something may have changed what fits: a job's pods were created gated, a pod ended or was
-deleted, a node changed, and every ``ADMISSION_PERIOD_SECONDS`` while anything waits; also at the next watchdog
-or back-off deadline. Passes cost no API call while nothing waits. Only one replica may run it: the chart's
-Lease leader election (or a single replica) ensures that.
-
-What it remembers (passes waited, timeouts and back-off, reasons) is in memory: a restarted operator starts
-counting anew, and reads released-but-unbound pods back from the pods themselves, so nothing is double-booked.
+A pass runs when a job's pods were created gated, a pod ended or was deleted, a node changed, at the next
+watchdog or back-off deadline, and every ``ADMISSION_PERIOD_SECONDS`` while anything waits; no API call while
+nothing waits. One replica runs it (Lease leader election). What it remembers (passes waited, timeouts,
+back-off, reasons) is in memory: a restarted operator starts counting anew.
 """
 
 from __future__ import annotations
@@ -28,18 +25,24 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang import builtin
-from tfjob_operator.gang.base import GangBackendError, GangOptions, backend_for, schedule_timeout_seconds
-from tfjob_operator.gang.placement import ClusterState
+from tfjob_operator.gang.backends import backend_for
+from tfjob_operator.gang.base import GangBackendError, ReleasedByOperator, schedule_timeout_seconds
+from tfjob_operator.gang.cluster import ClusterState
+from tfjob_operator.gang.explain import GangWait, WaitKind
+from tfjob_operator.gang.host import AdmissionHost
 from tfjob_operator.gang.queue import (
     JobKey,
+    PassPlan,
+    QueuedGang,
+    Release,
     arrival_seconds,
     current_gang,
     gang_priority,
@@ -47,16 +50,16 @@ from tfjob_operator.gang.queue import (
     key_str,
     key_tuple,
     placement_summary,
+    plan_pass_in,
     waits_for_admission,
 )
+from tfjob_operator.gang.request import GangRequest
 from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
-from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import JobView
 from tfjob_operator.reconcile import effective_job
 from tfjob_operator.resources import is_terminal, scheduling_demand
-from tfjob_operator.settings import OperatorSettings
 
-log = logging.getLogger("tfjob_operator.admission")
+log = logging.getLogger("tfjob_operator.gang.admission")
 
 #: A pass at least this often while any gang waits (waits are counted per period; see _count_passes).
 ADMISSION_PERIOD_SECONDS = 5.0
@@ -74,56 +77,6 @@ RESERVATION_SECONDS = 60.0
 PRIORITY_CLASS_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 
 
-# ---------------------------------------------------------------- what the loop needs from its host
-
-
-class AdmissionApi(Protocol):
-    """The API calls the loop makes (`tfjob_operator.kube.Kube` provides them)."""
-
-    async def request(self, method: str, path: str, body: Any = None, *, content_type: str = ...,
-                      query: list[tuple[str, str]] | None = None) -> Any: ...
-
-    async def get(self, path: str) -> dict[str, Any] | None: ...
-
-    async def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> bool: ...
-
-    async def post_event(self, job: Mapping[str, Any], event_type: str, reason: str, message: str) -> None: ...
-
-
-#: A watch callback: (event type, object).
-OnEvent = Callable[[str, Mapping[str, Any]], None]
-
-
-class AdmissionHost(Protocol):
-    """What the loop reads (parsed jobs, the pod index, settings) and the one thing it calls back (`trigger`).
-
-    The controller (`tfjob_operator.controller.JobController`) is the host in the operator; tests use a fake.
-    """
-
-    @property
-    def pods(self) -> Mapping[JobKey, Any]:
-        """The operator's index of TFJob pods by job (`pod_index`): (namespace, name) → the job's pods."""
-
-    @property
-    def kube(self) -> AdmissionApi: ...
-    @property
-    def settings(self) -> OperatorSettings: ...
-    @property
-    def metrics(self) -> Metrics: ...
-    @property
-    def gang_options(self) -> GangOptions: ...
-
-    def view(self, key: JobKey) -> JobView | None:
-        """The job, parsed once per version (the same view reconcile reads); None when it is gone."""
-
-    def trigger(self, key: JobKey) -> None:
-        """Reconcile this job soon (its Queued reason changed)."""
-
-    def watch_cluster(self, on_node: OnEvent, on_pod: OnEvent) -> Awaitable[None]:
-        """Start feeding every node and every pod (any namespace the operator may read) to the callbacks: the
-        current objects before it returns, then each change as it happens."""
-
-
 @dataclass
 class LoopState:
     """What the loop carries from one pass to the next (in memory; see the module docstring)."""
@@ -133,8 +86,8 @@ class LoopState:
     counted_at: datetime | None = None
     not_before: dict[str, datetime] = field(default_factory=dict)
     timeouts: dict[str, int] = field(default_factory=dict)
-    #: job key ("ns/name") → why it waits, as the Queued condition shows it.
-    reasons: dict[str, str] = field(default_factory=dict)
+    #: job key ("ns/name") → why it waits, from the last pass.
+    reasons: dict[str, GangWait] = field(default_factory=dict)
     #: job key → when the loop first saw its whole gang gated (wall clock), for the latency metric.
     queued_since: dict[str, float] = field(default_factory=dict)
     #: job key → order in which this operator first saw it queued (FIFO within a creation second).
@@ -154,7 +107,7 @@ class LoopState:
 
 
 class AdmissionLoop:
-    """The shell around :func:`builtin.plan_pass`: reads a snapshot, writes releases, restarts timed-out gangs."""
+    """The shell around :func:`queue.plan_pass_in`: reads a snapshot, writes releases, restarts timed-out gangs."""
 
     def __init__(self, host: AdmissionHost, *, period: float = ADMISSION_PERIOD_SECONDS,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
@@ -168,15 +121,13 @@ class AdmissionLoop:
         self._priority_cache: dict[str, tuple[float, int]] = {}
         self._last_integration = time.monotonic()
         self._seq = 0
-        #: Pod uid → (when this loop released it, the release patch): the pod index may still show it gated.
-        self._released: dict[str, tuple[float, dict[str, Any]]] = {}
         #: Free capacity, kept from watch events (see the module docstring).
         self.capacity = ClusterState(builtin.holds_on)
-        #: Pod key (namespace/name) → (uid, when): releases reserved in `capacity` until the watch shows them.
-        self._reserved: dict[str, tuple[str, float]] = {}
+        #: Pod key (namespace/name) → a release this loop made that the watches may not show yet.
+        self._releases: dict[str, _Unseen] = {}
         self._watching: asyncio.Future[None] | None = None
         #: Each queued job's parsed request, kept while its gated pods do not change (plan_pass_in).
-        self._requests: dict[str, tuple[tuple[Any, ...], builtin.GangRequest]] = {}
+        self._requests: dict[str, tuple[tuple[Any, ...], GangRequest]] = {}
         #: Job uid → (the view, its parsed builtin job or None), see _builtin_job.
         self._jobs: dict[Any, tuple[JobView, TFJob | None]] = {}
         #: Jobs that may have pods waiting for admission (see _waiting_jobs).
@@ -218,7 +169,12 @@ class AdmissionLoop:
     def released(self, pods: Iterable[Mapping[str, Any]]) -> bool:
         """Every pod still gated in this (possibly stale) view was released by the loop already."""
         gated = [p for p in pods if builtin.is_gated(p)]
-        return bool(gated) and all((p.get("metadata") or {}).get("uid") in self._released for p in gated)
+        return bool(gated) and all(self._release_of(p) is not None for p in gated)
+
+    def _release_of(self, pod: Mapping[str, Any]) -> _Unseen | None:
+        """This loop's release of the pod (same uid), if it made one that has not expired."""
+        mine = self._releases.get(_pod_key(pod))
+        return mine if mine is not None and mine.uid and mine.uid == (pod.get("metadata") or {}).get("uid") else None
 
     def node_event(self, event_type: str, node: Mapping[str, Any]) -> None:
         """A node changed (from the host's watch): a change placement reads may let a waiting gang fit."""
@@ -230,30 +186,20 @@ class AdmissionLoop:
         shows the release (or the pod went); wake when capacity was freed by a pod that is not a TFJob's (those
         wake the loop through notice_pod)."""
         meta = pod.get("metadata") or {}
-        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        key = _pod_key(pod)
         freed = self.capacity.pod_event(event_type, pod)
-        mine = self._reserved.get(key)
-        if mine is not None and (event_type == "DELETED" or mine[0] != meta.get("uid") or not builtin.is_gated(pod)):
-            del self._reserved[key]
+        mine = self._releases.get(key)
+        if mine is not None and mine.reserved and (
+                event_type == "DELETED" or mine.uid != meta.get("uid") or not builtin.is_gated(pod)):
+            mine.reserved = False
             self.capacity.unreserve(key)
         if freed and constants.LABEL_JOB_NAME not in (meta.get("labels") or {}):
             self.wake()
 
     def _as_released(self, pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """The pods with this loop's own releases applied where the (lagging) index still shows them gated."""
-        out: list[Mapping[str, Any]] = []
-        for pod in pods:
-            mine = self._released.get(str((pod.get("metadata") or {}).get("uid")))
-            if mine is not None and builtin.is_gated(pod):
-                patch = mine[1]
-                meta = dict(pod.get("metadata") or {})
-                meta["annotations"] = {**(meta.get("annotations") or {}), **patch["metadata"]["annotations"]}
-                spec = {**(pod.get("spec") or {}), "nodeSelector": {**((pod.get("spec") or {}).get("nodeSelector")
-                                                                       or {}), **patch["spec"]["nodeSelector"]}}
-                spec["schedulingGates"] = patch["spec"]["schedulingGates"] or []
-                pod = {**pod, "metadata": meta, "spec": spec}
-            out.append(pod)
-        return out
+        return [builtin.as_released(pod, mine.patch)
+                if (mine := self._release_of(pod)) is not None and builtin.is_gated(pod) else pod for pod in pods]
 
     def watch_cluster(self) -> asyncio.Future[None]:
         """Start the host's watches once (again if they failed to start); the first pass with a gang to place
@@ -264,16 +210,19 @@ class AdmissionLoop:
             self._watching.add_done_callback(_report_watch_failure)
         return self._watching
 
-    def _expire_reservations(self) -> None:
+    def _expire_releases(self) -> None:
         now = time.monotonic()
-        self._released = {uid: r for uid, r in self._released.items() if now - r[0] < RESERVATION_SECONDS}
-        for key in [k for k, (_, t) in self._reserved.items() if now - t >= RESERVATION_SECONDS]:
-            del self._reserved[key]
-            self.capacity.unreserve(key)
+        for key in [k for k, r in self._releases.items() if now - r.at >= RESERVATION_SECONDS]:
+            if self._releases.pop(key).reserved:
+                self.capacity.unreserve(key)
 
-    def reason_for(self, namespace: str, name: str) -> str | None:
+    def wait_for(self, namespace: str, name: str) -> GangWait | None:
         """Why this job's gang waits, from the last pass (None if the loop has not placed it yet)."""
         return self.state.reasons.get(f"{namespace}/{name}")
+
+    def reason_for(self, namespace: str, name: str) -> str | None:
+        """:meth:`wait_for`'s message."""
+        return wait.message if (wait := self.wait_for(namespace, name)) is not None else None
 
     async def run(self) -> None:
         """Forever: wait for a wake (or the period), then one pass; a failing pass is retried later."""
@@ -337,12 +286,12 @@ class AdmissionLoop:
             backend = backend_for(job, self.host.settings.gang_backend.value, self.host.gang_options)
         except GangBackendError:
             return None
-        if not backend.uses_admission_loop or job.spec.runPolicy.suspend:
+        if not isinstance(backend, ReleasedByOperator) or job.spec.runPolicy.suspend:
             return None
         # The gang as created: a refused resize of a running gang does not change how many pods it waits for.
         return effective_job(job)[0]
 
-    async def pass_once(self) -> builtin.PassPlan | None:
+    async def pass_once(self) -> PassPlan | None:
         """One admission pass. Returns its plan (None when nothing waited)."""
         metrics = self.host.metrics
         self._integrate_gpu_seconds(every=INTEGRATE_SECONDS)
@@ -359,24 +308,24 @@ class AdmissionLoop:
         await asyncio.shield(self.watch_cluster())
         now = self.clock()
         started = time.perf_counter()
-        self._expire_reservations()
+        self._expire_releases()
         members_of: dict[JobKey, list[Mapping[str, Any]]] = {
             key: current_gang(waiting[key], self._as_released(list(self.host.pods.get(key) or [])),
                               attempt=views[key].status.restartCount) for key in jobs}
         await self._resolve_priority_classes([p for members in members_of.values() for p in members])
         class_values = {name: value for name, (_, value) in self._priority_cache.items()}
-        gangs: list[builtin.QueuedGang] = []
+        gangs: list[QueuedGang] = []
         for key, job in jobs.items():
             skey = key_str(key)
             if skey not in self.state.seen:
                 self._seq += 1
                 self.state.seen[skey] = self._seq
             members = members_of[key]
-            gangs.append(builtin.QueuedGang(job, members, priority=gang_priority(members, class_values),
+            gangs.append(QueuedGang(job, members, priority=gang_priority(members, class_values),
                                             arrival=arrival_seconds(waiting[key], self.state.seen[skey])))
             if members and all(builtin.is_gated(p) for p in members):
                 self.state.queued_since.setdefault(skey, time.time())
-        plan = builtin.plan_pass_in(gangs, self.capacity.cluster(), now=now, options=self.host.gang_options,
+        plan = plan_pass_in(gangs, self.capacity.cluster(), now=now, options=self.host.gang_options,
                                     passes_waited=self.state.passes_waited, not_before=self.state.not_before,
                                     requests=self._requests)
         self.passes += 1
@@ -385,15 +334,15 @@ class AdmissionLoop:
         await self._release(plan, waiting, by_key)
         await self._time_out(plan, by_key, waiting, now)
         self._count_passes(plan, now)
-        for skey, reason in plan.queued.items():
+        for skey, wait in plan.waits.items():
             # Still being created, or backing off after a timeout: not a placement that failed.
-            if skey not in self.state.failure_counted and not reason.startswith((builtin.CREATING_PREFIX, "requeued")):
-                never = "cannot fit even on empty nodes" in reason or reason.startswith("no ")
-                metrics.gang_admission_failures.labels("never_fits" if never else "no_room").inc()
+            if skey not in self.state.failure_counted and wait.kind in (WaitKind.NO_ROOM, WaitKind.NEVER_FITS):
+                metrics.gang_admission_failures.labels(
+                    "never_fits" if wait.kind is WaitKind.NEVER_FITS else "no_room").inc()
                 self.state.failure_counted.add(skey)
-        self._publish(plan.queued, {key_str(k) for k in jobs})
+        self._publish(plan.waits, {key_str(k) for k in jobs})
         self._forget_timeouts()
-        metrics.gang_queue_length.set(len(plan.queued))
+        metrics.gang_queue_length.set(len(plan.waits))
         self._schedule_deadline(gangs, now)
         return plan
 
@@ -414,8 +363,8 @@ class AdmissionLoop:
                 found = None
             self._priority_cache[name] = (now, int((found or {}).get("value") or 0))
 
-    async def _release(self, plan: builtin.PassPlan, objs: Mapping[JobKey, Mapping[str, Any]],
-                       gangs: Mapping[str, builtin.QueuedGang]) -> None:
+    async def _release(self, plan: PassPlan, objs: Mapping[JobKey, Mapping[str, Any]],
+                       gangs: Mapping[str, QueuedGang]) -> None:
         """One merge PATCH per pod of every admitted gang, all at once; then an Event per gang."""
         metrics = self.host.metrics
         results = await asyncio.gather(*(self._patch_release(r) for r in plan.releases), return_exceptions=True)
@@ -430,14 +379,12 @@ class AdmissionLoop:
                 log.warning("releasing pod %s/%s to %s failed: %s", release.namespace, release.pod, release.node,
                             result)
                 continue
-            uid = result
-            if uid:
-                self._released[uid] = (stamp, release.patch)
             pod = pods.get((release.namespace, release.pod))
             pod_key = f"{release.namespace}/{release.pod}"
-            if pod is not None and not self.capacity.holds(pod_key) and pod_key not in self._reserved:
-                # Counted where it was pinned until the watch shows the release (then the pod itself says so).
-                self._reserved[pod_key] = (uid, stamp)
+            # Counted where it was pinned until the watch shows the release (then the pod itself says so).
+            reserve = pod is not None and not self.capacity.holds(pod_key)
+            self._releases[pod_key] = _Unseen(result, stamp, release.patch, reserved=reserve)
+            if pod is not None and reserve:
                 self.capacity.reserve(pod_key, release.node, scheduling_demand(pod))
         now = time.time()
         by_pod = {(r.namespace, r.pod): r for r in plan.releases}
@@ -455,12 +402,13 @@ class AdmissionLoop:
             if waited is not None:
                 message += f" after {waited:.1f}s in the queue"
             log.info("%s: %s", skey, message)
-            if _waited_visibly(self.state.reasons.get(skey)) or (waited or 0.0) >= ADMITTED_NEWS_SECONDS:
+            shown = self.state.reasons.get(skey)
+            if (shown is not None and shown.shown) or (waited or 0.0) >= ADMITTED_NEWS_SECONDS:
                 # News only after a wait the Queued condition showed; admitted at once, the gang's pods running
                 # say it (the happy path posts two Events: JobCreated and the outcome).
                 await self._event(objs.get(key), "Normal", "GangAdmitted", message)
 
-    async def _patch_release(self, release: builtin.Release) -> str:
+    async def _patch_release(self, release: Release) -> str:
         """PATCH one pod's release; its uid. Only the uid is kept of the patched pod the server returns: a pass
         may release thousands of pods, and gathered whole they were all held (managedFields and all) until the
         last PATCH came back."""
@@ -468,7 +416,7 @@ class AdmissionLoop:
                                                content_type=MERGE_PATCH)
         return str(((patched or {}).get("metadata") or {}).get("uid") or "")
 
-    async def _time_out(self, plan: builtin.PassPlan, gangs: Mapping[str, builtin.QueuedGang],
+    async def _time_out(self, plan: PassPlan, gangs: Mapping[str, QueuedGang],
                         objs: Mapping[JobKey, Mapping[str, Any]], now: datetime) -> None:
         """Watchdog: delete a released gang that did not bind in time; reconcile recreates it gated."""
         for skey in plan.timed_out:
@@ -486,7 +434,9 @@ class AdmissionLoop:
             log.warning("%s: %s", skey, message)
             await self._event(objs.get(key_tuple(skey)), "Warning", "GangScheduleTimeout", message)
             for pod in gang.pods:
-                self._released.pop(str((pod.get("metadata") or {}).get("uid")), None)
+                # One still counted in the capacity stays until the watch shows the pod go.
+                if (mine := self._release_of(pod)) is not None and not mine.reserved:
+                    del self._releases[_pod_key(pod)]
             await asyncio.gather(*(self.host.kube.delete_pod(gang.job.namespace,
                                                                    str((p.get("metadata") or {}).get("name")))
                                    for p in gang.pods))
@@ -499,7 +449,7 @@ class AdmissionLoop:
         except KubeError as exc:  # an Event is a courtesy
             log.warning("could not post event %s: %s", reason, exc)
 
-    def _publish(self, reasons: Mapping[str, str], considered: set[str]) -> None:
+    def _publish(self, reasons: Mapping[str, GangWait], considered: set[str]) -> None:
         """New reasons replace the old; jobs whose reason changed are reconciled (the status path writes Queued)."""
         old = self.state.reasons
         self.state.reasons = dict(reasons)
@@ -510,7 +460,7 @@ class AdmissionLoop:
                     self.host.trigger(key)
         self.state.forget(considered)
 
-    def _count_passes(self, plan: builtin.PassPlan, now: datetime) -> None:
+    def _count_passes(self, plan: PassPlan, now: datetime) -> None:
         """Count a wait at most once per period: passes run on every pod event, and the anti-starvation reservation
         (after AdmissionPolicy.starvation_passes waits) should follow waiting time, not cluster churn."""
         if self.state.counted_at is not None and (now - self.state.counted_at).total_seconds() < self.period:
@@ -530,7 +480,7 @@ class AdmissionLoop:
                 self.state.timeouts.pop(skey, None)
                 self.state.not_before.pop(skey, None)
 
-    def _schedule_deadline(self, gangs: Sequence[builtin.QueuedGang], now: datetime) -> None:
+    def _schedule_deadline(self, gangs: Sequence[QueuedGang], now: datetime) -> None:
         """Wake at the next watchdog deadline or end of a back-off, if sooner than the period."""
         deadlines = list(self.state.not_before.values())
         for gang in gangs:
@@ -568,6 +518,22 @@ class AdmissionLoop:
             self.host.metrics.gang_partial_gpu_seconds.inc(float(held))
 
 
+def _pod_key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+@dataclass
+class _Unseen:
+    """A release this loop made (pod uid, when on the monotonic clock, the patch); ``reserved`` while it counts in
+    the kept capacity (until the cluster watch shows it). Forgotten after RESERVATION_SECONDS."""
+
+    uid: str
+    at: float
+    patch: dict[str, Any]
+    reserved: bool
+
+
 def _holds_idle(pods: Sequence[Mapping[str, Any]]) -> bool:
     """Some pod is bound and some live pod is not Running: a gang that may hold GPUs it cannot use yet."""
     live = [p for p in pods if not is_terminal(p)]
@@ -580,7 +546,3 @@ def _report_watch_failure(future: asyncio.Future[None]) -> None:
         log.warning("cannot watch nodes and pods for gang admission (%s); the next pass tries again",
                     future.exception())
 
-
-def _waited_visibly(reason: str | None) -> bool:
-    """The last pass left this reason: a shortage or a back-off, not a gang whose pods were still being created."""
-    return reason is not None and not reason.startswith(builtin.CREATING_PREFIX)

@@ -1,0 +1,70 @@
+"""The gang backends this operator ships, registered by name, and how a job picks one.
+
+Registration is explicit (:func:`register`, one line per backend below) and refuses a second backend of a name
+already taken, so a typo or a copy-pasted class cannot silently replace another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from tfjob_operator import constants
+from tfjob_operator.api import TFJob
+from tfjob_operator.gang.base import GangBackend, GangBackendError, GangOptions
+from tfjob_operator.gang.builtin import BuiltinBackend
+from tfjob_operator.gang.kueue import KueueBackend
+from tfjob_operator.gang.none import NoGangBackend
+from tfjob_operator.gang.scheduler_plugins import SchedulerPluginsBackend
+from tfjob_operator.gang.volcano import VolcanoBackend
+
+_BACKENDS: dict[str, type[GangBackend]] = {}
+
+
+def register(cls: type[GangBackend]) -> type[GangBackend]:
+    """Make ``cls`` selectable by its ``name``; a name already registered is refused (ValueError)."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"gang backend {cls.__qualname__}: set the class attribute `name` (what users write)")
+    taken = _BACKENDS.get(name)
+    if taken is not None:
+        raise ValueError(f"gang backend {name!r} is registered already ({taken.__qualname__}); "
+                         f"{cls.__qualname__} needs another name")
+    _BACKENDS[name] = cls
+    return cls
+
+
+register(BuiltinBackend)
+register(VolcanoBackend)
+register(SchedulerPluginsBackend)
+register(KueueBackend)
+register(NoGangBackend)
+
+
+def registry() -> Mapping[str, type[GangBackend]]:
+    """Every registered backend class by name (read-only)."""
+    return MappingProxyType(_BACKENDS)
+
+
+def backend_names() -> list[str]:
+    return sorted(_BACKENDS)
+
+
+def chosen_backend_name(job: TFJob, default_name: str) -> tuple[str, str]:
+    """(backend name, where it came from): the job's annotation, else the operator's default."""
+    annotated = job.metadata.annotations.get(constants.ANNOTATION_GANG_BACKEND)
+    if annotated:
+        return annotated.strip(), f"metadata.annotations[{constants.ANNOTATION_GANG_BACKEND}]"
+    return str(default_name), "operator setting TFJOB_GANG_BACKEND"
+
+
+def backend_for(job: TFJob, default_name: str, options: GangOptions | None = None) -> GangBackend:
+    """The job's gang backend: its annotation's if any, else ``default_name``.
+
+    Raises GangBackendError naming the field when the name is unknown.
+    """
+    name, source = chosen_backend_name(job, default_name)
+    cls = _BACKENDS.get(name)
+    if cls is None:
+        raise GangBackendError(f"{source}: unknown gang backend {name!r} (choose one of {', '.join(backend_names())})")
+    return cls(options)
