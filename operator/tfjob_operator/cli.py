@@ -219,9 +219,19 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_operator(args: argparse.Namespace) -> int:
-    from tfjob_operator.runner import run_operator
+    from pydantic import ValidationError
 
-    return int(run_operator())
+    from tfjob_operator.runner import run_operator
+    from tfjob_operator.settings import OperatorSettings
+
+    try:
+        settings = OperatorSettings()
+    except ValidationError as exc:  # a bad TFJOB_* variable: say which and why, without a traceback
+        for error in exc.errors():
+            where = "TFJOB_" + "_".join(str(p) for p in error["loc"]).upper() if error["loc"] else "settings"
+            print(f"tfjob operator: {where}: {error['msg']}", file=sys.stderr)
+        return 2
+    return int(run_operator(settings))
 
 
 def _clients(args: argparse.Namespace) -> Any:

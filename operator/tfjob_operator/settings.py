@@ -5,6 +5,7 @@ Example: `TFJOB_NAMESPACES=team-a,team-b TFJOB_ADDRESSING=loopback tfjob operato
 
 from __future__ import annotations
 
+import logging
 import os
 from enum import StrEnum
 from pathlib import Path
@@ -34,6 +35,8 @@ class GangBackendName(StrEnum):
     KUEUE = "kueue"
     NONE = "none"
 
+
+log = logging.getLogger(__name__)
 
 #: Settings of kopf peering, which leader election replaced (see OperatorSettings._no_peering).
 REMOVED_PEERING_SETTINGS = frozenset({"TFJOB_STANDALONE", "TFJOB_PEERING_NAME", "TFJOB_PRIORITY"})
@@ -145,15 +148,20 @@ class OperatorSettings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _no_peering(cls, data: Any) -> Any:
-        """kopf peering is gone (a paused peer still ran the builtin gang's admission loop): say so, rather than
-        ignore a setting that once asked for it."""
-        given = {f"TFJOB_{k.upper()}" for k in data} if isinstance(data, dict) else set()
-        given |= {k.upper() for k in os.environ}
-        removed = sorted(REMOVED_PEERING_SETTINGS & given)
-        if removed:
-            raise ValueError(f"{', '.join(removed)}: kopf peering was removed; unset it. Run one replica, or "
-                             "several with TFJOB_LEADER_ELECTION=true (a coordination.k8s.io Lease picks the one "
-                             "acting replica)")
+        """kopf peering is gone (a paused peer still ran the builtin gang's admission loop). Asking for it
+        (TFJOB_STANDALONE=false) is refused; the settings that only tuned it are ignored with a warning, so a
+        manifest from an older chart still starts."""
+        given = {f"TFJOB_{k.upper()}": v for k, v in data.items()} if isinstance(data, dict) else {}
+        given |= {k.upper(): v for k, v in os.environ.items() if k.upper() in REMOVED_PEERING_SETTINGS}
+        standalone = str(given.get("TFJOB_STANDALONE", "true")).strip().lower()
+        if standalone in {"false", "0", "no", "off"}:
+            raise ValueError(f"TFJOB_STANDALONE={standalone}: kopf peering was removed; unset it. Run one replica, "
+                             "or several with TFJOB_LEADER_ELECTION=true (a coordination.k8s.io Lease picks the "
+                             "one acting replica)")
+        ignored = sorted(REMOVED_PEERING_SETTINGS & given.keys())
+        if ignored:
+            log.warning("%s: kopf peering was removed, so %s nothing; unset it", ", ".join(ignored),
+                        "this does" if len(ignored) == 1 else "these do")
         return data
 
     @field_validator("namespaces", mode="before")

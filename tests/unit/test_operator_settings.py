@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from tfjob_operator import runner, webhook
+from tfjob_operator import cli, runner, webhook
 from tfjob_operator.runner import kopf_arguments
 from tfjob_operator.settings import Addressing, OperatorSettings
 
@@ -106,13 +107,29 @@ def test_election_identity_without_a_pod_name_is_unique_per_process() -> None:
     assert runner.election_config(OperatorSettings(pod_namespace="ops")).identity.endswith(f"-{os.getpid()}")
 
 
-@pytest.mark.parametrize(("name", "value"), [("TFJOB_STANDALONE", "false"), ("TFJOB_STANDALONE", "true"),
-                                             ("TFJOB_PEERING_NAME", "tfjob-operator"), ("TFJOB_PRIORITY", "10")])
-def test_the_removed_kopf_peering_settings_are_refused_pointing_to_leader_election(
-        monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
-    monkeypatch.setenv(name, value)
-    with pytest.raises(ValidationError, match=f"{name}: kopf peering was removed.*TFJOB_LEADER_ELECTION=true"):
+def test_asking_for_kopf_peering_is_refused_pointing_to_leader_election(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TFJOB_STANDALONE", "false")
+    with pytest.raises(ValidationError, match=r"TFJOB_STANDALONE=false: kopf peering was removed.*"
+                                              r"TFJOB_LEADER_ELECTION=true"):
         OperatorSettings()
+
+
+@pytest.mark.parametrize(("name", "value"), [("TFJOB_STANDALONE", "true"), ("TFJOB_PEERING_NAME", "tfjob-operator"),
+                                             ("TFJOB_PRIORITY", "10")])
+def test_settings_that_only_tuned_kopf_peering_are_ignored_with_a_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    with caplog.at_level(logging.WARNING, logger="tfjob_operator.settings"):
+        assert OperatorSettings().leader_election is not None
+    assert f"{name}: kopf peering was removed" in caplog.text
+
+
+def test_tfjob_operator_names_a_bad_setting_without_a_traceback(monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("TFJOB_STANDALONE", "false")
+    assert cli.main(["operator"]) == 2
+    err = capsys.readouterr().err
+    assert "TFJOB_STANDALONE=false: kopf peering was removed" in err and "Traceback" not in err
 
 
 def test_kopf_never_peers() -> None:
