@@ -30,6 +30,7 @@ from tfjob_operator.controller.status_cache import JobRecord, StatusCache
 from tfjob_operator.controller.watches import Watches
 from tfjob_operator.controller.workqueue import Backoff, WorkQueue
 from tfjob_operator.gang.admission import AdmissionLoop
+from tfjob_operator.gang.backends import released_by_operator
 from tfjob_operator.gang.base import GangOptions
 from tfjob_operator.gang.host import OnEvent
 from tfjob_operator.keys import JobKey
@@ -41,7 +42,7 @@ from tfjob_operator.pod_index import PodIndex, job_of
 from tfjob_operator.progress.poller import ProgressPoller
 from tfjob_operator.reconcile import Decision, ReconcileOptions, effective_job, reconcile, utcnow
 from tfjob_operator.render import RenderOptions, render
-from tfjob_operator.settings import Addressing, GangBackendName, OperatorSettings
+from tfjob_operator.settings import Addressing, OperatorSettings
 
 log = logging.getLogger("tfjob_operator")
 
@@ -105,7 +106,7 @@ class JobController:
         # replica).
         self.admission = AdmissionLoop(self)
         self.admission.start()
-        if self.settings.gang_backend == GangBackendName.BUILTIN:
+        if released_by_operator(self.settings.gang_backend.value):
             # Capacity is watched from the start (a job naming another backend watches it at its first gang), and
             # that watch of every pod feeds the pod index too.
             self.admission.watch_cluster()

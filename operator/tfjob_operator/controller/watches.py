@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfjob_operator import constants
+from tfjob_operator.gang.backends import released_by_operator
 from tfjob_operator.informer import Informer, OnEvent
 from tfjob_operator.kube import Kube, KubeError, pods_path
-from tfjob_operator.settings import GangBackendName, OperatorSettings
+from tfjob_operator.settings import OperatorSettings
 
 log = logging.getLogger("tfjob_operator")
 
@@ -30,7 +31,7 @@ class Watches:
     def one_pod_watch(self) -> bool:
         """Whether the admission loop's watch of every pod (builtin backend, started with the operator) feeds the
         pod index too: one watch, not two."""
-        return self.settings.gang_backend == GangBackendName.BUILTIN
+        return released_by_operator(self.settings.gang_backend.value)
 
     async def watch_tfjob_pods(self) -> None:
         """Only TFJob pods (label selector), in the watched namespaces: listed before it returns, then followed."""

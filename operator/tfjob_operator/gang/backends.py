@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
-from tfjob_operator.gang.base import GangBackend, GangBackendError, GangOptions
+from tfjob_operator.gang.base import GangBackend, GangBackendError, GangOptions, ReleasedByOperator
 from tfjob_operator.gang.builtin import BuiltinBackend
 from tfjob_operator.gang.kueue import KueueBackend
 from tfjob_operator.gang.none import NoGangBackend
@@ -48,6 +48,12 @@ def registry() -> Mapping[str, type[GangBackend]]:
 
 def backend_names() -> list[str]:
     return sorted(_BACKENDS)
+
+
+def released_by_operator(name: str) -> bool:
+    """Whether the backend registered as ``name`` is released by the operator's own admission loop."""
+    cls = _BACKENDS.get(name)
+    return cls is not None and issubclass(cls, ReleasedByOperator)
 
 
 def chosen_backend_name(job: TFJob, default_name: str) -> tuple[str, str]:
