@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tfjob_operator.controller import gang_wiring
 from tfjob_operator.gang import admission, builtin, host, queue
 from tfjob_operator.gang.base import GangOptions
 from tfjob_operator.metrics import Metrics
@@ -463,6 +464,14 @@ async def test_a_waiting_elastic_gang_is_told_the_narrower_width_then_admitted_a
     assert job is not None
     assert loop.fits_workers(job, rendered, c.pods[("ns", "e")]) == 3
     assert ("ns", "e") in c.triggered  # the reconcile is asked to look again
+    # What the reconcile reads: the gang view of a builtin job carries it; another backend's does not.
+    view = await gang_wiring.gang_view(c.settings, c.gang_options, None, loop, job, job, rendered,  # type: ignore[arg-type]
+                                       c.pods[("ns", "e")])
+    assert view.fits_workers == 3
+    aside = OperatorSettings(gang_backend="none")
+    view = await gang_wiring.gang_view(aside, c.gang_options, None, loop, job, job, rendered,  # type: ignore[arg-type]
+                                       c.pods[("ns", "e")])
+    assert view.fits_workers is None
     # The reconcile creates the gang again at 3: the next pass admits exactly those pods.
     for p in rendered:
         await kube.delete_pod("ns", p["metadata"]["name"])
