@@ -20,7 +20,7 @@ from gangfixtures import bound_pods, gang, in_flight_reservations, node, pod
 from tfjob_operator import constants
 from tfjob_operator.gang import base, elastic, queue
 from tfjob_operator.gang.cluster import Cluster
-from tfjob_operator.gang.elastic import elastic_bounds, gang_at, held_by, rendered_size, widest_fit
+from tfjob_operator.gang.elastic import elastic_bounds, gang_at, held_by, rendered_sizes, widest_fit
 from tfjob_operator.gang.placement import AdmissionPolicy, Elastic, admit_in
 from tfjob_operator.gang.request import GangRequest
 from tfjob_operator.validation import parse_tfjob
@@ -242,8 +242,18 @@ def test_the_pass_reports_a_narrower_width_for_a_gang_created_too_wide(
     assert plan.admitted == [] and plan.fits == {"ns/e": 3}
 
 
-def test_rendered_size_reads_the_pods_record() -> None:
-    assert rendered_size(gated("e", 3)) == 3 and rendered_size([pod("x")]) is None
+def test_rendered_sizes_reads_the_pods_record() -> None:
+    assert rendered_sizes(gated("e", 3)) == {3} and rendered_sizes([pod("x")]) == set()
+
+
+def test_pods_of_two_widths_are_not_admitted_together(elastic_jobs: dict[str, tuple[int, int]]) -> None:
+    elastic_jobs["e"] = (2, 4)
+    # Created again at 3 while the old width-4 pod worker-3 is still there (not yet being deleted).
+    pods = [*gated("e", 3), gated("e", 4)[3]]
+    plan = queue.plan_pass_in([queue.QueuedGang(job("e", 4), pods)], Cluster.from_objects([node("a", gpu=8)]),
+                              now=NOW)
+    assert plan.admitted == [] and plan.waits["ns/e"].message == (
+        "waiting for the gang to be created again at one width (its pods record 3 and 4)")
 
 
 # ------------------------------------------------------------------ bounds and the PodGroup backends

@@ -39,10 +39,10 @@ def is_worker(pod: Mapping[str, Any]) -> bool:
     return ((pod.get("metadata") or {}).get("labels") or {}).get(constants.LABEL_REPLICA_TYPE) == _WORKER.tf_name
 
 
-def rendered_size(pods: Iterable[Mapping[str, Any]]) -> int | None:
-    """How many pods the gang was created with, from its pods' record (annotation tfjob.dev/gang-replicas); the
-    largest when pods of two widths are seen (an old pod still going), None when no pod records it."""
-    sizes: list[int] = []
+def rendered_sizes(pods: Iterable[Mapping[str, Any]]) -> set[int]:
+    """How many pods the gang was created with, as each pod records it (annotation tfjob.dev/gang-replicas): one
+    value for a gang created at one width, two while pods of an older width are still there."""
+    sizes: set[int] = set()
     for pod in pods:
         raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(constants.ANNOTATION_GANG_REPLICAS)
         try:
@@ -50,8 +50,8 @@ def rendered_size(pods: Iterable[Mapping[str, Any]]) -> int | None:
         except ValueError:
             continue
         if isinstance(value, dict):
-            sizes.append(sum(int(v) for v in value.values() if isinstance(v, int)))
-    return max(sizes) if sizes else None
+            sizes.add(sum(int(v) for v in value.values() if isinstance(v, int)))
+    return sizes
 
 
 def gang_at(gang: GangRequest, width: int) -> GangRequest:

@@ -20,7 +20,7 @@ from tfjob_operator.api import TFJob
 from tfjob_operator.gang import base, builtin
 from tfjob_operator.gang.builtin import domain_label, is_gated, job_key, release_patch, schedule_timed_out
 from tfjob_operator.gang.cluster import Cluster
-from tfjob_operator.gang.elastic import elastic_bounds, gang_at, rendered_size, worker_count
+from tfjob_operator.gang.elastic import elastic_bounds, gang_at, rendered_sizes, worker_count
 from tfjob_operator.gang.explain import GangWait, WaitKind
 from tfjob_operator.gang.placement import AdmissionPolicy, Elastic, admit_in
 from tfjob_operator.gang.request import GangRequest
@@ -220,7 +220,12 @@ def plan_pass_in(
             continue
         bounds = elastic_bounds(gang.job)
         # An elastic gang is created at the width that fit then: its pods record how many they are.
-        expected = (rendered_size(live) if bounds is not None else None) or gang.job.total_replicas()
+        sizes = rendered_sizes(live) if bounds is not None else set()
+        if len(sizes) > 1:
+            queued[key] = GangWait(WaitKind.CREATING, f"waiting for the gang to be created again at one width "
+                                                      f"(its pods record {' and '.join(map(str, sorted(sizes)))})")
+            continue
+        expected = next(iter(sizes)) if sizes else gang.job.total_replicas()
         if len(live) < expected:
             queued[key] = GangWait(WaitKind.CREATING,
                                    f"waiting for all {expected} pods of the gang to be created ({len(live)} so far)")
