@@ -151,6 +151,35 @@ def test_backend_is_chosen_per_job(annotations, default, expected):
     assert backend_for(job, default).name == expected
 
 
+# (case, where the queue label is, backend annotation, default, expected backend)
+KUEUE_TABLE = [
+    ("label on the job: builtin steps aside", "job", None, "builtin", "none"),
+    ("label on a pod template: builtin steps aside", "template", None, "builtin", "none"),
+    ("builtin named by the job still steps aside", "job", "builtin", "none", "none"),
+    ("the kueue backend itself is kept", "job", "kueue", "builtin", "kueue"),
+    ("volcano is the job's choice", "template", "volcano", "builtin", "volcano"),
+    ("no label: builtin gates", None, None, "builtin", "builtin"),
+]
+
+
+@pytest.mark.parametrize(("where", "annotated", "default", "expected"), [r[1:] for r in KUEUE_TABLE],
+                         ids=[r[0] for r in KUEUE_TABLE])
+def test_the_builtin_gang_steps_aside_for_a_job_kueue_manages(where, annotated, default, expected):
+    obj = manifest(annotations={constants.ANNOTATION_GANG_BACKEND: annotated} if annotated else None,
+                   policy={"queue": "team-q"})
+    if where == "job":
+        obj["metadata"]["labels"] = {kueue.LABEL_QUEUE_NAME: "team-q"}
+    elif where == "template":
+        obj["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"] = {"labels": {kueue.LABEL_QUEUE_NAME: "q"}}
+    job = parse_tfjob(obj)
+    backend = backend_for(job, default)
+    assert backend.name == expected
+    if expected == "none":
+        # Not gated a second time after Kueue's admission.
+        assert all(not builtin.is_gated(backend.decorate_pod(job, p)) for p in render(job).pods)
+        assert "Kueue admits the job" in backends.chosen_backend_name(job, default)[1]
+
+
 def test_unknown_backend_is_refused_when_the_job_is_read_naming_the_field_and_the_choices():
     with pytest.raises(InvalidSpec) as err:
         parse_tfjob(manifest(annotations={constants.ANNOTATION_GANG_BACKEND: "slurm"}))

@@ -388,3 +388,27 @@ def test_pods_kueue_stops_are_recreated_as_the_next_attempt_in_a_new_pod_group(g
     groups = {r.name: r for r in recorder.of("kq") if r.attempt == "1"}
     assert set(groups) == {"kq-worker-0", "kq-worker-1"}
     assert {p.metadata.labels["kueue.x-k8s.io/pod-group-name"] for p in c.pods("kq")} <= {"kq-1"}
+
+
+def _has_elastic_policy() -> bool:
+    from tfjob_operator.api import TFJobSpec
+
+    return "elasticPolicy" in TFJobSpec.model_fields
+
+
+@pytest.mark.skipif(not _has_elastic_policy(), reason="needs spec.elasticPolicy (issue #27's API half)")
+def test_an_elastic_job_starts_narrower_on_the_room_left_whole_at_that_width(gpu_cluster: Cluster,
+                                                                            recorder: Recorder) -> None:
+    c = gpu_cluster
+    blocker = c.submit({"Worker": gpu_workers(sleep_then_exit(30), 3)}, name="blocker")
+    wait_for(lambda: len(bound_pods(c, blocker)) == 3, 30, what="blocker: 3 pods bound")
+    body = {"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": "elastic"},
+            "spec": {"tfReplicaSpecs": {"Worker": gpu_workers(sleep_then_exit(2), 4)},
+                     "elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}}}
+    c.custom.create_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", body)
+    # 3 of the 6 GPUs are free: it runs with 3 workers instead of waiting for 4.
+    wait_for(lambda: len(bound_pods(c, "elastic")) == 3, 30, what="elastic: 3 workers bound")
+    c.wait_state("elastic", "Succeeded", 40)
+    assert c.status(blocker)["state"] == "Running"  # it did not wait for the blocker to end
+    assert_whole_gangs(recorder.of("elastic"), {"elastic": 3})
+    assert_never_over_capacity(recorder.records, {"node-a": 4, "node-b": 2})

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tfjob_operator.controller import gang_wiring
 from tfjob_operator.gang import admission, builtin, host, queue
 from tfjob_operator.gang.base import GangOptions
 from tfjob_operator.metrics import Metrics
@@ -416,3 +417,87 @@ def test_current_gang_is_this_attempt_of_this_job_without_pods_being_deleted() -
     stranger["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
     got = queue.current_gang(obj, [pods[0], old, going, stranger])
     assert [p["metadata"]["name"] for p in got] == ["j-worker-0"]
+
+
+# ------------------------------------------------------------------ elastic gangs
+
+
+@pytest.fixture
+def elastic_jobs(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[int, int]]:
+    """Jobs by name → (min, max) workers: a stand-in for spec.elasticPolicy until the API field is in this branch."""
+    bounds: dict[str, tuple[int, int]] = {}
+    for module in (admission, queue):
+        monkeypatch.setattr(module, "elastic_bounds", lambda j: bounds.get(j.name))
+    return bounds
+
+
+def submit_at(c: FakeController, obj: dict[str, Any], width: int) -> list[dict[str, Any]]:
+    """The reconcile creates the job's gang at ``width`` workers (each pod records its gang size)."""
+    narrow = copy.deepcopy(obj)
+    narrow["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = width
+    pods = gated_pods(narrow)
+    for p in pods:
+        p["metadata"]["annotations"]["tfjob.dev/gang-replicas"] = f'{{"Worker": {width}}}'
+    key = ("ns", obj["metadata"]["name"])
+    c.jobs[key] = [obj]
+    for p in pods:
+        c.kube.pods[p["metadata"]["name"]] = p
+        c.kube.changed("ADDED", p)
+    c.sync(key)
+    assert c.loop is not None
+    for p in pods:
+        c.loop.notice_pod("ADDED", p)
+    return pods
+
+
+async def test_a_waiting_elastic_gang_is_told_the_narrower_width_then_admitted_at_it(
+        elastic_jobs: dict[str, tuple[int, int]]) -> None:
+    elastic_jobs["e"] = (2, 4)
+    kube = FakeKube([node("a", 3)])
+    c = FakeController(kube)
+    loop = loop_for(c, [T0])
+    obj = job_obj("e", 4)
+    rendered = submit_at(c, obj, 4)
+    plan = await loop.pass_once()
+    assert plan is not None and plan.admitted == [] and released(kube, "e") == []
+    job = view_job(obj).job
+    assert job is not None
+    assert loop.fits_workers(job, rendered, c.pods[("ns", "e")]) == 3
+    assert ("ns", "e") in c.triggered  # the reconcile is asked to look again
+    # What the reconcile reads: the gang view of a builtin job carries it; another backend's does not.
+    view = await gang_wiring.gang_view(c.settings, c.gang_options, None, loop, job, job, rendered,  # type: ignore[arg-type]
+                                       c.pods[("ns", "e")])
+    assert view.fits_workers == 3
+    aside = OperatorSettings(gang_backend="none")
+    view = await gang_wiring.gang_view(aside, c.gang_options, None, loop, job, job, rendered,  # type: ignore[arg-type]
+                                       c.pods[("ns", "e")])
+    assert view.fits_workers is None
+    # The reconcile creates the gang again at 3: the next pass admits exactly those pods.
+    for p in rendered:
+        await kube.delete_pod("ns", p["metadata"]["name"])
+    submit_at(c, obj, 3)
+    plan = await loop.pass_once()
+    assert plan is not None and plan.admitted == ["ns/e"]
+    assert released(kube, "e") == ["e-worker-0", "e-worker-1", "e-worker-2"]
+
+
+async def test_fits_workers_counts_the_jobs_own_pods_and_widens_only_while_nobody_waits(
+        elastic_jobs: dict[str, tuple[int, int]]) -> None:
+    elastic_jobs["e"] = (1, 4)
+    kube = FakeKube([node("a", 4)])
+    c = FakeController(kube)
+    loop = loop_for(c, [T0])
+    obj = job_obj("e", 4)
+    rendered = submit_at(c, obj, 2)
+    await loop.pass_once()
+    c.bind_all()
+    c.sync(("ns", "e"))
+    job = view_job(obj).job
+    assert job is not None
+    await loop.pass_once()  # nothing waits now: the last pass's answer is dropped
+    assert loop.fits_workers(job, rendered, c.pods[("ns", "e")]) == 4  # its 2 GPUs + the 2 free
+    assert elastic_jobs.get("rigid") is None and loop.fits_workers(view_job(job_obj("rigid", 2)).job, rendered,
+                                                                   []) is None
+    c.submit(job_obj("other", 3, "2026-01-01T11:00:05Z"))  # a rigid gang waits for room
+    await loop.pass_once()
+    assert loop.fits_workers(job, rendered, c.pods[("ns", "e")]) == 2  # no widening past it

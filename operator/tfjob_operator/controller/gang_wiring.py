@@ -77,6 +77,8 @@ async def gang_view(settings: OperatorSettings, options: GangOptions, kube: Kube
     queued = (why or None) if not ready else reported
     if queued and isinstance(backend, ReleasedByOperator) and admission is not None:
         queued = loop_reason(admission, job, pods)
+    fits = (admission.fits_workers(job, rendered, pods)
+            if isinstance(backend, ReleasedByOperator) and admission is not None else None)
     return GangView(decorate_pod=decorate, group_objects=grouping, ready_to_create_pods=ready,
-                    missing_groups=tuple(missing), queued_reason=queued,
+                    missing_groups=tuple(missing), queued_reason=queued, fits_workers=fits,
                     recheck_after=GROUP_RECHECK_SECONDS if groups and not ready else None)

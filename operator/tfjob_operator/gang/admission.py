@@ -36,6 +36,7 @@ from tfjob_operator.gang import builtin
 from tfjob_operator.gang.backends import backend_for
 from tfjob_operator.gang.base import GangBackendError, ReleasedByOperator, schedule_timeout_seconds
 from tfjob_operator.gang.cluster import ClusterState
+from tfjob_operator.gang.elastic import elastic_bounds, held_by, widest_fit, worker_count
 from tfjob_operator.gang.explain import GangWait, WaitKind
 from tfjob_operator.gang.host import AdmissionHost
 from tfjob_operator.gang.queue import (
@@ -94,10 +95,12 @@ class LoopState:
     seen: dict[str, int] = field(default_factory=dict)
     #: jobs already counted in the admission-failures metric for their current wait.
     failure_counted: set[str] = field(default_factory=set)
+    #: Elastic jobs of the last pass: job key → the workers that fit at its turn (see fits_workers).
+    fits: dict[str, int | None] = field(default_factory=dict)
 
     def forget(self, keep: set[str]) -> None:
         """Drop what belongs to jobs that no longer wait (timeouts and back-off are kept: see forget_timeouts)."""
-        for table in (self.passes_waited, self.reasons, self.queued_since, self.seen):
+        for table in (self.passes_waited, self.reasons, self.queued_since, self.seen, self.fits):
             for key in [k for k in table if k not in keep]:
                 del table[key]
         self.failure_counted &= keep
@@ -224,6 +227,29 @@ class AdmissionLoop:
         """:meth:`wait_for`'s message."""
         return wait.message if (wait := self.wait_for(namespace, name)) is not None else None
 
+    def fits_workers(self, job: TFJob, rendered: Sequence[Mapping[str, Any]],
+                     pods: Sequence[Mapping[str, Any]]) -> int | None:
+        """The widest worker count in the elastic job's [min, max] that fits now (None: rigid job, capacity not
+        known yet, or not even min fits). A queued gang gets what the last pass found at its turn (gangs ranked
+        above it first); any other job what the kept free capacity takes with its own pods (``pods``) counted as
+        free for it. A job holding pods widens only while no gang waits for room (docs/gang.md)."""
+        bounds = elastic_bounds(job)
+        if bounds is None:
+            return None
+        key = builtin.job_key(job)
+        if key in self.state.fits:
+            return self.state.fits[key]
+        if self._watching is None or not self._watching.done():
+            self.watch_cluster()
+            return None
+        own = [p for p in pods if not is_terminal(p) and builtin.holds_on(p)]
+        request = GangRequest(key, tuple(rendered), domain_label=builtin.domain_label(job))
+        widest = widest_fit(self.capacity.cluster(), request, bounds, held_by(own, builtin.holds_on))
+        current = worker_count(own)
+        if widest is not None and current and any(w.kind is WaitKind.NO_ROOM for w in self.state.reasons.values()):
+            return min(widest, current)
+        return widest
+
     async def run(self) -> None:
         """Forever: wait for a wake (or the period), then one pass; a failing pass is retried later."""
         failures = 0
@@ -301,6 +327,7 @@ class AdmissionLoop:
         self._jobs = {uid: kept for uid, kept in self._jobs.items() if uid in waiting_uids}
         waiting = {key: view.obj for key, view in views.items()}
         if not jobs:
+            self.state.fits = {}
             self._publish({}, set())
             self._forget_timeouts()
             metrics.gang_queue_length.set(0)
@@ -329,6 +356,7 @@ class AdmissionLoop:
                                     passes_waited=self.state.passes_waited, not_before=self.state.not_before,
                                     requests=self._requests)
         self.passes += 1
+        self.state.fits = dict(plan.fits)
         metrics.gang_pass_seconds.observe(time.perf_counter() - started)
         by_key = {builtin.job_key(g.job): g for g in gangs}
         await self._release(plan, waiting, by_key)

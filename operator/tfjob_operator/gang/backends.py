@@ -13,7 +13,7 @@ from tfjob_operator import constants
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang.base import GangBackend, GangBackendError, GangOptions, ReleasedByOperator
 from tfjob_operator.gang.builtin import BuiltinBackend
-from tfjob_operator.gang.kueue import KueueBackend
+from tfjob_operator.gang.kueue import LABEL_QUEUE_NAME, KueueBackend
 from tfjob_operator.gang.none import NoGangBackend
 from tfjob_operator.gang.scheduler_plugins import SchedulerPluginsBackend
 from tfjob_operator.gang.volcano import VolcanoBackend
@@ -56,12 +56,25 @@ def released_by_operator(name: str) -> bool:
     return cls is not None and issubclass(cls, ReleasedByOperator)
 
 
+def kueue_managed(job: TFJob) -> bool:
+    """The job carries Kueue's queue label (on itself or a pod template): Kueue admits it and gates its pods."""
+    if LABEL_QUEUE_NAME in job.metadata.labels:
+        return True
+    return any(LABEL_QUEUE_NAME in (((spec.template or {}).get("metadata") or {}).get("labels") or {})
+               for _, spec in job.replica_specs())
+
+
 def chosen_backend_name(job: TFJob, default_name: str) -> tuple[str, str]:
-    """(backend name, where it came from): the job's annotation, else the operator's default."""
+    """(backend name, where it came from): the job's annotation, else the operator's default. The builtin gang
+    steps aside (`none`) for a job Kueue manages: Kueue admits the whole job, a second gate would only delay it."""
     annotated = job.metadata.annotations.get(constants.ANNOTATION_GANG_BACKEND)
     if annotated:
-        return annotated.strip(), f"metadata.annotations[{constants.ANNOTATION_GANG_BACKEND}]"
-    return str(default_name), "operator setting TFJOB_GANG_BACKEND"
+        name, source = annotated.strip(), f"metadata.annotations[{constants.ANNOTATION_GANG_BACKEND}]"
+    else:
+        name, source = str(default_name), "operator setting TFJOB_GANG_BACKEND"
+    if name == BuiltinBackend.name and kueue_managed(job):
+        return NoGangBackend.name, f"label {LABEL_QUEUE_NAME}: Kueue admits the job ({source} said {name})"
+    return name, source
 
 
 def backend_for(job: TFJob, default_name: str, options: GangOptions | None = None) -> GangBackend:

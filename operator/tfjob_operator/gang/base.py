@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 
 from tfjob_operator import apigroups, constants, resources
 from tfjob_operator.api import TFJob
+from tfjob_operator.gang.elastic import elastic_bounds, is_worker
 
 #: Annotation on a TFJob: a node label; all the job's pods must land on nodes sharing one value of it
 #: (an NVLink island, a rack). Built-in backend only.
@@ -134,21 +135,36 @@ def group_name(job: TFJob) -> str:
     return job.name
 
 
+def _gang_core(job: TFJob, pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None:
+    """An elastic job's pods that must run together: every pod but the workers above its minReplicas."""
+    bounds = elastic_bounds(job)
+    if bounds is None:
+        return None
+    workers = [p for p in pods if is_worker(p)][: bounds[0]]
+    return [p for p in pods if not is_worker(p)] + workers
+
+
 def min_member(job: TFJob, pods: Sequence[Mapping[str, Any]]) -> int:
-    """Pods that must be placed together: schedulingPolicy.minAvailable, else every pod."""
+    """Pods that must be placed together: schedulingPolicy.minAvailable, else (elastic) every pod but the workers
+    above minReplicas, else every pod."""
     policy = job.spec.runPolicy.schedulingPolicy
     if policy is not None and policy.minAvailable is not None:
         return min(policy.minAvailable, len(pods)) if pods else policy.minAvailable
-    return len(pods)
+    core = _gang_core(job, pods)
+    return len(pods) if core is None else len(core)
 
 
 def min_resources(job: TFJob, pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """schedulingPolicy.minResources if set, else the summed requests of the first minMember pods."""
+    """schedulingPolicy.minResources if set, else the summed requests of the minMember pods (the first ones; an
+    elastic job's: its pods but the workers above minReplicas)."""
     policy = job.spec.runPolicy.schedulingPolicy
     if policy is not None and policy.minResources:
         return {name: str(value) for name, value in policy.minResources.items()}
     total: resources.Resources = {}
-    for pod in list(pods)[: min_member(job, pods)]:
+    core = _gang_core(job, pods)
+    counted = core if core is not None and (policy is None or policy.minAvailable is None) else \
+        list(pods)[: min_member(job, pods)]
+    for pod in counted:
         total = resources.add(total, resources.pod_requests(pod))
     return {name: resources.format_quantity(value) for name, value in sorted(total.items()) if value > 0}
 

@@ -18,6 +18,10 @@ Policy, in order:
   Gangs ranked above it (higher priority) are placed before it as always.
   Running pods on those nodes finish, capacity accumulates, and the gang starts; a stream of small
   gangs cannot keep it out forever. A gang that cannot fit even on empty nodes never holds capacity.
+* Elastic gangs (``elastic``, see `gang.elastic`): a gang is placed at the width its pods were created with, all or
+  nothing. When that does not fit, the widest width in [min, created) that fits what is left at its turn is
+  reported (``fits``) and held for it for the rest of the pass, so gangs ranked below cannot take it while its
+  pods are created again at that width. It never goes below min; gangs ranked above are placed first as always.
 
 Where the rest lives: the request (`request`), free capacity (`cluster`), what a pass keeps while it admits
 (`caches`), and why a gang waits (`explain`).
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import heapq
 from collections import ChainMap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -51,6 +55,17 @@ class AdmissionPolicy:
 
 
 @dataclass(frozen=True)
+class Elastic:
+    """An elastic gang's widths: it was created with ``width`` workers and may run with any count in [lo, hi].
+    ``at(n)``: the gang with ``n`` workers (same pods otherwise)."""
+
+    lo: int
+    hi: int
+    width: int
+    at: Callable[[int], GangRequest]
+
+
+@dataclass(frozen=True)
 class AdmissionResult:
     """What one pass decided."""
 
@@ -64,6 +79,9 @@ class AdmissionResult:
     reserved_for: str | None = None
     #: Nodes held for ``reserved_for`` (node name → resources held), for status and metrics.
     held: dict[str, dict[str, Decimal]] = field(default_factory=dict)
+    #: Elastic gangs: key → the workers that fit at its turn (its width when admitted, narrower when that fits,
+    #: None when not even its minimum does).
+    fits: dict[str, int | None] = field(default_factory=dict)
 
     @property
     def waiting(self) -> dict[str, str]:
@@ -144,6 +162,22 @@ def _place_gang(work: PassCapacity, gang: GangRequest) -> tuple[dict[str, str], 
     return None
 
 
+def widest_in(work: PassCapacity, at: Callable[[int], GangRequest], lo: int,
+              hi: int) -> tuple[int, dict[str, str], Taken] | None:
+    """The widest worker count in [lo, hi] whose gang ``at(n)`` places on ``work`` (not modified), with its
+    placement; None when not even ``lo`` fits. Binary search: a gang with fewer workers of a class fits wherever
+    one with more does (each class fills nodes in one order, so fewer workers take a prefix of the same nodes)."""
+    best: tuple[int, dict[str, str], Taken] | None = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        found = _place_gang(work, at(mid))
+        if found is None:
+            hi = mid - 1
+        else:
+            best, lo = (mid, *found), mid + 1
+    return best
+
+
 def _hold_plan(work: PassCapacity, gang: GangRequest) -> Matrix | None:
     """Nodes the gang would occupy were they empty, preferring those with the most free GPUs now."""
     c = work.cluster
@@ -171,8 +205,10 @@ def admit_in(
     queue: Sequence[GangRequest],
     policy: AdmissionPolicy = AdmissionPolicy(),
     passes_waited: Mapping[str, int] | None = None,
+    elastic: Mapping[str, Elastic] | None = None,
 ) -> AdmissionResult:
-    """One admission pass over ``queue`` on a prepared :class:`Cluster` (which is not modified)."""
+    """One admission pass over ``queue`` on a prepared :class:`Cluster` (which is not modified). ``elastic``: the
+    widths of the elastic gangs among them, by key."""
     waited = passes_waited or {}
     work = PassCapacity(cluster)
     reasons = Reasons(work)
@@ -183,6 +219,7 @@ def admit_in(
     reserved_for: str | None = None
     held: Matrix | None = None
     failed: set[tuple[Any, ...]] = set()
+    fits: dict[str, int | None] = {}
     for gang in sorted(queue, key=lambda g: g.rank):
         if blocked_by is not None:
             waits[gang.key] = GangWait(WaitKind.NO_ROOM, f"waiting behind {blocked_by} (strict FIFO)")
@@ -195,9 +232,25 @@ def admit_in(
             placement, used = found
             work.commit(used)
             admitted[gang.key] = placement
+            if elastic and gang.key in elastic:
+                fits[gang.key] = elastic[gang.key].width
             continue
         failed.add(shape)
         passes = waited.get(gang.key, 0)
+        ask = elastic.get(gang.key) if elastic else None
+        narrower = widest_in(work, ask.at, ask.lo, min(ask.hi, ask.width - 1)) if ask is not None else None
+        if ask is not None and narrower is not None:
+            # Held for it while its pods are created again at that width (the pass after admits them).
+            width, _, used = narrower
+            wait = reasons.explain(gang, never_fits=False, held_for=reserved_for)
+            work.commit(used)
+            fits[gang.key] = width
+            waits[gang.key] = GangWait(wait.kind, f"{wait.message}; {width} of its {ask.width} workers fit now "
+                                                  f"(elastic, min {ask.lo}): starting it with {width}")
+            next_waited[gang.key] = passes + 1
+            continue
+        if ask is not None:
+            fits[gang.key] = None
         never_fits = not cluster.fits_empty(gang)
         if not never_fits and not policy.backfill:
             blocked_by = gang.key
@@ -218,4 +271,4 @@ def admit_in(
             held_out[cluster.nodes[n].name] = {
                 cluster.resource_names[i]: decimal_of(int(v)) for i, v in enumerate(held[n].tolist()) if v
             }
-    return AdmissionResult(admitted, waits, next_waited, reserved_for, held_out)
+    return AdmissionResult(admitted, waits, next_waited, reserved_for, held_out, fits)

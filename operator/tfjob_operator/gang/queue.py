@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from tfjob_operator import constants
@@ -19,8 +20,9 @@ from tfjob_operator.api import TFJob
 from tfjob_operator.gang import base, builtin
 from tfjob_operator.gang.builtin import domain_label, is_gated, job_key, release_patch, schedule_timed_out
 from tfjob_operator.gang.cluster import Cluster
+from tfjob_operator.gang.elastic import elastic_bounds, gang_at, rendered_sizes, worker_count
 from tfjob_operator.gang.explain import GangWait, WaitKind
-from tfjob_operator.gang.placement import AdmissionPolicy, admit_in
+from tfjob_operator.gang.placement import AdmissionPolicy, Elastic, admit_in
 from tfjob_operator.gang.request import GangRequest
 from tfjob_operator.keys import JobKey
 from tfjob_operator.observed import owned_by, prior_status
@@ -151,6 +153,8 @@ class PassPlan:
     passes_waited: dict[str, int] = field(default_factory=dict)
     #: The job holding the anti-starvation reservation, if any.
     reserved_for: str | None = None
+    #: Elastic jobs considered: job key → the workers that fit at its turn (see placement.admit_in).
+    fits: dict[str, int | None] = field(default_factory=dict)
 
     @property
     def queued(self) -> dict[str, str]:
@@ -199,6 +203,7 @@ def plan_pass_in(
     timed_out: list[str] = []
     queue: list[GangRequest] = []
     by_key: dict[str, QueuedGang] = {}
+    elastic: dict[str, Elastic] = {}
     for gang in gangs:
         key = job_key(gang.job)
         live = [p for p in gang.pods if not is_terminal(p)]
@@ -213,17 +218,27 @@ def plan_pass_in(
             queued[key] = GangWait(WaitKind.BACKOFF,
                                    f"requeued after a schedule timeout; admission resumes at {wait_until:%H:%M:%S}Z")
             continue
-        expected = gang.job.total_replicas()
+        bounds = elastic_bounds(gang.job)
+        # An elastic gang is created at the width that fit then: its pods record how many they are.
+        sizes = rendered_sizes(live) if bounds is not None else set()
+        if len(sizes) > 1:
+            queued[key] = GangWait(WaitKind.CREATING, f"waiting for the gang to be created again at one width "
+                                                      f"(its pods record {' and '.join(map(str, sorted(sizes)))})")
+            continue
+        expected = next(iter(sizes)) if sizes else gang.job.total_replicas()
         if len(live) < expected:
             queued[key] = GangWait(WaitKind.CREATING,
                                    f"waiting for all {expected} pods of the gang to be created ({len(live)} so far)")
             continue
         by_key[key] = gang
-        queue.append(_kept_request(requests, gang, gated))
+        request = _kept_request(requests, gang, gated)
+        queue.append(request)
+        if bounds is not None and (width := worker_count(gated)):
+            elastic[key] = Elastic(*bounds, width=width, at=partial(gang_at, request))
     if requests is not None:
         for key in [k for k in requests if k not in by_key]:
             del requests[key]
-    result = admit_in(cluster, queue, policy, passes_waited)
+    result = admit_in(cluster, queue, policy, passes_waited, elastic)
     releases: list[Release] = []
     for key, chosen in result.admitted.items():
         for pod in by_key[key].pods:
@@ -240,4 +255,5 @@ def plan_pass_in(
         # Jobs skipped this pass (back-off, half created) keep their count.
         passes_waited={**{k: v for k, v in (passes_waited or {}).items() if k in queued}, **result.passes_waited},
         reserved_for=result.reserved_for,
+        fits=result.fits,
     )

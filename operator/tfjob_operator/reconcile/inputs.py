@@ -33,6 +33,9 @@ class GangView:
     queued_reason: str | None = None
     #: Why the job cannot run under its backend (unknown backend name, missing queue ...): fails it as InvalidSpec.
     problems: tuple[str, ...] = ()
+    #: Elastic jobs: the widest worker count in [min, max] that fits now, the job's own pods counted as free for
+    #: it (None: a rigid job, capacity not known, or not even min fits). The builtin backend's admission loop.
+    fits_workers: int | None = None
 
 
 @dataclass(frozen=True)
