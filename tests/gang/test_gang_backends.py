@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -132,6 +133,12 @@ def test_the_settings_the_chart_and_the_cli_offer_exactly_the_registered_backend
     (action,) = [a for a in cli.build_parser()._subparsers._group_actions[0].choices["render"]._actions
                  if "--gang" in a.option_strings]
     assert all(name in action.help for name in names)
+
+
+def test_the_docs_backends_table_lists_exactly_the_registered_backends():
+    text = (REPO / "docs/gang.md").read_text().split("## Choosing a backend", 1)[1].split("\n## ", 1)[0]
+    listed = {m.group(1) for m in re.finditer(r"^\| `([a-z-]+)`", text, flags=re.M)}
+    assert listed == set(backend_names()), "docs/gang.md's 'Choosing a backend' table: one row per backend"
 
 
 # (case, annotations, default, expected backend name)
