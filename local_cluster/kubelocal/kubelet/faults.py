@@ -10,7 +10,6 @@ from typing import Any, Protocol
 
 from kubelocal.kubeclient import now_rfc3339
 
-from .container import killpg
 from .node_status import NodeStatus
 from .pod_worker import PodWorker
 
@@ -58,7 +57,7 @@ async def kill_container(kubelet: FaultTarget, namespace: str, pod: str, sig: in
         run = c.running
         if run is not None:
             run.forced_reason = "OOMKilled" if sig == signal.SIGKILL else None
-            killpg(run.pid, sig)
+            rt.kill(run, sig)
             return
     raise KeyError(f"pod {namespace}/{pod} has no running container"
                    + (f" named {container}" if container else ""))

@@ -2,7 +2,8 @@
 serves to a pod worker, confirming deletions, and serving logs and exec to the API server.
 
 It registers its nodes, watches pods over HTTP, and for each pod bound to a node it serves (every Node in
-the cluster that it has not lost) starts a `PodRuntime` (containers as local processes). Workers report
+the cluster that it has not lost) starts a pod worker: a `PodRuntime` (containers as local processes), or on
+a simulated node (`kubelocal.dev/sim=true`) a `SimPod` (containers as timers, kwok's stages). Workers report
 status through `pods/status`; on deletion they stop their containers, and the kubelet confirms it.
 """
 
@@ -20,12 +21,14 @@ from kubelocal import containers as ct
 from kubelocal.controllers.node_lifecycle import NODE_NAME
 from kubelocal.kubeclient import ApiError, Informer, KubeClient, post_event
 from kubelocal.lifeline import ChildProcess, Lifeline
+from kubelocal.nodes import is_simulated
 
 from . import faults
 from .container import killpg
 from .logs import read_log
 from .node_status import NodeStatus
 from .pod_worker import PodRuntime, PodWorker
+from .sim import SimPod
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,8 @@ class ProcessKubelet:
                  config_retry_seconds: float = 1.0, heartbeat_seconds: float = 1.0,
                  image: ct.ImageDefaults = ct.ImageDefaults(),
                  images: Mapping[str, ct.ImageDefaults] | None = None,
-                 cluster_env: Mapping[str, str] | None = None, status_concurrency: int = 6) -> None:
+                 cluster_env: Mapping[str, str] | None = None, status_concurrency: int = 6,
+                 sim_speed: float = 1.0, sim_heartbeat_seconds: float = 10.0) -> None:
         self.url = url
         #: What every container's image is taken to give it (there is no image locally): ENV and WORKDIR.
         self.image = image
@@ -56,6 +60,12 @@ class ProcessKubelet:
         self.backoff = backoff
         self.config_retry_seconds = config_retry_seconds
         self.heartbeat_seconds = heartbeat_seconds
+        if not sim_speed > 0:
+            raise ValueError(f"sim_speed: {sim_speed!r} must be a positive number of simulated seconds per second")
+        #: Simulated seconds per wall second for simulated pods' delays and durations.
+        self.sim_speed = sim_speed
+        #: How often each simulated node renews its Lease (kubelet: every 10 s, a quarter of the Lease's 40 s).
+        self.sim_heartbeat_seconds = sim_heartbeat_seconds
         self.client = KubeClient(url, USER_AGENT, max_connections=8)
         # Leases and node status on their own connections, as the kubelet's heartbeat client: a backlog of pod
         # status writes during a burst must not delay a renewal until the node looks unreachable.
@@ -88,12 +98,14 @@ class ProcessKubelet:
         """Register the declared nodes (Ready), then start serving pods."""
         self.lifeline.start()
         await self.node_status.ensure_lease_namespace()
-        for node in self.declared_nodes:
-            await self.node_status.register(node)
-        names = [node["metadata"]["name"] for node in self.declared_nodes]
+        await self.node_status.register_all(self.declared_nodes)
+        names = [node["metadata"]["name"] for node in self.declared_nodes if not is_simulated(node)]
+        simulated = [node["metadata"]["name"] for node in self.declared_nodes if is_simulated(node)]
         self._tasks = [asyncio.create_task(self._nodes.run(), name="kubelet-nodes"),
                        asyncio.create_task(self.node_status.heartbeat(names, self.heartbeat_seconds),
-                                           name="kubelet-heartbeat")]
+                                           name="kubelet-heartbeat"),
+                       asyncio.create_task(self.node_status.heartbeat(simulated, self.sim_heartbeat_seconds),
+                                           name="kubelet-sim-heartbeat")]
         await self._nodes.synced.wait()
         self._tasks.append(asyncio.create_task(self._pods.run(), name="kubelet-pods"))
         await self._pods.synced.wait()
@@ -169,6 +181,8 @@ class ProcessKubelet:
             self._spawn_background(rt.delete_confirmed())
 
     def _new_worker(self, pod: dict[str, Any]) -> PodWorker:
+        if is_simulated(self._nodes.cache.get(("", pod["spec"]["nodeName"]))):
+            return SimPod(self, pod, self.sim_speed)
         return PodRuntime(self, pod)
 
     def forget(self, rt: PodWorker) -> None:

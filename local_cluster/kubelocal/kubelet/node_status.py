@@ -79,20 +79,33 @@ class NodeStatus:
         status = dict(node.get("status") or {})
         status["conditions"] = ready_conditions(True)
         await self.client.patch(f"/api/v1/nodes/{name}/status", {"status": status}, MERGE_PATCH)
-        await self.renew_lease(name)
+        await self.renew_lease(name, create=True)
 
-    async def renew_lease(self, node: str) -> None:
+    async def register_all(self, nodes: Sequence[Mapping[str, Any]], concurrency: int = 8) -> None:
+        """Register many nodes, a few at a time (a thousand simulated nodes must not take a request each in turn)."""
+        for i in range(0, len(nodes), concurrency):
+            await asyncio.gather(*(self.register(node) for node in nodes[i:i + concurrency]))
+
+    async def renew_lease(self, node: str, *, create: bool = False) -> None:
+        """Renew the node's Lease, creating it when missing (`create`: expect it missing, as at registration)."""
         path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases"
         stamp = times.format_micro_time()
         spec = {"holderIdentity": node, "leaseDurationSeconds": LEASE_DURATION_SECONDS, "renewTime": stamp}
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": node},
+                 "spec": {**spec, "acquireTime": stamp}}
+        if create:
+            try:
+                await self.heartbeat_client.post(path, lease)
+                return
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
         try:
             await self.heartbeat_client.patch(f"{path}/{node}", {"spec": spec}, MERGE_PATCH)
         except ApiError as exc:
             if exc.status != 404:
                 raise
-            await self.heartbeat_client.post(path, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                                    "metadata": {"name": node},
-                                                    "spec": {**spec, "acquireTime": stamp}})
+            await self.heartbeat_client.post(path, lease)
 
     async def post_ready(self, node: str, client: KubeClient | None = None) -> None:
         await (client or self.client).patch(f"/api/v1/nodes/{node}/status",

@@ -126,7 +126,72 @@ class PodWorker:
         return self.status_manager.status()
 
     async def _main(self) -> None:
+        """Prepare, run the init containers in order, then the app containers together."""
+        try:
+            if not await self._prepare():
+                return
+            for c in self.init_containers:
+                code = await self._run_container(c)
+                if self.stopping.is_set():
+                    return
+                if code != 0:  # only reached when the policy is Never: the pod fails
+                    self.terminal = True
+                    self.mark()
+                    return
+            self.initialized = True
+            for c in self.containers:
+                c.waiting_reason = "ContainerCreating"
+            self.mark()
+            if len(self.containers) == 1:
+                await self._run_container(self.containers[0])
+            else:
+                await asyncio.gather(*(self._run_container(c) for c in self.containers))
+            if not self.stopping.is_set():
+                self.terminal = True
+                self.mark()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("pod %s/%s: worker failed", self.namespace, self.name)
+
+    async def _prepare(self) -> bool:
+        """Get ready to start containers; False when the pod is stopped first."""
         raise NotImplementedError
+
+    async def _run_container(self, c: Container) -> int:
+        """Run, wait, restart per policy; the last exit code."""
+        policy = self.restart_policy
+        if c.init and policy == "Always":
+            policy = "OnFailure"  # init containers are retried until they succeed, never rerun after
+        code = 0
+        while not self.stopping.is_set():
+            run = self._start_run(c)
+            code = await self._await_run(c, run)
+            self.mark()
+            if self.stopping.is_set() or not should_restart(policy, code):
+                return code
+            delay = backoff_delay(len(c.runs) - 1, *self.kubelet.backoff)
+            c.backing_off, c.waiting_reason = True, "CrashLoopBackOff"
+            c.waiting_message = (f"back-off {delay:g}s restarting failed container={c.name} "
+                                 f"pod={self.name}_{self.namespace}({self.uid})")
+            self.mark()
+            await self.kubelet.post_event(self.pod, "Warning", "BackOff", "Back-off restarting failed container "
+                                          f"{c.name} in pod {self.name}_{self.namespace}({self.uid})")
+            await wait_event(self.stopping, delay)
+            c.backing_off, c.waiting_message = False, None
+        return code
+
+    def _start_run(self, c: Container) -> Run:
+        """Start the container's next run."""
+        raise NotImplementedError
+
+    async def _await_run(self, c: Container, run: Run) -> int:
+        """Wait until the run ends; its exit code."""
+        raise NotImplementedError
+
+    def kill(self, run: Run, sig: int) -> None:
+        """Deliver a signal to a running container (a crash, the OOM killer)."""
+        killpg(run.pid, sig)
 
     async def _stop_containers(self, grace: float) -> None:
         """Stop what runs the containers, within `grace` seconds."""
@@ -179,43 +244,16 @@ class PodRuntime(PodWorker):
         super().__init__(kubelet, pod)
         self.dir = kubelet.workdir / "pods" / f"{self.namespace}_{self.name}_{self.uid}"
 
-    async def _main(self) -> None:
-        try:
-            specs = await self._prepare()
-            if specs is None:
-                return
-            self.specs = specs
-            for c in self.init_containers:
-                code = await self._run_container(c, specs[c.name])
-                if self.stopping.is_set():
-                    return
-                if code != 0:  # only reached when the policy is Never: the pod fails
-                    self.terminal = True
-                    self.mark()
-                    return
-            self.initialized = True
-            for c in self.containers:
-                c.waiting_reason = "ContainerCreating"
-            self.mark()
-            await asyncio.gather(*(self._run_container(c, specs[c.name]) for c in self.containers))
-            if not self.stopping.is_set():
-                self.terminal = True
-                self.mark()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("pod %s/%s: worker failed", self.namespace, self.name)
-
-    async def _prepare(self) -> dict[str, ct.ProcessSpec] | None:
+    async def _prepare(self) -> bool:
         """Directories, volume contents and each container's process spec; retried while config is missing."""
         for c in self.containers:
             c.waiting_reason = "PodInitializing" if self.init_containers else "ContainerCreating"
         while not self.stopping.is_set():
             try:
-                specs = await self._process_specs()
+                self.specs = await self._process_specs()
                 for c in self.all_containers:
                     c.waiting_message = None
-                return specs
+                return True
             except ct.ContainerConfigError as exc:
                 for c in self.all_containers:
                     c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(exc)
@@ -224,7 +262,7 @@ class PodRuntime(PodWorker):
             except _TRANSIENT as exc:  # reading ConfigMaps/Secrets failed or a directory could not be made
                 log.warning("pod %s/%s: preparing containers failed (%s); retrying", self.namespace, self.name, exc)
             await wait_event(self.stopping, self.kubelet.config_retry_seconds)
-        return None
+        return False
 
     async def _process_specs(self) -> dict[str, ct.ProcessSpec]:
         refs = await self.kubelet.fetch_refs(self.pod)
@@ -254,30 +292,8 @@ class PodRuntime(PodWorker):
             (self.dir / "logs" / c.name).mkdir(parents=True, exist_ok=True)
         return specs
 
-    async def _run_container(self, c: Container, spec: ct.ProcessSpec) -> int:
-        """Run, wait, restart per policy; the last exit code."""
-        policy = self.restart_policy
-        if c.init and policy == "Always":
-            policy = "OnFailure"  # init containers are retried until they succeed, never rerun after
-        code = 0
-        while not self.stopping.is_set():
-            run = self._spawn(c, spec)
-            code = await self._wait(c, run)
-            self.mark()
-            if self.stopping.is_set() or not should_restart(policy, code):
-                return code
-            delay = backoff_delay(len(c.runs) - 1, *self.kubelet.backoff)
-            c.backing_off, c.waiting_reason = True, "CrashLoopBackOff"
-            c.waiting_message = (f"back-off {delay:g}s restarting failed container={c.name} "
-                                 f"pod={self.name}_{self.namespace}({self.uid})")
-            self.mark()
-            await self.kubelet.post_event(self.pod, "Warning", "BackOff", "Back-off restarting failed container "
-                                          f"{c.name} in pod {self.name}_{self.namespace}({self.uid})")
-            await wait_event(self.stopping, delay)
-            c.backing_off, c.waiting_message = False, None
-        return code
-
-    def _spawn(self, c: Container, spec: ct.ProcessSpec) -> Run:
+    def _start_run(self, c: Container) -> Run:
+        spec = self.specs[c.name]
         run = start_process(c, spec, self.dir / "logs" / c.name, self.kubelet.lifeline)
         if run.proc is None:
             return run  # StartError
@@ -289,7 +305,7 @@ class PodRuntime(PodWorker):
         self.mark()
         return run
 
-    async def _wait(self, c: Container, run: Run) -> int:
+    async def _await_run(self, c: Container, run: Run) -> int:
         try:
             return await wait_process(c, run, self.kubelet.lifeline)
         finally:
