@@ -70,7 +70,22 @@ def peer_address(job: TFJob, rtype: ReplicaType, index: int, options: RenderOpti
 
 
 def tf_config(job: TFJob, rtype: ReplicaType, index: int, options: RenderOptions) -> dict[str, Any]:
-    """The TF_CONFIG a pod receives: every peer by type, its own task, environment "cloud"."""
+    """The TF_CONFIG a pod receives: every peer by type, its own task, environment "cloud". Under
+    enableDynamicWorker a sparse cluster, as Kubeflow renders it since its PR #1798 (key `cluster`): every PS and
+    the pod itself, a worker as {"<index>": address} (TensorFlow's sparse ClusterSpec), so workers come and go
+    without the others' TF_CONFIG changing. A chief or evaluator sees the PS and itself too (Kubeflow gives it
+    no cluster at all, so it fails at start: its issue #1763)."""
+    if job.spec.enableDynamicWorker:
+        sparse: dict[str, Any] = {}
+        if ReplicaType.PS in job.spec.tfReplicaSpecs:
+            sparse["ps"] = [peer_address(job, ReplicaType.PS, i, options)
+                            for i in range(job.spec.tfReplicaSpecs[ReplicaType.PS].replicas)]
+        own = peer_address(job, rtype, index, options)
+        if rtype == ReplicaType.WORKER:
+            sparse["worker"] = {str(index): own}
+        elif rtype != ReplicaType.PS:
+            sparse[rtype.tf_name] = [own]
+        return {"cluster": sparse, "task": {"type": rtype.tf_name, "index": index}, "environment": "cloud"}
     cluster = {
         t.tf_name: [peer_address(job, t, i, options) for i in range(spec.replicas)]
         for t, spec in job.replica_specs()
@@ -186,11 +201,27 @@ def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOption
             _declare_metrics_port(container, port)
         if job.spec.runPolicy.stallTimeoutSeconds:
             env[constants.ENV_STALL_TIMEOUT] = str(job.spec.runPolicy.stallTimeoutSeconds)
+        env.update(_elastic_env(job))
+        grace = pod_spec.get("terminationGracePeriodSeconds")
+        env[constants.ENV_TERMINATION_GRACE_SECONDS] = str(
+            grace if isinstance(grace, int) else constants.KUBE_DEFAULT_TERMINATION_GRACE_SECONDS)
         env[constants.ENV_TERMINATION_MESSAGE_PATH] = container.get("terminationMessagePath") or "/dev/termination-log"
         _set_env(container, env)
         # A failed run's log tail becomes its termination message, so the job's Failed condition can say why.
         container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def _elastic_env(job: TFJob) -> dict[str, str]:
+    """An elastic job's scaling policy and N0, the width its batch and learning rate were written for (the
+    Worker.replicas it started with, as the status records; the spec's before it started)."""
+    policy = job.spec.elasticPolicy
+    if policy is None:
+        return {}
+    recorded = job.status.elastic.baseReplicas if job.status and job.status.elastic else None
+    specs = job.spec.tfReplicaSpecs
+    base = recorded or (specs[ReplicaType.WORKER].replicas if ReplicaType.WORKER in specs else 0)  # type: ignore[comparison-overlap]
+    return {constants.ENV_ELASTIC_SCALING: policy.scaling.value, constants.ENV_ELASTIC_BASE_WORKERS: str(base)}
 
 
 def render(job: TFJob, options: RenderOptions | None = None) -> Rendered:

@@ -143,6 +143,7 @@ def test_worker_pod_is_rendered_whole() -> None:
                         {"name": "TFJOB_NAME", "value": "j"},
                         {"name": "TFJOB_ATTEMPT", "value": "3"},
                         {"name": "TFJOB_WORKER_METRICS_PORT", "value": "9464"},
+                        {"name": "TFJOB_TERMINATION_GRACE_SECONDS", "value": "30"},
                         {"name": "TFJOB_TERMINATION_MESSAGE_PATH", "value": "/dev/termination-log"}],
                 "ports": [{"name": "tfjob-port", "containerPort": 2222},
                           {"name": "tfjob-metrics", "containerPort": 9464, "protocol": "TCP"}],
@@ -253,7 +254,7 @@ def test_tf_config_goes_to_the_tensorflow_container_only() -> None:
     sidecar, tf = pod["spec"]["containers"]
     assert "env" not in sidecar
     assert [e["name"] for e in tf["env"]] == ["TF_CONFIG", "TFJOB_NAME", "TFJOB_ATTEMPT", "TFJOB_WORKER_METRICS_PORT",
-                                              "TFJOB_TERMINATION_MESSAGE_PATH"]
+                                              "TFJOB_TERMINATION_GRACE_SECONDS", "TFJOB_TERMINATION_MESSAGE_PATH"]
 
 
 def test_user_tf_config_is_replaced_not_duplicated() -> None:

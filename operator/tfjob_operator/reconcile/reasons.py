@@ -30,6 +30,9 @@ class Reason(StrEnum):
     NODE_LOST = "NodeLost"
     POD_DELETED = "PodDeleted"
     POD_DISRUPTED = "PodDisrupted"
+    NODE_MARKED_FOR_REMOVAL = "NodeMarkedForRemoval"  # elastic jobs: restarted before the node goes
+    # Restarting: an elastic job's width changed (never counted)
+    RESIZED = "Resized"
     # Suspended
     JOB_SUSPENDED = "JobSuspended"
     JOB_RESUMED = "JobResumed"
@@ -49,6 +52,7 @@ class Reason(StrEnum):
     # Events only
     REPLICA_RESTARTING = "ReplicaRestarting"
     MANAGED_BY_KUBEFLOW_VALUE = "ManagedByKubeflowValue"
+    WORKERS_SCALED = "WorkersScaled"  # enableDynamicWorker: workers added or removed one by one
     # A kubeflow.org/v1 job's replicas changed at run time (tfjob.dev/v1: its CRD refuses the change)
     REPLICAS_CHANGE_REFUSED = "ReplicasChangeRefused"
     REPLICAS_CHANGE_SUPERSEDED = "ReplicasChangeSuperseded"
