@@ -71,27 +71,30 @@ def peer_address(job: TFJob, rtype: ReplicaType, index: int, options: RenderOpti
 
 def tf_config(job: TFJob, rtype: ReplicaType, index: int, options: RenderOptions) -> dict[str, Any]:
     """The TF_CONFIG a pod receives: every peer by type, its own task, environment "cloud". Under
-    enableDynamicWorker a sparse cluster, as Kubeflow renders it since its PR #1798 (key `cluster`): every PS and
-    the pod itself, a worker as {"<index>": address} (TensorFlow's sparse ClusterSpec), so workers come and go
-    without the others' TF_CONFIG changing. A chief or evaluator sees the PS and itself too (Kubeflow gives it
-    no cluster at all, so it fails at start: its issue #1763)."""
+    enableDynamicWorker the sparse form Kubeflow renders (under the key `cluster` since its PR #1798; no
+    environment): a worker sees every PS and itself as {"<index>": address}, a PS itself only, so workers come and
+    go without the others' TF_CONFIG changing. A chief or evaluator sees every PS and itself (Kubeflow gives it
+    neither, so it fails at start: its issue #1763)."""
     if job.spec.enableDynamicWorker:
-        sparse: dict[str, Any] = {}
-        if ReplicaType.PS in job.spec.tfReplicaSpecs:
-            sparse["ps"] = [peer_address(job, ReplicaType.PS, i, options)
-                            for i in range(job.spec.tfReplicaSpecs[ReplicaType.PS].replicas)]
-        own = peer_address(job, rtype, index, options)
-        if rtype == ReplicaType.WORKER:
-            sparse["worker"] = {str(index): own}
-        elif rtype != ReplicaType.PS:
-            sparse[rtype.tf_name] = [own]
-        return {"cluster": sparse, "task": {"type": rtype.tf_name, "index": index}, "environment": "cloud"}
+        return {"cluster": _sparse_cluster(job, rtype, index, options), "task": {"type": rtype.tf_name, "index": index}}
     cluster = {
         t.tf_name: [peer_address(job, t, i, options) for i in range(spec.replicas)]
         for t, spec in job.replica_specs()
         if spec.replicas > 0
     }
     return {"cluster": cluster, "task": {"type": rtype.tf_name, "index": index}, "environment": "cloud"}
+
+
+def _sparse_cluster(job: TFJob, rtype: ReplicaType, index: int, options: RenderOptions) -> dict[str, Any]:
+    specs = job.spec.tfReplicaSpecs
+    every_ps = [peer_address(job, ReplicaType.PS, i, options)
+                for i in range(specs[ReplicaType.PS].replicas if ReplicaType.PS in specs else 0)]  # type: ignore[comparison-overlap]
+    own = peer_address(job, rtype, index, options)
+    if rtype == ReplicaType.PS:
+        return {"worker": {}, "ps": [own]}
+    if rtype == ReplicaType.WORKER:
+        return {"worker": {str(index): own}, "ps": every_ps}
+    return {"worker": {}, "ps": every_ps, rtype.tf_name: [own]}
 
 
 def render_service(job: TFJob) -> dict[str, Any]:

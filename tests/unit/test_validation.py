@@ -276,3 +276,21 @@ def test_parse_does_not_change_its_input() -> None:
     before = copy.deepcopy(manifest)
     parse_tfjob(manifest)
     assert manifest == before
+
+
+def test_an_elastic_job_and_a_dynamic_worker_ps_job_are_accepted() -> None:
+    elastic = with_("spec.elasticPolicy", {"minReplicas": 1, "maxReplicas": 4})
+    policy = parse_tfjob(elastic).spec.elasticPolicy
+    assert policy is not None
+    assert (policy.scaling.value, policy.resizeCooldownSeconds) == ("ConstantGlobalBatch", 300)
+    ps_job = {**good(), "apiVersion": "kubeflow.org/v1"}
+    ps_job["spec"] = {**ps_job["spec"], "enableDynamicWorker": True,
+                      "tfReplicaSpecs": {**ps_job["spec"]["tfReplicaSpecs"], "PS": ps_job["spec"]["tfReplicaSpecs"][
+                          "Worker"]}}
+    assert parse_tfjob(ps_job).spec.enableDynamicWorker
+
+
+def test_elastic_policy_is_refused_on_kubeflow_jobs_naming_the_field() -> None:
+    manifest = {**with_("spec.elasticPolicy", {"minReplicas": 1, "maxReplicas": 4}), "apiVersion": "kubeflow.org/v1"}
+    with pytest.raises(InvalidSpec, match=r"spec.elasticPolicy: only on tfjob.dev/v1"):
+        parse_tfjob(manifest)

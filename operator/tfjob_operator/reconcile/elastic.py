@@ -144,7 +144,7 @@ def _restart(ctx: Ctx, job: TFJob, current: list[ObservedPod], reason: Reason, m
     ctx.transition(C.RESTARTING, reason, message)
     ctx.set(C.RUNNING, False, Reason.RESTARTING, message)
     ctx.actions.extend(DeletePod(p.name) for p in current if not p.terminating)
-    replica_statuses(ctx, job, [])
+    replica_statuses(ctx, at_width(job, ctx.status), [])  # the new attempt, at its width, has no pods yet
 
 
 def _record(ctx: Ctx, old: int, new: int, cause: str, *, transition: bool) -> str:

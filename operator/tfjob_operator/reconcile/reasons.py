@@ -52,7 +52,6 @@ class Reason(StrEnum):
     # Events only
     REPLICA_RESTARTING = "ReplicaRestarting"
     MANAGED_BY_KUBEFLOW_VALUE = "ManagedByKubeflowValue"
-    WORKERS_SCALED = "WorkersScaled"  # enableDynamicWorker: workers added or removed one by one
     # A kubeflow.org/v1 job's replicas changed at run time (tfjob.dev/v1: its CRD refuses the change)
     REPLICAS_CHANGE_REFUSED = "ReplicasChangeRefused"
     REPLICAS_CHANGE_SUPERSEDED = "ReplicasChangeSuperseded"
