@@ -1,8 +1,9 @@
 """The TFJob reconciler: one pure function, :func:`reconcile`, and one module per policy beside it.
 
 `core` (the flow), `success_policy`, `failure_policy`, `lifecycle` (suspend, deadline, finish, clean-up, TTL),
-`resize` (kubeflow.org/v1 only), over `observe` (pods as reconcile reads them), `conditions` (the status being
-built), `actions` (what the controller carries out), `inputs` (options, the gang view) and `reasons`.
+`resize` (kubeflow.org/v1 only), `elastic` (spec.elasticPolicy's width), `dynamic_workers` (enableDynamicWorker),
+over `observe` (pods as reconcile reads them), `conditions` (the status being built), `actions` (what the
+controller carries out), `inputs` (options, the gang view) and `reasons`.
 Everything other modules use is importable from here.
 """
 

@@ -1,6 +1,7 @@
 """A `replicas` change while the gang runs, for `kubeflow.org/v1` jobs: refused at run time, the gang kept at the
-size its pods record (`tfjob.dev/gang-replicas`). `tfjob.dev/v1` jobs never get here: their CRD refuses the
-change at apply time (a CEL transition rule, `api.REPLICAS_FIXED_WHILE_RUNNING`); Kubeflow's CRD is vendored
+size its pods record (`tfjob.dev/gang-replicas`), Worker aside under enableDynamicWorker. `tfjob.dev/v1` jobs
+never get here: their CRD refuses the change at apply time (a CEL transition rule,
+`api.REPLICAS_FIXED_WHILE_RUNNING`), except an elastic job's Worker width (`elastic`); Kubeflow's CRD is vendored
 as published, so it cannot carry that rule."""
 
 from __future__ import annotations
