@@ -26,6 +26,8 @@ C = JobConditionType
 
 #: Room for more workers must be seen this long without a break before the gang widens (hysteresis).
 WIDEN_STABLE_SECONDS = 60
+#: While a gang runs narrower than max, it is reconciled this often to see whether room has returned.
+RECHECK_SECONDS = 30
 
 
 def is_elastic(job: TFJob) -> bool:
@@ -109,9 +111,13 @@ def _maybe_widen(ctx: Ctx, job: TFJob, current: list[ObservedPod]) -> bool:
     el, policy = ctx.status.elastic, job.spec.elasticPolicy
     assert el is not None and policy is not None
     fits = ctx.options.gang.fits_workers
-    if fits is None or fits <= el.currentReplicas or el.currentReplicas >= policy.maxReplicas \
-            or not ctx.is_true(C.RUNNING):
+    if el.currentReplicas >= policy.maxReplicas or not ctx.is_true(C.RUNNING):
         el.widerSince = None
+        return False
+    if fits is None or fits <= el.currentReplicas:
+        el.widerSince = None
+        # Room returning is no event of this job's: look again now and then while it runs narrower than max.
+        ctx.requeue_at(ctx.now + timedelta(seconds=RECHECK_SECONDS))
         return False
     since = parse_time(el.widerSince)
     if since is None:
