@@ -174,4 +174,4 @@ def note_cause(status: TFJobStatus, pod: ObservedPod, reason: Reason) -> None:
         status.elastic.cause = f"node {pod.node} lost"
     else:
         words = {Reason.POD_EVICTED: "evicted", Reason.POD_PREEMPTED: "preempted", Reason.POD_DELETED: "deleted"}
-        status.elastic.cause = f"pod {pod.name} {words.get(reason, 'lost')}"
+        status.elastic.cause = f"pod {pod.name} {words.get(reason) or f'failed ({reason.value})'}"
