@@ -88,6 +88,38 @@ class SuccessPolicy(StrEnum):
     ALL_WORKERS = "AllWorkers"
 
 
+class ElasticScaling(StrEnum):
+    """How the batch and learning rate follow the width (the worker runtime applies it)."""
+
+    CONSTANT_GLOBAL_BATCH = "ConstantGlobalBatch"
+    SCALE_LEARNING_RATE = "ScaleLearningRate"
+
+
+class ElasticPolicy(_Model):
+    """Elastic workers (MultiWorkerMirroredStrategy): the operator picks the Worker width in [min, max]."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, json_schema_extra={
+        "x-kubernetes-validations": [{"rule": "self.minReplicas <= self.maxReplicas",
+                                      "message": "spec.elasticPolicy.minReplicas must be ≤ maxReplicas"}]})
+
+    minReplicas: Annotated[int, Field(ge=1, le=limits.MAX_REPLICAS_PER_TYPE), _INT] = Field(
+        ..., description="Fewest workers the job trains with; below it the gang waits (Queued)."
+    )
+    maxReplicas: Annotated[int, Field(ge=1, le=limits.MAX_REPLICAS_PER_TYPE), _INT] = Field(
+        ..., description="Most workers the job widens to when room returns."
+    )
+    scaling: ElasticScaling = Field(
+        ElasticScaling.CONSTANT_GLOBAL_BATCH,
+        description="ConstantGlobalBatch (default: per-worker batch = global batch / width, learning rate kept) or "
+        "ScaleLearningRate (per-worker batch kept, learning rate × width / Worker.replicas).",
+    )
+    resizeCooldownSeconds: Annotated[int, Field(ge=0), _INT] = Field(
+        300,
+        description="Seconds after a resize (or the start) before the gang may widen again; room for more workers "
+        "must also last 60 s (hysteresis). Shrinking on a lost worker never waits.",
+    )
+
+
 class SchedulingPolicy(_Model):
     """How the gang is scheduled: all pods or none."""
 
@@ -224,8 +256,12 @@ def _replicas_fixed_rules() -> list[dict[str, str]]:
     rules = []
     for rtype in ReplicaType:
         keys = _spellings(rtype)
-        rules.append({"rule": f"{either_suspended} || {_total('self', keys)} == {_total('oldSelf', keys)}",
-                      "message": f"spec.tfReplicaSpecs.{rtype.value}.replicas {_WHY_FIXED}"})
+        # An elastic job's width is the operator's to choose: its Worker.replicas may change (the gang restarts
+        # at the new width), within the elastic rules below.
+        elastic = "has(self.elasticPolicy) || " if rtype is ReplicaType.WORKER else ""
+        rules.append({"rule": f"{elastic}{either_suspended} || {_total('self', keys)} == {_total('oldSelf', keys)}",
+                      "message": f"spec.tfReplicaSpecs.{rtype.value}.replicas {_WHY_FIXED}"
+                                 + (" (or give the job a spec.elasticPolicy)" if elastic else "")})
     known = [k for rtype in ReplicaType for k in _spellings(rtype)]
     same = (f"k in {known} || (k in oldSelf.tfReplicaSpecs && {_REPLICAS_OF.format(x='self')} == "
             f"{_REPLICAS_OF.format(x='oldSelf')})")
@@ -235,9 +271,31 @@ def _replicas_fixed_rules() -> list[dict[str, str]]:
     return rules
 
 
-#: The spec's transition rules (on `spec` in the CRD): a running gang keeps its size.
-REPLICAS_FIXED_WHILE_RUNNING: list[dict[str, str]] = _replicas_fixed_rules()
-_SPEC_SCHEMA_EXTRA: dict[str, Any] = {"x-kubernetes-validations": REPLICAS_FIXED_WHILE_RUNNING}
+def _elastic_rules() -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """CEL (rules, transition rules): an elastic job's Worker.replicas lies in [minReplicas, maxReplicas]; no PS
+    (elastic workers are MultiWorkerMirroredStrategy's); the policy is added or removed only while suspended."""
+    workers = _total("self", _spellings(ReplicaType.WORKER))
+    ps = _total("self", _spellings(ReplicaType.PS))
+    either_suspended = f"{_SUSPENDED.format(x='self')} || {_SUSPENDED.format(x='oldSelf')}"
+    return [
+        {"rule": f"!has(self.elasticPolicy) || self.elasticPolicy.minReplicas <= {workers}",
+         "message": "spec.elasticPolicy.minReplicas must be ≤ spec.tfReplicaSpecs.Worker.replicas"},
+        {"rule": f"!has(self.elasticPolicy) || {workers} <= self.elasticPolicy.maxReplicas",
+         "message": "spec.tfReplicaSpecs.Worker.replicas must be ≤ spec.elasticPolicy.maxReplicas"},
+        {"rule": f"!has(self.elasticPolicy) || {ps} == 0",
+         "message": "spec.elasticPolicy is for MultiWorkerMirroredStrategy jobs: a job with PS replicas cannot "
+                    "have it (for ParameterServerStrategy use spec.enableDynamicWorker on kubeflow.org/v1)"},
+    ], [
+        {"rule": f"{either_suspended} || has(self.elasticPolicy) == has(oldSelf.elasticPolicy)",
+         "message": "spec.elasticPolicy cannot be added or removed unless the job is suspended: set "
+                    "spec.runPolicy.suspend to true first"},
+    ]
+
+
+_ELASTIC_RULES, _ELASTIC_TRANSITION_RULES = _elastic_rules()
+#: The spec's transition rules (on `spec` in the CRD): a running gang keeps its size (elastic workers aside).
+REPLICAS_FIXED_WHILE_RUNNING: list[dict[str, str]] = _replicas_fixed_rules() + _ELASTIC_TRANSITION_RULES
+_SPEC_SCHEMA_EXTRA: dict[str, Any] = {"x-kubernetes-validations": _ELASTIC_RULES + REPLICAS_FIXED_WHILE_RUNNING}
 
 
 class TFJobSpec(_Model):
@@ -267,9 +325,18 @@ class TFJobSpec(_Model):
         SuccessPolicy.DEFAULT,
         description='"" (the chief, or worker 0 when there is no chief, decides success) or AllWorkers.',
     )
+    elasticPolicy: ElasticPolicy | None = Field(
+        None,
+        description="Elastic workers for MultiWorkerMirroredStrategy jobs (no PS): the operator runs the Worker "
+        "gang at the widest width in [minReplicas, maxReplicas] that fits, shrinks it when a worker is lost to a "
+        "disruption and widens it again after resizeCooldownSeconds. Worker.replicas is the initial width; "
+        "changing it on a running job restarts the gang at that width. See docs/elastic.md.",
+    )
     enableDynamicWorker: KubeBool = Field(
         False,
-        description="Accepted for Kubeflow compatibility. Dynamic workers are not supported: true is refused.",
+        description="Kubeflow's dynamic workers, for ParameterServerStrategy jobs (with PS): each worker's TF_CONFIG "
+        "names the PS and itself only, a lost worker restarts alone and a replicas change adds or removes workers "
+        "one by one.",
     )
 
     @field_validator("tfReplicaSpecs", mode="before")
@@ -323,6 +390,25 @@ class JobProgress(_Model):
     summary: str | None = Field(None, description='Short form for `kubectl get`, e.g. "epoch 2/6 step 45".')
 
 
+class ElasticStatus(_Model):
+    """The width of an elastic job's Worker gang, chosen by the operator."""
+
+    currentReplicas: int = Field(..., description="Workers of the current gang attempt.")
+    minReplicas: int = Field(..., description="spec.elasticPolicy.minReplicas.")
+    maxReplicas: int = Field(..., description="spec.elasticPolicy.maxReplicas.")
+    baseReplicas: int | None = Field(
+        None, description="Worker.replicas when the job started: the width its batch and learning rate are for."
+    )
+    specReplicas: int | None = Field(None, description="spec Worker.replicas last acted on (a change resizes).")
+    lastResizeTime: str | None = Field(None, description="When the width last changed (RFC 3339).")
+    resizes: int = Field(0, description="Width changes so far; never counted towards backoffLimit.")
+    widerSince: str | None = Field(
+        None, description="Since when room for more workers has been seen without a break (hysteresis)."
+    )
+    cause: str | None = Field(None, description="What the last gang restart was caused by, for the resize message.")
+    summary: str | None = Field(None, description='Short form for `kubectl get`, e.g. "3/4 (min 2)".')
+
+
 class TFJobStatus(_Model):
     """Observed state of a TFJob, written by the operator."""
 
@@ -341,6 +427,7 @@ class TFJobStatus(_Model):
     state: str | None = Field(None, description="The current state, for `kubectl get` (last true condition).")
     workers: str | None = Field(None, description='Ready pods over all pods of the gang, e.g. "3/4".')
     progress: JobProgress | None = Field(None, description="The chief's training progress while Running.")
+    elastic: ElasticStatus | None = Field(None, description="The current width of an elastic job's workers.")
 
 
 class ObjectMeta(BaseModel):

@@ -56,6 +56,13 @@ ENV_ATTEMPT: Final = "TFJOB_ATTEMPT"
 ENV_WORKER_METRICS_PORT: Final = "TFJOB_WORKER_METRICS_PORT"
 #: runPolicy.stallTimeoutSeconds, for the worker runtime's stall watchdog (tfjob_worker.config reads it).
 ENV_STALL_TIMEOUT: Final = "TFJOB_STALL_TIMEOUT_SECONDS"
+#: Elastic jobs (the worker runtime applies them): the scaling policy, and N0, the width batch and LR were set for.
+ENV_ELASTIC_SCALING: Final = "TFJOB_ELASTIC_SCALING"
+ENV_ELASTIC_BASE_WORKERS: Final = "TFJOB_ELASTIC_BASE_WORKERS"
+#: The pod's terminationGracePeriodSeconds: the time the runtime has to save after SIGTERM.
+ENV_TERMINATION_GRACE_SECONDS: Final = "TFJOB_TERMINATION_GRACE_SECONDS"
+#: Kubernetes' terminationGracePeriodSeconds when a pod spec leaves it unset.
+KUBE_DEFAULT_TERMINATION_GRACE_SECONDS: Final = 30
 #: The container's terminationMessagePath, where the worker runtime leaves its last progress figures on exit 0
 #: (tfjob_worker.termination reads it; a local process kubelet maps the path to a file of the pod).
 ENV_TERMINATION_MESSAGE_PATH: Final = "TFJOB_TERMINATION_MESSAGE_PATH"

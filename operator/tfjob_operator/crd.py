@@ -131,6 +131,8 @@ def generate() -> dict[str, Any]:
                         {"name": "State", "type": "string", "jsonPath": ".status.state"},
                         {"name": "Workers", "type": "string", "jsonPath": ".status.workers",
                          "description": "Ready pods / all pods of the gang"},
+                        {"name": "Elastic", "type": "string", "jsonPath": ".status.elastic.summary",
+                         "description": "Elastic workers: current / max (min), e.g. 3/4 (min 2)", "priority": 1},
                         {"name": "Restarts", "type": "integer", "jsonPath": ".status.restartCount"},
                         {"name": "Progress", "type": "string", "jsonPath": ".status.progress.summary",
                          "description": "The chief's epoch and step"},

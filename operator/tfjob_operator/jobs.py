@@ -189,6 +189,21 @@ def progress_text(status: dict[str, Any]) -> str | None:
     return ", ".join(parts)
 
 
+def elastic_text(status: dict[str, Any]) -> str | None:
+    """An elastic job's width: `3/4 workers (min 2), 2 resizes, last 2026-01-01T12:00:30Z`."""
+    elastic = status.get("elastic") or {}
+    if not elastic.get("currentReplicas"):
+        return None
+    resizes = elastic.get("resizes") or 0
+    text = (f"{elastic['currentReplicas']}/{elastic.get('maxReplicas')} workers (min {elastic.get('minReplicas')}), "
+            f"{resizes} resize{'' if resizes == 1 else 's'}")
+    if elastic.get("lastResizeTime"):
+        text += f", last {elastic['lastResizeTime']}"
+    if elastic.get("widerSince"):
+        text += f"; room for more since {elastic['widerSince']}"
+    return text
+
+
 def describe(job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
     """`tfjob status` text: state, conditions with reasons, then one line per pod. A `kubeflow.org/v1` job says
     so; its CRD keeps no state, workers or counters in the status: they are read as the operator keeps them
@@ -203,6 +218,9 @@ def describe(job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
         f"TFJob {job['metadata']['namespace']}/{job['metadata']['name']}{api}: {state}"
         f"  workers {workers}  restarts {prior_status(job).restartCount}",
     ]
+    elastic = elastic_text(status)
+    if elastic:
+        lines.append(f"elastic: {elastic}")
     progress = progress_text(status)
     if progress:
         lines.append(f"progress: {progress}")

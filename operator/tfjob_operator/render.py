@@ -70,13 +70,31 @@ def peer_address(job: TFJob, rtype: ReplicaType, index: int, options: RenderOpti
 
 
 def tf_config(job: TFJob, rtype: ReplicaType, index: int, options: RenderOptions) -> dict[str, Any]:
-    """The TF_CONFIG a pod receives: every peer by type, its own task, environment "cloud"."""
+    """The TF_CONFIG a pod receives: every peer by type, its own task, environment "cloud". Under
+    enableDynamicWorker the sparse form Kubeflow renders (under the key `cluster` since its PR #1798; no
+    environment): a worker sees every PS and itself as {"<index>": address}, a PS itself only, so workers come and
+    go without the others' TF_CONFIG changing. A chief or evaluator sees every PS and itself (Kubeflow gives it
+    neither, so it fails at start: its issue #1763)."""
+    if job.spec.enableDynamicWorker:
+        return {"cluster": _sparse_cluster(job, rtype, index, options), "task": {"type": rtype.tf_name, "index": index}}
     cluster = {
         t.tf_name: [peer_address(job, t, i, options) for i in range(spec.replicas)]
         for t, spec in job.replica_specs()
         if spec.replicas > 0
     }
     return {"cluster": cluster, "task": {"type": rtype.tf_name, "index": index}, "environment": "cloud"}
+
+
+def _sparse_cluster(job: TFJob, rtype: ReplicaType, index: int, options: RenderOptions) -> dict[str, Any]:
+    specs = job.spec.tfReplicaSpecs
+    every_ps = [peer_address(job, ReplicaType.PS, i, options)
+                for i in range(specs[ReplicaType.PS].replicas if ReplicaType.PS in specs else 0)]  # type: ignore[comparison-overlap]
+    own = peer_address(job, rtype, index, options)
+    if rtype == ReplicaType.PS:
+        return {"worker": {}, "ps": [own]}
+    if rtype == ReplicaType.WORKER:
+        return {"worker": {str(index): own}, "ps": every_ps}
+    return {"worker": {}, "ps": every_ps, rtype.tf_name: [own]}
 
 
 def render_service(job: TFJob) -> dict[str, Any]:
@@ -186,11 +204,27 @@ def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOption
             _declare_metrics_port(container, port)
         if job.spec.runPolicy.stallTimeoutSeconds:
             env[constants.ENV_STALL_TIMEOUT] = str(job.spec.runPolicy.stallTimeoutSeconds)
+        env.update(_elastic_env(job))
+        grace = pod_spec.get("terminationGracePeriodSeconds")
+        env[constants.ENV_TERMINATION_GRACE_SECONDS] = str(
+            grace if isinstance(grace, int) else constants.KUBE_DEFAULT_TERMINATION_GRACE_SECONDS)
         env[constants.ENV_TERMINATION_MESSAGE_PATH] = container.get("terminationMessagePath") or "/dev/termination-log"
         _set_env(container, env)
         # A failed run's log tail becomes its termination message, so the job's Failed condition can say why.
         container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def _elastic_env(job: TFJob) -> dict[str, str]:
+    """An elastic job's scaling policy and N0, the width its batch and learning rate were written for (the
+    Worker.replicas it started with, as the status records; the spec's before it started)."""
+    policy = job.spec.elasticPolicy
+    if policy is None:
+        return {}
+    recorded = job.status.elastic.baseReplicas if job.status and job.status.elastic else None
+    specs = job.spec.tfReplicaSpecs
+    base = recorded or (specs[ReplicaType.WORKER].replicas if ReplicaType.WORKER in specs else 0)  # type: ignore[comparison-overlap]
+    return {constants.ENV_ELASTIC_SCALING: policy.scaling.value, constants.ENV_ELASTIC_BASE_WORKERS: str(base)}
 
 
 def render(job: TFJob, options: RenderOptions | None = None) -> Rendered:

@@ -152,13 +152,41 @@ def semantic_messages(job: TFJob) -> list[str]:
             f"spec.runPolicy.schedulingPolicy.minAvailable: {sched.minAvailable} is more than the job's "
             f"{total} pods (lower it, or add replicas)"
         )
-    if job.spec.enableDynamicWorker:
-        messages.append("spec.enableDynamicWorker: dynamic workers are not supported (remove it or set false)")
+    messages.extend(_elastic_messages(job))
     if job.spec.successPolicy == "AllWorkers" and ReplicaType.WORKER not in job.spec.tfReplicaSpecs:
         messages.append("spec.successPolicy: AllWorkers needs a Worker replica type")
     managed_by = apigroups.managed_by_message((job.spec.runPolicy.managedBy or "").strip())
     if managed_by:
         messages.append(managed_by)
+    return messages
+
+
+def _elastic_messages(job: TFJob) -> list[str]:
+    """spec.elasticPolicy (MultiWorkerMirroredStrategy workers, tfjob.dev/v1) and Kubeflow's enableDynamicWorker
+    (ParameterServerStrategy workers): each only where its strategy applies."""
+    specs = job.spec.tfReplicaSpecs
+    has_ps = ReplicaType.PS in specs and specs[ReplicaType.PS].replicas > 0
+    messages = []
+    if job.spec.enableDynamicWorker and not has_ps:
+        messages.append("spec.enableDynamicWorker: dynamic workers need PS replicas (ParameterServerStrategy); "
+                        "for MultiWorkerMirroredStrategy use spec.elasticPolicy on tfjob.dev/v1, or remove it")
+    policy = job.spec.elasticPolicy
+    if policy is None:
+        return messages
+    field = "spec.elasticPolicy"
+    if job.apiVersion != constants.API_VERSION:
+        messages.append(f"{field}: only on {constants.API_VERSION} (kubeflow.org/v1 has enableDynamicWorker)")
+    if has_ps:
+        messages.append(f"{field}: elastic workers are for MultiWorkerMirroredStrategy jobs; a job with PS "
+                        "replicas cannot have it (remove the PS, or use enableDynamicWorker on kubeflow.org/v1)")
+    if job.spec.enableDynamicWorker:
+        messages.append(f"{field}: cannot be combined with spec.enableDynamicWorker (keep one)")
+    workers = specs[ReplicaType.WORKER].replicas if ReplicaType.WORKER in specs else 0
+    if policy.minReplicas > policy.maxReplicas:
+        messages.append(f"{field}.minReplicas: {policy.minReplicas} must be ≤ maxReplicas ({policy.maxReplicas})")
+    elif not policy.minReplicas <= workers <= policy.maxReplicas:
+        messages.append(f"spec.tfReplicaSpecs.Worker.replicas: {workers} must lie in spec.elasticPolicy "
+                        f"[minReplicas {policy.minReplicas}, maxReplicas {policy.maxReplicas}] (the initial width)")
     return messages
 
 

@@ -62,8 +62,9 @@ def test_crd_schema_is_structural_and_documented() -> None:
     spec = schema["properties"]["spec"]["properties"]
     assert "Chief (or Master)" in spec["tfReplicaSpecs"]["description"]
     assert spec["runPolicy"]["properties"]["cleanPodPolicy"]["default"] == "Running"
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["State", "Workers", "Restarts", "Progress",
-                                                                        "Age"]
+    columns = version["additionalPrinterColumns"]
+    assert [c["name"] for c in columns if not c.get("priority")] == ["State", "Workers", "Restarts", "Progress", "Age"]
+    assert [c["name"] for c in columns if c.get("priority")] == ["Elastic"]  # kubectl get -o wide
     assert version["subresources"] == {"status": {}}
 
 

@@ -121,6 +121,42 @@ def running(*names: str, attempt: int = 0) -> list[dict[str, Any]]:
 
 
 W2 = ("worker-0", "worker-1")
+W3 = ("worker-0", "worker-1", "worker-2")
+W4 = ("worker-0", "worker-1", "worker-2", "worker-3")
+
+
+def elastic_job(workers: int = 4, *, status: dict[str, Any] | None = None, lo: int = 2, hi: int = 4,
+                cooldown: int = 300, **run_policy: Any) -> dict[str, Any]:
+    """An elastic job (spec.elasticPolicy [lo, hi]) with `workers` as Worker.replicas."""
+    job = tfjob({"Worker": replica(workers)}, status=status, **run_policy)
+    job["spec"]["elasticPolicy"] = {"minReplicas": lo, "maxReplicas": hi, "resizeCooldownSeconds": cooldown}
+    return job
+
+
+def at_width(current: int, *conditions: dict[str, Any], restarts: int = 0, spec: int = 4, lo: int = 2,
+             hi: int = 4, last: float | None = None, wider: float | None = None, cause: str | None = None,
+             resizes: int = 0) -> dict[str, Any]:
+    """Status of a started elastic job whose gang runs (or will run) `current` workers."""
+    status = started(*conditions, restarts=restarts)
+    status["elastic"] = {"currentReplicas": current, "minReplicas": lo, "maxReplicas": hi, "baseReplicas": 4,
+                         "specReplicas": spec, "resizes": resizes, "cause": cause,
+                         "lastResizeTime": None if last is None else at(last),
+                         "widerSince": None if wider is None else at(wider)}
+    return status
+
+
+def fits(n: int | None, **more: Any) -> ReconcileOptions:
+    return ReconcileOptions(gang=GangView(fits_workers=n, **more))
+
+
+LOST = cond("Restarting", "NodeLost")
+DYNAMIC_PS = {"Worker": replica(2), "PS": replica(1)}
+
+
+def dynamic(replicas: dict[str, Any], **counts: int) -> dict[str, Any]:
+    job = tfjob(replicas, status=started(RUNNING), annotations=recorded(**counts), api=KUBEFLOW_V1)
+    job["spec"]["enableDynamicWorker"] = True
+    return job
 CW2P = ("chief-0", "worker-0", "worker-1", "ps-0")
 CHIEF_W2_PS = {"Chief": replica(1), "Worker": replica(2), "PS": replica(1)}
 
@@ -147,6 +183,7 @@ class Case:
     requeue: float | None = None
     delete_job: bool = False
     options: ReconcileOptions = field(default_factory=ReconcileOptions)
+    elastic: dict[str, Any] | None = None  # fields of status.elastic
 
 
 CASES = [
@@ -423,6 +460,87 @@ CASES = [
          tfjob({"Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "main", "image": "x"},
                {"name": "side", "image": "y"}]}}}}), state="Failed", reason="InvalidSpec",
          message=('no container named "tensorflow"',), events=("InvalidSpec",)),
+    # --- elastic gangs (spec.elasticPolicy; docs/elastic.md): the width is the gang view's fits_workers
+    Case("elastic: 3 of its 4 workers fit: starts at 3 instead of waiting for 4", elastic_job(),
+         state="Created", creates=("j-worker-0", "j-worker-1", "j-worker-2"), events=("JobCreated",), workers="0/3",
+         options=fits(3), elastic={"currentReplicas": 3, "baseReplicas": 4, "resizes": 0, "summary": "3/4 (min 2)"}),
+    Case("elastic: room unknown (None): starts at Worker.replicas", elastic_job(3), state="Created",
+         creates=("j-worker-0", "j-worker-1", "j-worker-2"), events=("JobCreated",), options=fits(None),
+         elastic={"currentReplicas": 3, "baseReplicas": 3}),
+    Case("elastic: running at 3 of max 4: Workers 3/3, the Elastic column 3/4 (min 2)",
+         elastic_job(status=at_width(3, RUNNING)), pods=running(*W3), state="Running", workers="3/3",
+         requeue=30, options=fits(3), elastic={"summary": "3/4 (min 2)"}),
+    Case("elastic shrink: a worker's node is lost: the gang restarts (a disruption, not counted)",
+         elastic_job(status=at_width(4, RUNNING), backoffLimit=0),
+         pods=[*running(*W4[:3]), pod("worker-3", node_lost=True)], state="Restarting", reason="NodeLost",
+         deletes=tuple(f"j-{n}" for n in W4), events=("NodeLost",), restarts=1, failure_restarts=0,
+         options=fits(3), elastic={"currentReplicas": 4, "cause": "node n1 lost"}),
+    Case("elastic shrink: 4 no longer fit: the next attempt starts at 3, Resized '4 → 3 workers: node n1 lost'",
+         elastic_job(status=at_width(4, LOST, restarts=1, cause="node n1 lost")), state="Restarting",
+         reason="Resized", message=("4 → 3 workers: node n1 lost",), events=("Resized",), restarts=1,
+         creates=("j-worker-0", "j-worker-1", "j-worker-2"), workers="0/3", options=fits(3),
+         elastic={"currentReplicas": 3, "resizes": 1, "lastResizeTime": at(30), "summary": "3/4 (min 2)"}),
+    Case("elastic: no shrink while the old width still fits: the next attempt keeps 4 workers",
+         elastic_job(status=at_width(4, LOST, restarts=1, cause="node n1 lost")), state="Restarting",
+         reason="NodeLost", creates=tuple(f"j-{n}" for n in W4), restarts=1, options=fits(4),
+         elastic={"currentReplicas": 4, "resizes": 0}),
+    Case("elastic: no shrink below min: fewer than min fit, the gang waits at min (2)",
+         elastic_job(status=at_width(4, LOST, restarts=1, cause="node n1 lost")), state="Queued",
+         message=("1 GPU short",), events=("Resized", "GangQueued"), restarts=1,
+         options=fits(1, ready_to_create_pods=False, queued_reason="1 GPU short"),
+         elastic={"currentReplicas": 2, "resizes": 1}),
+    Case("elastic: the Resized message says the gang waits at min",
+         elastic_job(status=at_width(4, LOST, restarts=1, cause="node n1 lost")), state="Restarting",
+         reason="Resized", message=("4 → 2 workers: node n1 lost (1 fit now: the gang waits for 2",),
+         creates=("j-worker-0", "j-worker-1"), events=("Resized",), restarts=1, options=fits(1)),
+    Case("elastic widen: room for 4 for 100 s, cooldown over: restart at 4, a resize, not a failure",
+         elastic_job(status=at_width(3, RUNNING, last=0, wider=300)), pods=running(*W3), now=400,
+         state="Restarting", reason="Resized", message=("3 → 4 workers: room for 4 workers for 100 s",
+                                                        "save a checkpoint on SIGTERM"),
+         deletes=("j-worker-0", "j-worker-1", "j-worker-2"), events=("Resized",), restarts=1, failure_restarts=0,
+         workers="0/4", options=fits(4), elastic={"currentReplicas": 4, "resizes": 1, "widerSince": None}),
+    Case("elastic widen: never within resizeCooldownSeconds of the last resize (look again when it ends)",
+         elastic_job(status=at_width(3, RUNNING, last=0, wider=100)), pods=running(*W3), now=200,
+         state="Running", requeue=100, options=fits(4), elastic={"currentReplicas": 3, "widerSince": at(100)}),
+    Case("elastic hysteresis: room for more first seen: wait WIDEN_STABLE_SECONDS (60 s) before widening",
+         elastic_job(status=at_width(3, RUNNING, last=0)), pods=running(*W3), now=1000, state="Running",
+         requeue=60, options=fits(4), elastic={"currentReplicas": 3, "widerSince": at(1000)}),
+    Case("elastic hysteresis: the room went away again: the stable window starts over, no resize",
+         elastic_job(status=at_width(3, RUNNING, last=0, wider=990)), pods=running(*W3), now=1000,
+         state="Running", requeue=30, options=fits(3), elastic={"currentReplicas": 3, "widerSince": None}),
+    Case("elastic: already at maxReplicas: no widening however much room",
+         elastic_job(status=at_width(4, RUNNING, last=0, wider=0)), pods=running(*W4), now=1000,
+         state="Running", options=fits(4), elastic={"currentReplicas": 4, "widerSince": None}),
+    Case("elastic: Worker.replicas edited on a running job: the gang restarts at that width",
+         elastic_job(3, status=at_width(4, RUNNING)), pods=running(*W4), state="Restarting", reason="Resized",
+         message=("4 → 3 workers: spec.tfReplicaSpecs.Worker.replicas set to 3",), events=("Resized",),
+         deletes=tuple(f"j-{n}" for n in W4), restarts=1, elastic={"currentReplicas": 3, "specReplicas": 3}),
+    Case("elastic: a node of the gang marked for removal: restart from the checkpoint before it goes",
+         elastic_job(status=at_width(2, RUNNING)), pods=running(*W2), state="Restarting",
+         reason="NodeMarkedForRemoval", message=("node n1 marked for removal",), events=("NodeMarkedForRemoval",),
+         deletes=("j-worker-0", "j-worker-1"), restarts=1, failure_restarts=0,
+         options=fits(2, leaving_nodes=frozenset({"n1"}))),
+    Case("elastic: a failure (not a disruption) still counts towards backoffLimit",
+         elastic_job(status=at_width(2, RUNNING), backoffLimit=3), pods=[pod("worker-0"), pod("worker-1", "Failed",
+         code=137)], state="Restarting", reason="RetryableExitCode", deletes=("j-worker-0", "j-worker-1"),
+         events=("RetryableExitCode",), restarts=1, failure_restarts=1, options=fits(2)),
+    # --- kubeflow.org/v1 enableDynamicWorker (PS jobs), as Kubeflow documents it
+    Case("dynamic workers: a lost worker restarts alone, the job keeps running",
+         dynamic(DYNAMIC_PS, Worker=2, PS=1), pods=[pod("worker-0"), pod("worker-1", node_lost=True), pod("ps-0")],
+         state="Running", deletes=("j-worker-1",), events=("ReplicaRestarting",), options=KUBEFLOW_ALL),
+    Case("dynamic workers: a deleted worker is created again alone, no gang restart",
+         dynamic(DYNAMIC_PS, Worker=2, PS=1), pods=[pod("worker-0"), pod("ps-0")], state="Running",
+         creates=("j-worker-1",), options=KUBEFLOW_ALL),
+    Case("dynamic workers: replicas 2 → 3 adds worker-2 only, the others keep running",
+         dynamic({"Worker": replica(3), "PS": replica(1)}, Worker=2, PS=1), pods=running("worker-0", "worker-1",
+         "ps-0"), state="Running", creates=("j-worker-2",), restarts=0, options=KUBEFLOW_ALL),
+    Case("dynamic workers: replicas 3 → 1 removes worker-2 and worker-1, the others keep running",
+         dynamic({"Worker": replica(1), "PS": replica(1)}, Worker=3, PS=1), pods=running(*W3, "ps-0"),
+         state="Running", deletes=("j-worker-1", "j-worker-2"), restarts=0, options=KUBEFLOW_ALL),
+    Case("dynamic workers: a PS change is still refused (only workers are dynamic)",
+         dynamic({"Worker": replica(2), "PS": replica(2)}, Worker=2, PS=1), pods=running(*W2, "ps-0"),
+         state="Running", reason="ReplicasChangeRefused", message=("PS.replicas 1→2",),
+         events=("ReplicasChangeRefused",), options=KUBEFLOW_ALL),
 ]
 
 
@@ -456,6 +574,8 @@ def test_lifecycle_rule(case: Case) -> None:
         assert status.workers == case.workers
     assert decision.requeue_after == case.requeue
     assert bool(decision.of_type(DeleteJob)) == case.delete_job
+    for key, value in (case.elastic or {}).items():
+        assert status.elastic is not None and getattr(status.elastic, key) == value, key
 
 
 # ---------------------------------------------------------------- properties of the whole function

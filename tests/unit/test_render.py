@@ -143,6 +143,7 @@ def test_worker_pod_is_rendered_whole() -> None:
                         {"name": "TFJOB_NAME", "value": "j"},
                         {"name": "TFJOB_ATTEMPT", "value": "3"},
                         {"name": "TFJOB_WORKER_METRICS_PORT", "value": "9464"},
+                        {"name": "TFJOB_TERMINATION_GRACE_SECONDS", "value": "30"},
                         {"name": "TFJOB_TERMINATION_MESSAGE_PATH", "value": "/dev/termination-log"}],
                 "ports": [{"name": "tfjob-port", "containerPort": 2222},
                           {"name": "tfjob-metrics", "containerPort": 9464, "protocol": "TCP"}],
@@ -253,7 +254,7 @@ def test_tf_config_goes_to_the_tensorflow_container_only() -> None:
     sidecar, tf = pod["spec"]["containers"]
     assert "env" not in sidecar
     assert [e["name"] for e in tf["env"]] == ["TF_CONFIG", "TFJOB_NAME", "TFJOB_ATTEMPT", "TFJOB_WORKER_METRICS_PORT",
-                                              "TFJOB_TERMINATION_MESSAGE_PATH"]
+                                              "TFJOB_TERMINATION_GRACE_SECONDS", "TFJOB_TERMINATION_MESSAGE_PATH"]
 
 
 def test_user_tf_config_is_replaced_not_duplicated() -> None:
@@ -269,3 +270,68 @@ def test_namespace_defaults_to_default() -> None:
     rendered = render(parse_tfjob(manifest))
     assert {o["metadata"]["namespace"] for o in rendered.objects()} == {"default"}
     assert "j-worker-0.j.default.svc:2222" in env_of(rendered.pods[0], "TF_CONFIG")  # type: ignore[operator]
+
+
+# ---------------------------------------------------------------- enableDynamicWorker (Kubeflow's cases)
+
+
+def _dynamic(replicas: dict[str, Any]) -> dict[str, Any]:
+    return {**job(replicas, enableDynamicWorker=True), "apiVersion": "kubeflow.org/v1"}
+
+
+def _svc(name: str) -> str:
+    return f"j-{name}.j.ns.svc:2222"
+
+
+def test_dynamic_workers_get_kubeflows_sparse_tf_config() -> None:
+    """Kubeflow's TestConvertClusterSpecToSparseClusterSpec (2 PS, 2 workers): a worker sees every PS and itself
+    by index, a PS itself only; the key is `cluster` (Kubeflow PR #1798), no environment."""
+    configs = {name: json.loads(value or "") for name, value in tf_configs(_dynamic(
+        {"PS": replica(2), "Worker": replica(2)})).items()}
+    assert configs["j-worker-0"] == {"cluster": {"worker": {"0": _svc("worker-0")},
+                                                 "ps": [_svc("ps-0"), _svc("ps-1")]},
+                                     "task": {"type": "worker", "index": 0}}
+    assert configs["j-worker-1"]["cluster"]["worker"] == {"1": _svc("worker-1")}
+    assert configs["j-ps-0"] == {"cluster": {"worker": {}, "ps": [_svc("ps-0")]}, "task": {"type": "ps", "index": 0}}
+
+
+def test_a_dynamic_workers_chief_sees_the_ps_and_itself() -> None:
+    """Kubeflow's chief gets an empty cluster and fails at start (its issue #1763); here it sees the PS and itself."""
+    chief = json.loads(tf_configs(_dynamic({"Chief": replica(1), "PS": replica(1), "Worker": replica(2)}))
+                       ["j-chief-0"] or "")
+    assert chief["cluster"] == {"worker": {}, "ps": [_svc("ps-0")], "chief": [_svc("chief-0")]}
+
+
+def test_a_worker_added_later_leaves_the_others_tf_config_unchanged() -> None:
+    before = tf_configs(_dynamic({"PS": replica(1), "Worker": replica(2)}))
+    after = tf_configs(_dynamic({"PS": replica(1), "Worker": replica(3)}))
+    assert {k: after[k] for k in before} == before
+
+
+# ---------------------------------------------------------------- elastic jobs
+
+
+def test_an_elastic_job_tells_the_runtime_its_scaling_and_base_width() -> None:
+    manifest = job({"Worker": replica(4)}, elasticPolicy={"minReplicas": 2, "maxReplicas": 4,
+                                                         "scaling": "ScaleLearningRate"})
+    env = _env(_training_container(manifest))
+    assert (env["TFJOB_ELASTIC_SCALING"], env["TFJOB_ELASTIC_BASE_WORKERS"]) == ("ScaleLearningRate", "4")
+    assert "TFJOB_ELASTIC_SCALING" not in _env(_training_container(job({"Worker": replica(2)})))
+
+
+def test_an_elastic_job_renders_pods_and_tf_config_at_the_current_width_keeping_its_base() -> None:
+    from tfjob_operator.api import ElasticStatus, TFJobStatus
+    from tfjob_operator.reconcile import effective_job
+
+    parsed = parse_tfjob(job({"Worker": replica(4)}, elasticPolicy={"minReplicas": 2, "maxReplicas": 4}))
+    status = TFJobStatus(elastic=ElasticStatus(currentReplicas=3, minReplicas=2, maxReplicas=4, baseReplicas=4))
+    pods = render(effective_job(parsed, status)[0]).pods
+    assert [p["metadata"]["name"] for p in pods] == ["j-worker-0", "j-worker-1", "j-worker-2"]
+    assert len(json.loads(env_of(pods[2], "TF_CONFIG") or "")["cluster"]["worker"]) == 3
+    assert env_of(pods[0], "TFJOB_ELASTIC_BASE_WORKERS") == "4"
+    assert env_of(pods[0], "TFJOB_ELASTIC_SCALING") == "ConstantGlobalBatch"
+
+
+def test_the_runtime_is_told_the_pods_termination_grace() -> None:
+    manifest = job({"Worker": replica(1, spec={"containers": [container()], "terminationGracePeriodSeconds": 90})})
+    assert _env(_training_container(manifest))["TFJOB_TERMINATION_GRACE_SECONDS"] == "90"

@@ -169,7 +169,24 @@ INVALID = [
      "spec.runPolicy.cleanPodPolicy: 'Some' is not one of 'All', 'Running' or 'None'"),
     ("typo-field", with_("spec.runPolicy", {"backofLimit": 3}), "spec.runPolicy.backofLimit: unknown field"),
     ("bad-success-policy", with_("spec.successPolicy", "AnyWorker"), "spec.successPolicy: 'AnyWorker' is not one of"),
-    ("dynamic-worker", with_("spec.enableDynamicWorker", True), "spec.enableDynamicWorker: dynamic workers are not"),
+    ("dynamic-worker-without-ps", with_("spec.enableDynamicWorker", True),
+     "spec.enableDynamicWorker: dynamic workers need PS replicas"),
+    ("elastic-min-zero", with_("spec.elasticPolicy", {"minReplicas": 0, "maxReplicas": 4}),
+     "spec.elasticPolicy.minReplicas: must be ≥ 1, got 0"),
+    ("elastic-min-above-max", with_("spec.elasticPolicy", {"minReplicas": 3, "maxReplicas": 2}),
+     "spec.elasticPolicy.minReplicas: 3 must be ≤ maxReplicas (2)"),
+    ("elastic-replicas-above-max", with_("spec.elasticPolicy", {"minReplicas": 1, "maxReplicas": 1}),
+     "spec.tfReplicaSpecs.Worker.replicas: 2 must lie in spec.elasticPolicy [minReplicas 1, maxReplicas 1]"),
+    ("elastic-replicas-below-min", with_("spec.elasticPolicy", {"minReplicas": 3, "maxReplicas": 4}),
+     "spec.tfReplicaSpecs.Worker.replicas: 2 must lie in spec.elasticPolicy [minReplicas 3, maxReplicas 4]"),
+    ("elastic-missing-max", with_("spec.elasticPolicy", {"minReplicas": 1}),
+     "spec.elasticPolicy.maxReplicas: required field is missing"),
+    ("elastic-bad-scaling", with_("spec.elasticPolicy", {"minReplicas": 1, "maxReplicas": 2, "scaling": "Linear"}),
+     "spec.elasticPolicy.scaling: 'Linear' is not one of"),
+    ("elastic-with-ps", {**good(), "spec": {"tfReplicaSpecs": {**good()["spec"]["tfReplicaSpecs"],
+                                                               "PS": good()["spec"]["tfReplicaSpecs"]["Worker"]},
+                                            "elasticPolicy": {"minReplicas": 1, "maxReplicas": 2}}},
+     "spec.elasticPolicy: elastic workers are for MultiWorkerMirroredStrategy jobs"),
     ("missing-replica-specs", {**good(), "spec": {}}, "spec.tfReplicaSpecs: required field is missing"),
     ("wrong-api-version", with_("apiVersion", "batch/v1"), "apiVersion: 'batch/v1' is not supported"),
     ("wrong-kind", with_("kind", "Job"), "kind: 'Job' is not a TFJob"),
@@ -259,3 +276,21 @@ def test_parse_does_not_change_its_input() -> None:
     before = copy.deepcopy(manifest)
     parse_tfjob(manifest)
     assert manifest == before
+
+
+def test_an_elastic_job_and_a_dynamic_worker_ps_job_are_accepted() -> None:
+    elastic = with_("spec.elasticPolicy", {"minReplicas": 1, "maxReplicas": 4})
+    policy = parse_tfjob(elastic).spec.elasticPolicy
+    assert policy is not None
+    assert (policy.scaling.value, policy.resizeCooldownSeconds) == ("ConstantGlobalBatch", 300)
+    ps_job = {**good(), "apiVersion": "kubeflow.org/v1"}
+    ps_job["spec"] = {**ps_job["spec"], "enableDynamicWorker": True,
+                      "tfReplicaSpecs": {**ps_job["spec"]["tfReplicaSpecs"], "PS": ps_job["spec"]["tfReplicaSpecs"][
+                          "Worker"]}}
+    assert parse_tfjob(ps_job).spec.enableDynamicWorker
+
+
+def test_elastic_policy_is_refused_on_kubeflow_jobs_naming_the_field() -> None:
+    manifest = {**with_("spec.elasticPolicy", {"minReplicas": 1, "maxReplicas": 4}), "apiVersion": "kubeflow.org/v1"}
+    with pytest.raises(InvalidSpec, match=r"spec.elasticPolicy: only on tfjob.dev/v1"):
+        parse_tfjob(manifest)

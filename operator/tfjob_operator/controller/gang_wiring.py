@@ -79,6 +79,7 @@ async def gang_view(settings: OperatorSettings, options: GangOptions, kube: Kube
         queued = loop_reason(admission, job, pods)
     fits = (admission.fits_workers(job, rendered, pods)
             if isinstance(backend, ReleasedByOperator) and admission is not None else None)
+    leaving = admission.leaving_nodes() if fits is not None and admission is not None else frozenset()
     return GangView(decorate_pod=decorate, group_objects=grouping, ready_to_create_pods=ready,
-                    missing_groups=tuple(missing), queued_reason=queued, fits_workers=fits,
+                    missing_groups=tuple(missing), queued_reason=queued, fits_workers=fits, leaving_nodes=leaving,
                     recheck_after=GROUP_RECHECK_SECONDS if groups and not ready else None)

@@ -305,7 +305,7 @@ class JobController:
         ports: dict[str, int] | None = None
         if self.settings.addressing == Addressing.LOOPBACK and not view.finished:
             ports = self.ports.for_job(view.obj, all_pod_names(job))
-        effective, _ = effective_job(job)
+        effective, _ = effective_job(job, view.status)
         # A finished job in loopback mode has no ports: the rendering then only sizes the gang objects.
         rendered = await budget.run(render, effective, RenderOptions(
             attempt=view.status.restartCount, cluster_domain=self.settings.cluster_domain, loopback_ports=ports))

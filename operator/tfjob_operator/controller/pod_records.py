@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfjob_operator import constants
-from tfjob_operator.api import TFJob
+from tfjob_operator.api import ReplicaType, TFJob
 from tfjob_operator.observed import JobView, recorded_on_pods, view_job
 from tfjob_operator.reconcile import effective_job, recorded_replicas
 from tfjob_operator.render import pod_name
@@ -44,8 +44,11 @@ def _refusal_to_record(view: JobView, missing: Mapping[str, str]) -> dict[str, s
 
 
 def all_pod_names(job: TFJob) -> list[str]:
-    """Pod names of the spec and of the recorded gang size (they differ while a resize is refused)."""
+    """Pod names of the spec and of the recorded gang size (they differ while a resize is refused), and of an
+    elastic job's widest width."""
     counts = {rtype.value: spec.replicas for rtype, spec in job.replica_specs()}
+    if job.spec.elasticPolicy is not None and ReplicaType.WORKER.value in counts:  # an elastic gang: up to max
+        counts[ReplicaType.WORKER.value] = max(counts[ReplicaType.WORKER.value], job.spec.elasticPolicy.maxReplicas)
     for rtype_name, n in (recorded_replicas(job) or {}).items():
         counts[rtype_name] = max(counts.get(rtype_name, 0), n)
     return [pod_name(job.name, rtype, i) for rtype, _ in job.replica_specs() for i in range(counts[rtype.value])]

@@ -57,7 +57,7 @@ from tfjob_operator.gang.queue import (
 from tfjob_operator.gang.request import GangRequest
 from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
 from tfjob_operator.observed import JobView
-from tfjob_operator.reconcile import effective_job
+from tfjob_operator.reconcile import NODE_REMOVAL_TAINTS, effective_job
 from tfjob_operator.resources import is_terminal, scheduling_demand
 
 log = logging.getLogger("tfjob_operator.gang.admission")
@@ -229,10 +229,11 @@ class AdmissionLoop:
 
     def fits_workers(self, job: TFJob, rendered: Sequence[Mapping[str, Any]],
                      pods: Sequence[Mapping[str, Any]]) -> int | None:
-        """The widest worker count in the elastic job's [min, max] that fits now (None: rigid job, capacity not
-        known yet, or not even min fits). A queued gang gets what the last pass found at its turn (gangs ranked
-        above it first); any other job what the kept free capacity takes with its own pods (``pods``) counted as
-        free for it. A job holding pods widens only while no gang waits for room (docs/gang.md)."""
+        """The widest worker count in the elastic job's [min, max] that fits now. None: a rigid job, capacity not
+        known yet, or not even min fits (the lifecycle then keeps the width). A queued gang gets what the last pass
+        found at its turn (gangs ranked above it first); any other job what the kept free capacity takes with its
+        own pods (``pods``) counted as free for it. A job holding pods widens only while no gang waits for room
+        (docs/gang.md)."""
         bounds = elastic_bounds(job)
         if bounds is None:
             return None
@@ -249,6 +250,15 @@ class AdmissionLoop:
         if widest is not None and current and any(w.kind is WaitKind.NO_ROOM for w in self.state.reasons.values()):
             return min(widest, current)
         return widest
+
+    def leaving_nodes(self) -> frozenset[str]:
+        """Nodes marked for removal (a taint of `NODE_REMOVAL_TAINTS`): an elastic gang on one restarts before the
+        node goes (empty until the node watch has listed)."""
+        if self._watching is None or not self._watching.done():
+            return frozenset()
+        return frozenset(n.name for n in self.capacity.cluster().nodes
+                         if any(t.get("key") in NODE_REMOVAL_TAINTS
+                                for t in (n.obj.get("spec") or {}).get("taints") or []))
 
     async def run(self) -> None:
         """Forever: wait for a wake (or the period), then one pass; a failing pass is retried later."""
@@ -314,8 +324,9 @@ class AdmissionLoop:
             return None
         if not isinstance(backend, ReleasedByOperator) or job.spec.runPolicy.suspend:
             return None
-        # The gang as created: a refused resize of a running gang does not change how many pods it waits for.
-        return effective_job(job)[0]
+        # The gang as created: a refused resize of a running gang does not change how many pods it waits for, and
+        # an elastic gang waits for the width its status records.
+        return effective_job(job, view.status)[0]
 
     async def pass_once(self) -> PassPlan | None:
         """One admission pass. Returns its plan (None when nothing waited)."""

@@ -20,8 +20,10 @@ from typing import Any
 from tfjob_operator import apigroups, constants
 from tfjob_operator.api import CleanPodPolicy, JobConditionType, RunPolicy, TFJob, TFJobStatus
 from tfjob_operator.observed import JobView, finished, owned_by, prior_status, view_job
+from tfjob_operator.reconcile import elastic
 from tfjob_operator.reconcile.actions import AnnotateJob, CreateObject, Decision, DeletePod
 from tfjob_operator.reconcile.conditions import Ctx, replica_statuses
+from tfjob_operator.reconcile.dynamic_workers import scale_dynamic_workers
 from tfjob_operator.reconcile.failure_policy import handle_failures
 from tfjob_operator.reconcile.inputs import ReconcileOptions
 from tfjob_operator.reconcile.lifecycle import (
@@ -94,6 +96,8 @@ def _decision(ctx: Ctx, obj: Mapping[str, Any], prior: TFJobStatus) -> Decision:
 def _printer_fields(status: TFJobStatus) -> None:
     true = [c for c in status.conditions if c.status == "True"]
     status.state = true[-1].type.value if true else None
+    if status.elastic is not None:
+        status.elastic.summary = elastic.summary(status.elastic)
 
 
 def _invalid(ctx: Ctx, obj: Mapping[str, Any], observed: list[ObservedPod], messages: list[str]) -> None:
@@ -139,10 +143,13 @@ def _lifecycle(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
         ctx.event("Normal", Reason.JOB_RESUMED, "Job resumed: recreating its pods")
     if status.startTime is None:
         status.startTime = ctx.stamp
-    job, refusal = effective_job(job)
     attempt = status.restartCount
     current = [p for p in observed if p.attempt == attempt]
     stale = [p for p in observed if p.attempt != attempt]
+    spec_job = job
+    if elastic.is_elastic(job) and not current and not stale:
+        elastic.start_attempt(ctx, job)  # the width of an attempt is chosen before its pods exist
+    job, refusal = effective_job(job, status)
     replica_statuses(ctx, job, current)
     if deadline_passed(ctx, job, observed):
         return
@@ -160,6 +167,10 @@ def _lifecycle(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
     if succeeded(ctx, job, current, observed):
         return
     if handle_failures(ctx, job, current, observed):
+        return
+    if elastic.is_elastic(spec_job) and elastic.check_running(ctx, spec_job, current):
+        return
+    if job.spec.enableDynamicWorker and scale_dynamic_workers(ctx, job, current):
         return
     _create_missing(ctx, job, current)
     _running(ctx, job, current, refusal)
@@ -183,7 +194,10 @@ def _create_missing(ctx: Ctx, job: TFJob, current: list[ObservedPod]) -> None:
             wait = min(gang.recheck_after, 1.0) if gang.missing_groups else gang.recheck_after
             ctx.requeue_at(ctx.now + timedelta(seconds=wait))
         return
-    rendered = ctx.options.rendered or _render(ctx, job, names_needed)
+    rendered = ctx.options.rendered
+    if rendered is None or ({p["metadata"]["name"] for p in rendered.pods} != set(names_needed) and (
+            elastic.is_elastic(job) or job.spec.enableDynamicWorker)):
+        rendered = _render(ctx, job, names_needed)  # the width changed since the controller rendered it
     if {p["metadata"]["name"] for p in rendered.pods} != set(names_needed) or any(
             p["metadata"]["labels"].get(constants.LABEL_ATTEMPT) != str(ctx.status.restartCount)
             for p in rendered.pods):

@@ -11,6 +11,7 @@ from typing import Literal
 
 from tfjob_operator.api import JobConditionType, ReplicaType, RestartPolicy, TFJob, TFJobStatus
 from tfjob_operator.diagnosis import explain
+from tfjob_operator.reconcile import elastic
 from tfjob_operator.reconcile.actions import DeletePod
 from tfjob_operator.reconcile.conditions import Ctx, replica_statuses
 from tfjob_operator.reconcile.lifecycle import finish
@@ -119,7 +120,7 @@ def handle_failures(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: 
             finish(ctx, C.FAILED, failure.reason, failure.message, "Warning", observed,
                    job.spec.runPolicy.cleanPodPolicy)
             return True
-        if failure.gang:
+        if failure.gang and not (job.spec.enableDynamicWorker and failure.pod.rtype == ReplicaType.WORKER):
             return _restart_gang(ctx, job, current, observed, failure)
         _restart_alone(ctx, failure)
     return False
@@ -130,8 +131,9 @@ def _vanished(job: TFJob, current: list[ObservedPod]) -> list[Failure]:
     present = {p.name for p in current}
     out = []
     for rtype, spec in job.replica_specs():
-        if rtype not in (ReplicaType.CHIEF, ReplicaType.WORKER):
-            continue
+        if rtype not in (ReplicaType.CHIEF, ReplicaType.WORKER) or (
+                rtype == ReplicaType.WORKER and job.spec.enableDynamicWorker):
+            continue  # a dynamic worker deleted is created again alone
         for i in range(spec.replicas):
             name = pod_name(job.name, rtype, i)
             if name not in present:
@@ -156,6 +158,7 @@ def _restart_gang(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: li
     status.restartCount += 1
     if failure.kind == "retryable":
         status.failureRestarts += 1
+    elastic.note_cause(status, failure.pod, failure.reason)
     budget = f"{status.failureRestarts}/{limit}" if limit is not None else f"{status.failureRestarts}"
     message = (f"{failure.message}; restarting the whole gang as attempt {status.restartCount} "
                f"(restarts {status.restartCount}, failure restarts {budget})")

@@ -33,9 +33,13 @@ class GangView:
     queued_reason: str | None = None
     #: Why the job cannot run under its backend (unknown backend name, missing queue ...): fails it as InvalidSpec.
     problems: tuple[str, ...] = ()
-    #: Elastic jobs: the widest worker count in [min, max] that fits now, the job's own pods counted as free for
-    #: it (None: a rigid job, capacity not known, or not even min fits). The builtin backend's admission loop.
+    #: Elastic jobs: the widest Worker width in [minReplicas, maxReplicas] whose gang fits now, counting what this
+    #: job's own pods hold as its own (so a running gang can see room to widen). None: unknown (the backend
+    #: cannot say, the job is not elastic, or not even min fits): the width is kept.
     fits_workers: int | None = None
+    #: Nodes marked for removal (taints in `observe.NODE_REMOVAL_TAINTS`): an elastic gang on one restarts, narrower
+    #: if need be, before the node goes. Pods cannot see their node's taints; the backend that reads nodes can.
+    leaving_nodes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

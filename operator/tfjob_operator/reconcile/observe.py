@@ -58,6 +58,10 @@ class ObservedPod:
         return f"{self.name} ({rtype} {self.index}" + (f", container {self.container})" if self.container else ")")
 
 
+#: Node taints that mark a node for removal (Karpenter's disruption, Cluster Autoscaler's scale-down): the gang
+#: backend, which reads nodes, reports such nodes (`GangView.leaving_nodes`); their pods are then evicted, which
+#: `_DISRUPTION_REASONS` reads as a disruption.
+NODE_REMOVAL_TAINTS: tuple[str, ...] = ("karpenter.sh/disrupted", "ToBeDeletedByClusterAutoscaler")
 #: Pod `status.reason` values Kubernetes writes (read here; the reasons reconcile writes are `Reason`'s).
 KUBE_EVICTED = "Evicted"
 KUBE_NODE_LOST = "NodeLost"

@@ -30,6 +30,9 @@ class Reason(StrEnum):
     NODE_LOST = "NodeLost"
     POD_DELETED = "PodDeleted"
     POD_DISRUPTED = "PodDisrupted"
+    NODE_MARKED_FOR_REMOVAL = "NodeMarkedForRemoval"  # elastic jobs: restarted before the node goes
+    # Restarting: an elastic job's width changed (never counted)
+    RESIZED = "Resized"
     # Suspended
     JOB_SUSPENDED = "JobSuspended"
     JOB_RESUMED = "JobResumed"

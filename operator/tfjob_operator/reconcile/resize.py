@@ -1,6 +1,7 @@
 """A `replicas` change while the gang runs, for `kubeflow.org/v1` jobs: refused at run time, the gang kept at the
-size its pods record (`tfjob.dev/gang-replicas`). `tfjob.dev/v1` jobs never get here: their CRD refuses the
-change at apply time (a CEL transition rule, `api.REPLICAS_FIXED_WHILE_RUNNING`); Kubeflow's CRD is vendored
+size its pods record (`tfjob.dev/gang-replicas`), Worker aside under enableDynamicWorker. `tfjob.dev/v1` jobs
+never get here: their CRD refuses the change at apply time (a CEL transition rule,
+`api.REPLICAS_FIXED_WHILE_RUNNING`), except an elastic job's Worker width (`elastic`); Kubeflow's CRD is vendored
 as published, so it cannot carry that rule."""
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ from __future__ import annotations
 import json
 
 from tfjob_operator import apigroups, constants
-from tfjob_operator.api import TFJob
+from tfjob_operator.api import ReplicaType, TFJob, TFJobStatus
+from tfjob_operator.reconcile import elastic
 from tfjob_operator.reconcile.conditions import Ctx
 from tfjob_operator.reconcile.reasons import Reason
 
@@ -30,13 +32,18 @@ def spec_replicas(job: TFJob) -> dict[str, int]:
     return {rtype.value: spec.replicas for rtype, spec in job.replica_specs()}
 
 
-def effective_job(job: TFJob) -> tuple[TFJob, str | None]:
-    """The job as its gang was created (a running gang is never resized) and, if the spec differs, why.
-    Only `kubeflow.org/v1` jobs: a `tfjob.dev/v1` job's replicas cannot change while it runs."""
+def effective_job(job: TFJob, status: TFJobStatus | None = None) -> tuple[TFJob, str | None]:
+    """The job as its gang runs and, if the spec differs in a way that is refused, why. `kubeflow.org/v1` jobs:
+    at the size the gang was created with (Worker follows the spec under enableDynamicWorker); an elastic
+    `tfjob.dev/v1` job: its Worker at the width the status records (`elastic`); other `tfjob.dev/v1` jobs as
+    they are (their replicas cannot change while they run)."""
     if job.apiVersion != apigroups.KUBEFLOW.api_version:
-        return job, None
+        return elastic.at_width(job, status), None
     recorded = recorded_replicas(job)
     wanted = spec_replicas(job)
+    if recorded is not None and job.spec.enableDynamicWorker:
+        # Dynamic workers: the Worker count follows the spec, workers are added or removed one by one.
+        recorded = {**recorded, ReplicaType.WORKER.value: wanted.get(ReplicaType.WORKER.value, 0)}
     if recorded is None or recorded == wanted:
         return job, None
     changes = ", ".join(
