@@ -12,7 +12,7 @@ threads creating pods). Phases:
 5. finish: until every pod has Succeeded; the kubelet's pods/status writes per pod over the whole run (one
    per transition: Running, then Succeeded).
 
-Prints the figures and a one-line SUMMARY (JSON).
+Prints the figures and a one-line `SUMMARY key=value ...` (bench/run_all.py reads it).
 
     .venv/bin/python bench/sim_nodes.py [--nodes 1000] [--pods 2000] [--speed 60] [--minutes 90] [--window 20]
 """
@@ -213,7 +213,7 @@ def main() -> None:
         api.close()
     finally:
         plane.close()
-    print("SUMMARY " + json.dumps(results), flush=True)
+    print("SUMMARY " + " ".join(f"{k}={v}" for k, v in results.items()), flush=True)
 
 
 if __name__ == "__main__":
