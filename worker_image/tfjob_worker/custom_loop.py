@@ -93,7 +93,7 @@ def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
 
     summary = tf.summary.create_file_writer(os.path.join(job.tensorboard_dir, "train"))
     iterator = iter(train_ds)
-    every = job.cfg.checkpoint_every_steps
+    every, log_every = job.cfg.checkpoint_every_steps, job.cfg.log_every_steps
     state_ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
     started = time.perf_counter()
     for epoch in range(start_epoch, job.cfg.epochs):
@@ -109,6 +109,9 @@ def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
             job.reporter.step_end(step + 1)
             if job.reporter.due():
                 recorder.live(step + 1 - first_step, {"loss": loss_sum / (step + 1 - first_step)})
+            if log_every and (step + 1) % log_every == 0 and step + 1 < job.steps_per_epoch:
+                progress.emit(progress.format_step(step + 1, job.steps_per_epoch, epoch + 1, job.cfg.epochs,
+                                                   {"loss": loss_sum / (step + 1 - first_step)}), job.prints)
             decision = agreement.check()
             if decision is not None:  # every worker stops after this same step
                 if decision.save:

@@ -36,6 +36,14 @@ def record_reference(backup_dir: str, replicas: int) -> None:
         write_json_atomic(os.path.join(backup_dir, REFERENCE_FILE), {"replicas": replicas})
 
 
+def forget_reference(backup_dir: str) -> None:
+    """Chief, once training is complete (the backup is gone too)."""
+    try:
+        os.unlink(os.path.join(backup_dir, REFERENCE_FILE))
+    except FileNotFoundError:
+        pass
+
+
 def reference_replicas(env: Mapping[str, str], backup_dir: str, replicas: int, workers: int) -> int:
     """Replicas the flags refer to: TFJOB_ELASTIC_REFERENCE_WORKERS x replicas per worker, else the recorded
     width, else this run's."""

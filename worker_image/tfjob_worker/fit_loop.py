@@ -119,7 +119,7 @@ def make_backup(job: Job, keras: Any, is_ps: bool, agreement: Any = None) -> Any
     def say(message: str) -> None:
         progress.emit(f"{progress.PREFIX} preempted: {message}", job.prints)
 
-    return BackupAndRestore(job.backup_dir, save_freq=every or "epoch", global_batch=job.global_batch,
+    return BackupAndRestore(job.backup_dir, save_freq=every or "epoch", global_batch=getattr(job, "global_batch", None),
                             agreement=agreement, on_stop=say)
 
 

@@ -107,7 +107,7 @@ def run(cfg: RunConfig, view: ClusterView, startup: StartupClock | None = None) 
     if independent and (view.rank or 0) > 0:  # rank 0 keeps the top-level layout; others nest theirs
         output_dir = os.path.join(cfg.output_dir, "ranks", str(view.rank))
         backup_dir = os.path.join(cfg.backup_dir, "ranks", str(view.rank))
-    if choice.kind in ("mwms", "mirrored") and view.role != "evaluator":  # may resume at another width
+    if choice.kind in ("mwms", "mirrored", "default") and view.role != "evaluator":  # may resume at another width
         batch = elastic.plan(os.environ, backup_dir, cfg.batch_size_per_replica, cfg.learning_rate, replicas,
                              view.world_size)
         if writes_outputs:
@@ -139,6 +139,8 @@ def run(cfg: RunConfig, view: ClusterView, startup: StartupClock | None = None) 
         progress.emit(progress.format_start(view.role, view.index, view.world_size, choice.class_name,
                                             choice.collective, global_batch, job.target_lr), job.prints)
         (run_custom_loop if cfg.custom_loop else run_fit)(job, tf, keras)
+        if writes_outputs:  # the job is done: a new run in this directory starts from its own width
+            elastic.forget_reference(backup_dir)
     finally:
         job.cleanup()
     return exit_codes.SUCCESS
