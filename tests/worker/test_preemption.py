@@ -24,7 +24,8 @@ pytestmark = pytest.mark.timeout(300)
 
 STEPS = 300  # per epoch: long enough that a SIGTERM after step 40 lands mid-epoch
 ARGS = ["--epochs", "2", "--steps-per-epoch", str(STEPS), "--log-every-steps", "20"]
-STOPPED = re.compile(r"\[tfjob\] preempted: stopped after epoch (\d+) step (\d+) \(samples (\d+)\); (saving|not saving)")
+STOPPED = re.compile(r"\[tfjob\] preempted: stopped after epoch (\d+) step (\d+) \(samples (\d+)\); "
+                     r"(saving|not saving)")
 RESUMED = re.compile(r"\[tfjob\] resumed from backup at epoch (\d+)(?: step (\d+))? samples (\d+)")
 
 
