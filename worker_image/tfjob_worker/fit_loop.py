@@ -120,7 +120,7 @@ def make_backup(job: Job, keras: Any, is_ps: bool, agreement: Any = None) -> Any
         progress.emit(f"{progress.PREFIX} preempted: {message}", job.prints)
 
     return BackupAndRestore(job.backup_dir, save_freq=every or "epoch", global_batch=getattr(job, "global_batch", None),
-                            agreement=agreement, on_stop=say)
+                            agreement=agreement, on_stop=say, exit_on_stop=False)
 
 
 def fit_callbacks(job: Job, keras: Any, recorder: EpochRecorder, is_ps: bool, agreement: Any = None) -> list[Any]:

@@ -133,12 +133,13 @@ class BackupAndRestore(_keras().callbacks.Callback):  # type: ignore[misc]
     Backs up model, optimizer and progress into `<backup_dir>/chief` at epoch ends (or every `save_freq` steps);
     `fit` resumes at the step after the last one saved, also mid-epoch. With `global_batch` given, progress is
     kept in samples, so a resume at another global batch (another width) continues the epoch and the LR
-    schedule where they were. On an agreed stop it backs up if the save fits, then raises Preempted (143).
+    schedule where they were. On an agreed stop it backs up if the save fits, then exits 143 (or raises Preempted
+    with `exit_on_stop=False`).
     """
 
     def __init__(self, backup_dir: str, save_freq: int | str = "epoch", delete_checkpoint: bool = True,
                  global_batch: int | None = None, agreement: StopAgreement | None = None,
-                 on_stop: Callable[[str], None] | None = None) -> None:
+                 on_stop: Callable[[str], None] | None = None, exit_on_stop: bool = True) -> None:
         super().__init__()
         self._supports_tf_logs = True
         self.backup_dir = backup_dir
@@ -147,6 +148,7 @@ class BackupAndRestore(_keras().callbacks.Callback):  # type: ignore[misc]
         self.global_batch = global_batch or 1  # unknown: progress counts steps
         self.agreement = agreement
         self.on_stop = on_stop or announce
+        self.exit_on_stop = exit_on_stop  # leave the process at once (143); False: raise Preempted out of fit
         self.restored: dict[str, int] | None = None  # what the backup held, None without one
         self.epoch = 0  # 0-based epoch in progress
         self.step = 0  # steps completed in it
@@ -240,4 +242,8 @@ class BackupAndRestore(_keras().callbacks.Callback):  # type: ignore[misc]
             self.back_up()
         where = f"epoch {self.epoch + 1} step {self.step} (samples {self.samples})"
         self.on_stop(f"stopped after {where}; {decision.describe()}")
+        if self.exit_on_stop:  # skips TensorFlow's teardown, which can block on peers already gone
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(exit_codes.PREEMPTED)
         raise Preempted(f"preempted after {where}")
