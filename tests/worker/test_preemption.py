@@ -121,6 +121,12 @@ def test_a_backup_saved_at_one_width_resumes_at_another_in_samples_with_the_poli
     assert found and int(found[3]) == samples, chief
     history = json.loads((out / "history.json").read_text())
     assert [(row["epoch"], row.get("resized_from")) for row in history] == [(1, before), (2, None)]
+    # The loss goes on from where it was (a fresh model would start again near ln 10 = 2.3).
+    assert step_losses(chief)[0] < step_losses(first["worker0"].stdout)[-1] < 2.0
+
+
+def step_losses(stdout: str) -> list[float]:
+    return [float(loss) for loss in re.findall(r"\[tfjob\] step \d+/\d+ epoch=\S+ loss=(\S+)", stdout)]
 
 
 def test_a_global_batch_that_does_not_divide_among_the_workers_exits_1_naming_the_variable(

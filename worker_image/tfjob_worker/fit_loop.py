@@ -29,6 +29,7 @@ def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_
             self._test_started = 0.0
             self._checkpoint: Any = None
             self._first_step = True
+            self._resume_told = False
 
         def _implements_train_batch_hooks(self) -> bool:
             # ParameterServerStrategy refuses batch-level callbacks.
@@ -41,7 +42,8 @@ def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self._epoch = epoch + 1
-            if recorder.first_epoch is None and backup is not None and backup.restored is not None:
+            if backup is not None and backup.restored is not None and not self._resume_told:
+                self._resume_told = True  # the first epoch of a resumed run: where, and from which width
                 recorder.resumed(backup.step, backup.samples, backup.restored["replicas"])
             recorder.epoch_begin(epoch + 1)
 

@@ -105,7 +105,8 @@ def supervise(argv: Sequence[str], startup_timeout: float, stall: StallPolicy | 
     stop_by: list[float] = []  # when the trainer must be gone (monotonic), once SIGTERM came
 
     def on_sigterm(_signum: int, _frame: Any) -> None:
-        if watch.started_at is None:  # still starting: nothing trained to save
+        if watch.started_at is None or watch.report is None or not watch.report.trains:
+            # still starting (nothing trained to save), or a role without training steps (ps, evaluator)
             child.kill()
             error(f"SIGTERM received: stopping now (exit {exit_codes.PREEMPTED}, retryable; "
                   "the gang resumes from the last backup)")
@@ -131,6 +132,9 @@ def supervise(argv: Sequence[str], startup_timeout: float, stall: StallPolicy | 
             wait = max(min(stop_by[0] - time.monotonic(), wait), 0)
         readable, _, _ = select.select([read_fd], [], [], wait)
         now = time.monotonic()
+        if stop_by and now < stop_by[0]:  # again each turn: a SIGTERM that came before the training loop took
+            with contextlib.suppress(OSError):  # the signal over went to TensorFlow's own handler, which ignores it
+                child.send_signal(signal.SIGTERM)
         if stop_by and now >= stop_by[0]:
             child.kill()
             child.wait()
