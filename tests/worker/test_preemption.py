@@ -84,7 +84,9 @@ def test_sigterm_mid_epoch_stops_all_workers_after_one_step_saves_and_loses_no_s
 def test_a_save_that_cannot_fit_in_the_grace_period_is_not_started_and_the_last_backup_stays(
         launcher: Launcher, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    grace = {"TFJOB_TERMINATION_GRACE_SECONDS": "2"}  # less than the 2 s a save must leave to exit
+    # Less than the 2 s a save must leave to exit; the flags exchanged after every step, so the decision comes
+    # before the supervisor's deadline (1 s before the grace ends).
+    grace = {"TFJOB_TERMINATION_GRACE_SECONDS": "2", "TFJOB_STOP_CHECK_EVERY_STEPS": "1"}
     first = run(launcher, out, 2, [], "a-", env=grace)
     wait_for(lambda: "[tfjob] epoch 1/2" in first["worker0"].stdout, timeout=150, what="epoch 1's backup")
     backup = out / "backup" / "chief"

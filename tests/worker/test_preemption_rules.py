@@ -26,6 +26,7 @@ def test_the_grace_and_the_check_interval_come_from_the_environment_and_bad_valu
     assert preemption.grace_seconds({}) == 30.0
     assert preemption.grace_seconds({"TFJOB_TERMINATION_GRACE_SECONDS": "120"}) == 120.0
     assert preemption.check_every({"TFJOB_STOP_CHECK_EVERY_STEPS": "10"}) == 10
+    assert preemption.check_every({}) is None  # adaptive
     with pytest.raises(ValueError, match="TFJOB_TERMINATION_GRACE_SECONDS='soon'"):
         preemption.grace_seconds({"TFJOB_TERMINATION_GRACE_SECONDS": "soon"})
     with pytest.raises(ValueError, match="TFJOB_STOP_CHECK_EVERY_STEPS"):
@@ -77,3 +78,20 @@ def test_an_epoch_keeps_its_examples_at_another_width():
     assert epoch_steps(1164, plan_batch("ScaleLearningRate", 32, 0.001, 2, 2), None) == 18  # 1164 // 64
     assert epoch_steps(1164, narrow, None) == 36  # 18 x 64 examples at 32 a step
     assert epoch_steps(1164, narrow, 300) == 600  # --steps-per-epoch counts the reference's batches
+
+
+@pytest.mark.parametrize(("step", "exchange", "interval"), [
+    (None, 0.003, 1),  # no step timed yet: exchange after the next one
+    (0.080, 0.003, 4),  # conv net on 2 workers: 3 ms every 4 steps of 80 ms is under 1%
+    (0.005, 0.003, 60),  # 5 ms steps: 60 steps for 1%, 0.3 s of steps to wait at a stop
+    (0.002, 0.003, 100),  # at most 100 steps
+    (0.600, 0.003, 1),  # slow steps: every step
+    (0.300, 0.100, 3),  # a slow exchange: bounded by 1 s of steps (1% would want 34)
+])
+def test_the_exchange_interval_keeps_its_cost_near_one_percent_and_a_stop_within_a_second(step, exchange, interval):
+    assert preemption.next_interval(step, exchange) == interval
+
+
+def test_every_worker_takes_the_largest_proposed_interval():
+    assert preemption.agreed_interval([(0, NO_DEADLINE, 0.1, 4), (0, NO_DEADLINE, 0.1, 9)]) == 9
+    assert preemption.agreed_interval([(0, NO_DEADLINE, 0.1)]) == 1

@@ -8,8 +8,9 @@ Two helpers for scripts run in TFJob pods (see docs/worker.md, "Graceful preempt
 - Custom loops: `GracefulStop(strategy)`; call `should_stop()` after every step and, when it says so, `save(fn)`
   (your own backup: it runs only when it fits in the grace period) and `exit()`.
 
-The agreement is one all-gather of three numbers every TFJOB_STOP_CHECK_EVERY_STEPS steps (default 1). TensorFlow's
-own PreemptionCheckpointHandler is not used: it only watches GCE maintenance events.
+The agreement is one all-gather of four numbers every K steps: K is agreed at each exchange so that the exchange
+costs about 1% of the steps' time and a stop waits at most 1 s of steps (or fixed: TFJOB_STOP_CHECK_EVERY_STEPS).
+TensorFlow's own PreemptionCheckpointHandler is not used: it only watches GCE maintenance events.
 """
 
 from __future__ import annotations
@@ -42,10 +43,14 @@ class StopAgreement:
         # only records the signal: take SIGTERM back, now that the strategy exists.
         self.signal.install()
         self.signal.deferred = True  # this loop checks the flag: SIGTERM no longer exits at once
-        self.every = every or preemption.check_every()
+        self.fixed_every = every or preemption.check_every()  # None: agreed at each exchange
         self.last_save_seconds = 0.0
         self.decision: Decision | None = None
+        self.exchange_seconds = 0.0  # the last exchange's duration
         self._calls = 0
+        self._next = self.fixed_every or 1  # the call that exchanges next
+        self._proposal = 1  # this worker's proposed interval, sent with the next exchange
+        self._last: tuple[int, float] | None = None  # (calls, perf_counter) at the end of the last exchange
         self._gather: Any = None
 
     def check(self) -> Decision | None:
@@ -53,17 +58,25 @@ class StopAgreement:
         if self.decision is not None:
             return self.decision
         self._calls += 1
-        if self._calls % self.every:
+        if self._calls < self._next:
             return None
-        row = (1.0 if self.signal.raised else 0.0, self.signal.remaining(), self.last_save_seconds)
+        started = time.perf_counter()
+        step_seconds = (started - self._last[1]) / (self._calls - self._last[0]) if self._last else None
+        row = (1.0 if self.signal.raised else 0.0, self.signal.remaining(), self.last_save_seconds,
+               float(self._proposal))
         rows = self._exchange(row) if _exchanges(self.strategy) else [row]
+        ended = time.perf_counter()
+        self.exchange_seconds = ended - started
         decision = preemption.decide(rows)
         if decision.stop:
             self.decision = decision
             return decision
+        self._next = self._calls + (self.fixed_every or preemption.agreed_interval(rows))
+        self._proposal = preemption.next_interval(step_seconds, self.exchange_seconds)
+        self._last = (self._calls, ended)
         return None
 
-    def _exchange(self, row: tuple[float, float, float]) -> list[tuple[float, float, float]]:
+    def _exchange(self, row: tuple[float, ...]) -> list[tuple[float, ...]]:
         if self._gather is None:
             strategy = self.strategy
 
@@ -74,7 +87,7 @@ class StopAgreement:
 
             self._gather = gather
         rows = self._gather(tf.constant(row, dtype=tf.float64)).numpy()
-        return [(float(a), float(b), float(c)) for a, b, c in rows]
+        return [tuple(float(v) for v in r) for r in rows]
 
     def timed_save(self, save: Callable[[], Any]) -> Any:
         """Run a save and remember how long it took (the estimate for a save in the grace period)."""

@@ -1,19 +1,21 @@
 """Graceful preemption, the pure part: the SIGTERM flag, the grace budget, and the stop-and-save decision.
 
 On SIGTERM a worker must not stop alone: under MultiWorkerMirroredStrategy a worker leaving between steps hangs
-the others in their next collective. So a SIGTERM only raises a flag; every K steps all workers exchange their
-flags (`tfjob_worker.graceful`) and, when any is raised, all stop after the same step, save if the save fits in
-the tightest grace left, and exit PREEMPTED (retryable). The decision is a pure function of the exchanged rows,
-so every worker computes the same one. Imports no TensorFlow (the supervisor reads the grace from here too).
+the others in their next collective. So a SIGTERM only raises a flag; every K steps (K agreed at each exchange, so
+the exchange stays about 1% of training time) all workers exchange their flags (`tfjob_worker.graceful`) and,
+when any is raised, all stop after the same step, save if the save fits in the tightest grace left, and exit
+PREEMPTED (retryable). The decision is a pure function of the exchanged rows, so every worker computes the same
+one. Imports no TensorFlow (the supervisor reads the grace from here too).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,9 +25,14 @@ from . import exit_codes
 GRACE_ENV = "TFJOB_TERMINATION_GRACE_SECONDS"
 #: Kubernetes' default terminationGracePeriodSeconds.
 DEFAULT_GRACE = 30.0
-#: How many training steps between two exchanges of the stop flag (1: after every step).
+#: Steps between two exchanges of the stop flag, fixed; unset: adaptive (next_interval).
 CHECK_EVERY_ENV = "TFJOB_STOP_CHECK_EVERY_STEPS"
-DEFAULT_CHECK_EVERY = 1
+#: Adaptive interval: the exchange may cost this share of training time...
+EXCHANGE_BUDGET = 0.01
+#: ...as long as the stop waits no more than this many seconds of steps for the next exchange...
+MAX_STOP_DELAY = 1.0
+#: ...and never more than this many steps.
+MAX_INTERVAL = 100
 #: The supervisor kills a trainer still running this long before the grace ends, then exits itself: the
 #: kubelet's SIGKILL never lands on a half-written file, and the exit code stays ours (143, not 137).
 KILL_MARGIN = 1.0
@@ -55,12 +62,21 @@ def grace_seconds(env: Mapping[str, str] = os.environ) -> float:
     return _env_float(env, GRACE_ENV, DEFAULT_GRACE, 0.0)
 
 
-def check_every(env: Mapping[str, str] = os.environ) -> int:
-    """Steps between stop-flag exchanges (TFJOB_STOP_CHECK_EVERY_STEPS, default 1)."""
-    value = _env_float(env, CHECK_EVERY_ENV, DEFAULT_CHECK_EVERY, 1.0)
-    if value != int(value):
+def check_every(env: Mapping[str, str] = os.environ) -> int | None:
+    """Steps between stop-flag exchanges (TFJOB_STOP_CHECK_EVERY_STEPS); None: adaptive."""
+    value = _env_float(env, CHECK_EVERY_ENV, 0.0, 1.0)
+    if value and value != int(value):
         raise ValueError(f"environment variable {CHECK_EVERY_ENV}={value!r}: expected a whole number >= 1")
-    return int(value)
+    return int(value) or None
+
+
+def next_interval(step_seconds: float | None, exchange_seconds: float) -> int:
+    """Steps until the next exchange: as few as keep its cost within EXCHANGE_BUDGET of the steps' time, but
+    no more than MAX_STOP_DELAY seconds of steps (a stop waits for the next exchange) nor MAX_INTERVAL."""
+    if not step_seconds or step_seconds <= 0:
+        return 1
+    wanted = math.ceil(exchange_seconds / (EXCHANGE_BUDGET * step_seconds))
+    return max(1, min(wanted, int(MAX_STOP_DELAY / step_seconds), MAX_INTERVAL))
 
 
 class Preempted(SystemExit):
@@ -134,14 +150,19 @@ class Decision:
                 "stays the resume point")
 
 
+def agreed_interval(rows: Iterable[Sequence[float]]) -> int:
+    """Every worker proposes an interval (the 4th column); all take the largest, so they exchange in step."""
+    return max((int(row[3]) for row in rows if len(row) > 3), default=1) or 1
+
+
 def save_fits(remaining: float, save_estimate: float) -> bool:
     """True when a save of about `save_estimate` seconds fits in `remaining` seconds of grace."""
     return remaining >= EXIT_RESERVE + SAVE_SAFETY * save_estimate
 
 
-def decide(rows: Iterable[tuple[float, float, float]]) -> Decision:
-    """The decision from every worker's row (stop flag 0/1, grace left, last save seconds)."""
-    rows = list(rows)
+def decide(rows: Iterable[Sequence[float]]) -> Decision:
+    """The decision from every worker's row (stop flag 0/1, grace left, last save seconds[, proposed interval])."""
+    rows = [(row[0], row[1], row[2]) for row in rows]
     stop = any(flag > 0 for flag, _, _ in rows)
     remaining = min((left for _, left, _ in rows), default=NO_DEADLINE)
     estimate = max((seconds for _, _, seconds in rows), default=0.0)
