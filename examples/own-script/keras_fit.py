@@ -1,8 +1,10 @@
 """Keras `fit` on every worker of a TFJob, under MultiWorkerMirroredStrategy: an ordinary TensorFlow script.
 
-Nothing here knows about tfjob. TensorFlow reads the cluster and this process's task from TF_CONFIG,
-which the operator sets in each pod. `tf.keras` must be Keras 2 (tf-keras): Keras 3 cannot `fit` under
-MultiWorkerMirroredStrategy; the worker image sets TF_USE_LEGACY_KERAS=1 for that.
+TensorFlow reads the cluster and this process's task from TF_CONFIG, which the operator sets in each pod.
+`tf.keras` must be Keras 2 (tf-keras): Keras 3 cannot `fit` under MultiWorkerMirroredStrategy; the worker image
+sets TF_USE_LEGACY_KERAS=1 for that. The one tfjob piece is `tfjob_worker.graceful.BackupAndRestore` (in the worker
+image), in place of Keras's: on SIGTERM (pod deleted, evicted, node drained) every worker stops after the same step,
+the chief backs up if the save fits in the grace period, and all exit 143, so the restarted job loses no step.
 
     python keras_fit.py --epochs 2 --output /data/keras-fit    # alone (no TF_CONFIG) it trains on one worker
 """
@@ -17,6 +19,8 @@ import tempfile
 
 import tensorflow as tf
 from sklearn.datasets import load_digits
+
+from tfjob_worker.graceful import BackupAndRestore
 
 
 def is_chief(tf_config: dict) -> bool:
@@ -45,6 +49,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-per-worker", type=int, default=32)
     parser.add_argument("--output", default="/tmp/keras-fit", help="where the chief saves the model")
+    parser.add_argument("--backup", default=None, help="backup directory shared by the workers "
+                                                      "(default: <output>-backup)")
     args = parser.parse_args()
 
     # First, before any other TensorFlow call: it connects this process to its peers.
@@ -61,7 +67,9 @@ def main() -> None:
         ])
         model.compile(optimizer=tf.keras.optimizers.Adam(0.01),
                       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
-    model.fit(train, epochs=args.epochs, steps_per_epoch=1500 // global_batch, verbose=2)
+    # Backs up every epoch, resumes where the last backup was (mid-epoch too), stops gracefully on SIGTERM.
+    backup = BackupAndRestore(args.backup or f"{args.output}-backup", global_batch=global_batch)
+    model.fit(train, epochs=args.epochs, steps_per_epoch=1500 // global_batch, verbose=2, callbacks=[backup])
     _, accuracy = model.evaluate(test, verbose=0)
     print(f"held-out accuracy {accuracy:.4f}", flush=True)
 

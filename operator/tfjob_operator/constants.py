@@ -58,7 +58,7 @@ ENV_WORKER_METRICS_PORT: Final = "TFJOB_WORKER_METRICS_PORT"
 ENV_STALL_TIMEOUT: Final = "TFJOB_STALL_TIMEOUT_SECONDS"
 #: Elastic jobs (the worker runtime applies them): the scaling policy, and N0, the width batch and LR were set for.
 ENV_ELASTIC_SCALING: Final = "TFJOB_ELASTIC_SCALING"
-ENV_ELASTIC_BASE_WORKERS: Final = "TFJOB_ELASTIC_BASE_WORKERS"
+ENV_ELASTIC_REFERENCE_WORKERS: Final = "TFJOB_ELASTIC_REFERENCE_WORKERS"
 #: The pod's terminationGracePeriodSeconds: the time the runtime has to save after SIGTERM.
 ENV_TERMINATION_GRACE_SECONDS: Final = "TFJOB_TERMINATION_GRACE_SECONDS"
 #: Kubernetes' terminationGracePeriodSeconds when a pod spec leaves it unset.

@@ -216,15 +216,18 @@ def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOption
 
 
 def _elastic_env(job: TFJob) -> dict[str, str]:
-    """An elastic job's scaling policy and N0, the width its batch and learning rate were written for (the
-    Worker.replicas it started with, as the status records; the spec's before it started)."""
+    """An elastic job's scaling policy and the width its batch and learning rate were written for: the training
+    processes (chief + workers) it started with, its Worker.replicas as the status records (the spec's before it
+    started). The worker runtime reads both (tfjob_worker.scaling)."""
     policy = job.spec.elasticPolicy
     if policy is None:
         return {}
     recorded = job.status.elastic.baseReplicas if job.status and job.status.elastic else None
     specs = job.spec.tfReplicaSpecs
     base = recorded or (specs[ReplicaType.WORKER].replicas if ReplicaType.WORKER in specs else 0)  # type: ignore[comparison-overlap]
-    return {constants.ENV_ELASTIC_SCALING: policy.scaling.value, constants.ENV_ELASTIC_BASE_WORKERS: str(base)}
+    chief = 1 if job.has_chief() else 0
+    return {constants.ENV_ELASTIC_SCALING: policy.scaling.value,
+            constants.ENV_ELASTIC_REFERENCE_WORKERS: str(base + chief)}
 
 
 def render(job: TFJob, options: RenderOptions | None = None) -> Rendered:

@@ -63,7 +63,7 @@ def test_an_elastic_jobs_worker_edit_restarts_the_gang_at_the_new_width(cluster:
     assert status["elastic"]["summary"] == "3/4 (min 2)" and status["workers"] == "3/3"
     pods = {p.metadata.name: p for p in cluster.pods(name)}
     env = {e.name: e.value for e in pods[f"{name}-worker-0"].spec.containers[0].env}
-    assert (env["TFJOB_ELASTIC_SCALING"], env["TFJOB_ELASTIC_BASE_WORKERS"]) == ("ConstantGlobalBatch", "3")
+    assert (env["TFJOB_ELASTIC_SCALING"], env["TFJOB_ELASTIC_REFERENCE_WORKERS"]) == ("ConstantGlobalBatch", "3")
     assert "3/4 (min 2)" in cluster.kubectl("get", "tfjobs.tfjob.dev", name, "-o", "wide")
 
     _patch_workers(cluster, "tfjob.dev", name, 2)
@@ -75,7 +75,7 @@ def test_an_elastic_jobs_worker_edit_restarts_the_gang_at_the_new_width(cluster:
     pods = {p.metadata.name: p for p in cluster.pods(name)}
     env = {e.name: e.value for e in pods[f"{name}-worker-1"].spec.containers[0].env}
     assert len(json.loads(env["TF_CONFIG"])["cluster"]["worker"]) == 2
-    assert env["TFJOB_ELASTIC_BASE_WORKERS"] == "3"  # N0 stays the width the job started with
+    assert env["TFJOB_ELASTIC_REFERENCE_WORKERS"] == "3"  # N0 stays the width the job started with
     resized = dict(cluster.wait_events(name, "Resized"))["Resized"]
     assert "3 → 2 workers: spec.tfReplicaSpecs.Worker.replicas set to 2" in resized
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tfjob_operator import constants
 from tfjob_operator.render import RenderOptions, render
 from tfjob_operator.validation import parse_tfjob
 
@@ -315,8 +316,21 @@ def test_an_elastic_job_tells_the_runtime_its_scaling_and_base_width() -> None:
     manifest = job({"Worker": replica(4)}, elasticPolicy={"minReplicas": 2, "maxReplicas": 4,
                                                          "scaling": "ScaleLearningRate"})
     env = _env(_training_container(manifest))
-    assert (env["TFJOB_ELASTIC_SCALING"], env["TFJOB_ELASTIC_BASE_WORKERS"]) == ("ScaleLearningRate", "4")
+    assert (env["TFJOB_ELASTIC_SCALING"], env["TFJOB_ELASTIC_REFERENCE_WORKERS"]) == ("ScaleLearningRate", "4")
     assert "TFJOB_ELASTIC_SCALING" not in _env(_training_container(job({"Worker": replica(2)})))
+
+
+def test_an_elastic_jobs_reference_width_counts_its_chief_as_the_runtime_counts_training_processes() -> None:
+    manifest = job({"Chief": replica(1), "Worker": replica(3)}, elasticPolicy={"minReplicas": 1, "maxReplicas": 3})
+    assert _env(_training_container(manifest))["TFJOB_ELASTIC_REFERENCE_WORKERS"] == "4"
+
+
+def test_the_operator_sets_the_variables_the_worker_runtime_reads() -> None:
+    from tfjob_worker import preemption, scaling
+
+    assert constants.ENV_ELASTIC_SCALING == scaling.SCALING_ENV
+    assert constants.ENV_ELASTIC_REFERENCE_WORKERS == scaling.REFERENCE_WORKERS_ENV
+    assert constants.ENV_TERMINATION_GRACE_SECONDS == preemption.GRACE_ENV
 
 
 def test_an_elastic_job_renders_pods_and_tf_config_at_the_current_width_keeping_its_base() -> None:
@@ -328,7 +342,7 @@ def test_an_elastic_job_renders_pods_and_tf_config_at_the_current_width_keeping_
     pods = render(effective_job(parsed, status)[0]).pods
     assert [p["metadata"]["name"] for p in pods] == ["j-worker-0", "j-worker-1", "j-worker-2"]
     assert len(json.loads(env_of(pods[2], "TF_CONFIG") or "")["cluster"]["worker"]) == 3
-    assert env_of(pods[0], "TFJOB_ELASTIC_BASE_WORKERS") == "4"
+    assert env_of(pods[0], "TFJOB_ELASTIC_REFERENCE_WORKERS") == "4"
     assert env_of(pods[0], "TFJOB_ELASTIC_SCALING") == "ConstantGlobalBatch"
 
 

@@ -109,7 +109,7 @@ def test_killed_worker_makes_the_survivor_exit_peer_lost_and_a_restart_resumes(l
     stdout = second["worker0"].stdout
     resumed = line(stdout, "[tfjob] resumed from backup at epoch")
     assert resumed is not None, stdout
-    resumed_epoch = int(resumed.rsplit(" ", 1)[1])
+    resumed_epoch = int(resumed.split(" at epoch ")[1].split()[0])  # "... at epoch 2 samples 4800"
     assert 2 <= resumed_epoch <= len(epochs_before) + 1
     assert f"[tfjob] epoch {resumed_epoch}/4" in stdout and "[tfjob] epoch 1/4" not in stdout
     assert [row["epoch"] for row in json.loads((out / "history.json").read_text())] == [1, 2, 3, 4]

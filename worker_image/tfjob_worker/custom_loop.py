@@ -6,16 +6,21 @@ import os
 import time
 from typing import Any
 
-from . import checkpoint
+from . import checkpoint, progress
 from .data import per_worker_train_fn
+from .graceful import StopAgreement
+from .preemption import Preempted
+from .scaling import resume_position
 from .training import EpochRecorder, Job, finish, first_step_done, make_loss, make_optimizer, save_checkpoint
 
 
 def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
-    """Train with a hand-written loop; backups go to <backup-dir>/chief (chief) every epoch or N steps."""
+    """Train with a hand-written loop; backups go to <backup-dir>/chief (chief) every epoch or N steps, and on
+    an agreed stop after SIGTERM when the save fits in the grace period."""
     strategy = job.strategy
     if job.choice.kind == "ps":
         raise ValueError("--custom-loop is not supported with ParameterServerStrategy (use model.fit)")
+    agreement = StopAgreement(strategy)  # from here a SIGTERM waits for the step every worker agrees on
     loss_fn = make_loss(job, keras)
     sparse = job.splits.train[1].ndim == 1
     with strategy.scope():
@@ -24,20 +29,33 @@ def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
         accuracy_cls = keras.metrics.SparseCategoricalAccuracy if sparse else keras.metrics.CategoricalAccuracy
         train_acc = accuracy_cls()
         val_loss, val_acc = keras.metrics.Mean(), accuracy_cls()
-        epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False)  # completed epochs
-        step_var = tf.Variable(0, dtype=tf.int64, trainable=False)  # completed steps in the current epoch
-        state = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_var, step=step_var)
+        progress_vars = {name: tf.Variable(0, dtype=tf.int64, trainable=False)
+                         for name in ("epoch", "epoch_samples", "samples", "global_batch", "replicas")}
+        state = tf.train.Checkpoint(model=model, optimizer=optimizer, **progress_vars)
     backup = tf.train.CheckpointManager(state, os.path.join(job.backup_dir, "chief"), max_to_keep=1)
     resumed = backup.latest_checkpoint is not None
     job.startup.mark("build")
+    batch = job.global_batch
+    start_epoch, first_step, samples = 0, 0, 0
+    recorder = EpochRecorder(job, resumable=resumed)
     if resumed:
         state.restore(backup.latest_checkpoint)
+        saved = {name: int(var.numpy()) for name, var in progress_vars.items()}
+        samples = saved["samples"]
+        start_epoch, first_step = resume_position(saved["epoch"], saved["epoch_samples"], batch, job.steps_per_epoch)
+        if saved["global_batch"] not in (0, batch):  # another width: iterations (the LR schedule's) in this batch
+            optimizer.iterations.assign(samples // batch)
+        recorder.resumed(first_step, samples, saved["replicas"])
 
-    def back_up() -> None:
+    def back_up(epoch: int, step: int) -> None:
+        values = {"epoch": epoch, "epoch_samples": step * batch, "samples": samples, "global_batch": batch,
+                  "replicas": int(strategy.num_replicas_in_sync)}
+        for name, value in values.items():
+            progress_vars[name].assign(value)
         if job.writes_outputs:
-            backup.save()
+            agreement.timed_save(backup.save)
         else:  # every worker must write (reads of synced variables are collectives); others throw it away
-            checkpoint.write_to_scratch(state.write)
+            agreement.timed_save(lambda: checkpoint.write_to_scratch(state.write))
 
     train_ds = strategy.distribute_datasets_from_function(
         per_worker_train_fn(tf, job.splits, job.global_batch, job.cfg.seed))
@@ -74,26 +92,36 @@ def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
         strategy.run(eval_replica, args=(x, y))
 
     summary = tf.summary.create_file_writer(os.path.join(job.tensorboard_dir, "train"))
-    recorder = EpochRecorder(job, resumable=resumed)
     iterator = iter(train_ds)
-    every = job.cfg.checkpoint_every_steps
+    every, log_every = job.cfg.checkpoint_every_steps, job.cfg.log_every_steps
     state_ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
     started = time.perf_counter()
-    for epoch in range(int(epoch_var.numpy()), job.cfg.epochs):
+    for epoch in range(start_epoch, job.cfg.epochs):
         recorder.epoch_begin(epoch + 1)
-        first_step = int(step_var.numpy())  # resumed mid-epoch: run the remaining steps
+        first_step = first_step if epoch == start_epoch else 0  # resumed mid-epoch: run the remaining steps
         train_acc.reset_state()
         loss_sum = 0.0  # summed on the host: the step already returns the cross-replica loss
         for step in range(first_step, job.steps_per_epoch):
             loss_sum += float(train_step(iterator))
+            samples += batch
             if not job.startup.complete:
                 first_step_done(job)
             job.reporter.step_end(step + 1)
             if job.reporter.due():
                 recorder.live(step + 1 - first_step, {"loss": loss_sum / (step + 1 - first_step)})
-            step_var.assign(step + 1)
+            if log_every and (step + 1) % log_every == 0 and step + 1 < job.steps_per_epoch:
+                progress.emit(progress.format_step(step + 1, job.steps_per_epoch, epoch + 1, job.cfg.epochs,
+                                                   {"loss": loss_sum / (step + 1 - first_step)}), job.prints)
+            decision = agreement.check()
+            if decision is not None:  # every worker stops after this same step
+                if decision.save:
+                    back_up(epoch, step + 1)
+                where = f"epoch {epoch + 1} step {step + 1} (samples {samples})"
+                progress.emit(f"{progress.PREFIX} preempted: stopped after {where}; {decision.describe()}",
+                              job.prints)
+                raise Preempted(f"preempted after {where}")
             if every and (step + 1) % every == 0 and step + 1 < job.steps_per_epoch:
-                back_up()
+                back_up(epoch, step + 1)
         steps_run = max(job.steps_per_epoch - first_step, 1)
         metrics = {"loss": loss_sum / steps_run, "accuracy": float(train_acc.result())}
         if val_ds is not None:
@@ -110,9 +138,7 @@ def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
             with summary.as_default(step=epoch + 1):
                 for name, value in metrics.items():
                     tf.summary.scalar(name, value)
-        epoch_var.assign(epoch + 1)
-        step_var.assign(0)
-        back_up()
+        back_up(epoch + 1, 0)
         save_checkpoint(job, epoch + 1, state_ckpt.write)
     if job.writes_outputs:  # training is complete: the backup is no longer needed
         for name in os.listdir(backup.directory):

@@ -12,7 +12,7 @@ policy restarts the whole gang, which then resumes from the backup directory.
 | 0    | SUCCESS         | training finished; the chief wrote result.json and the SavedModel       |
 | 1    | USER_ERROR      | error in user code or configuration (bad TF_CONFIG, bad entry point)     |
 | 2    | USAGE_ERROR     | command-line usage error (argparse)                                      |
-| 143  | PREEMPTED       | SIGTERM received (pod deleted or evicted); stopped promptly              |
+| 143  | PREEMPTED       | SIGTERM: all workers stopped after one agreed step (backed up if it fit) |
 | 200  | PEER_LOST       | a peer went away: UnavailableError, DeadlineExceededError, aborted collective |
 | 201  | STARTUP_TIMEOUT | not all peers were present within --startup-timeout                      |
 | 202  | STALLED         | the trainer made no progress for --stall-timeout (the stall watchdog)     |

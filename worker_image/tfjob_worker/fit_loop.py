@@ -1,4 +1,4 @@
-"""Training with tf-keras `Model.fit`: BackupAndRestore, chief checkpoints, progress, TensorBoard."""
+"""Training with tf-keras `Model.fit`: backups and graceful stop, chief checkpoints, progress, TensorBoard."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ def _to_float(value: Any) -> float:
     return float(value)
 
 
-def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_hooks: bool) -> Any:
+def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_hooks: bool,
+                           backup: Any = None) -> Any:
     """Keras callback: reports start-up and steps to the supervisor, prints lines, writes history and checkpoints."""
 
     class Progress(keras.callbacks.Callback):  # type: ignore[name-defined,misc]
@@ -28,6 +29,7 @@ def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_
             self._test_started = 0.0
             self._checkpoint: Any = None
             self._first_step = True
+            self._resume_told = False
 
         def _implements_train_batch_hooks(self) -> bool:
             # ParameterServerStrategy refuses batch-level callbacks.
@@ -40,6 +42,9 @@ def make_progress_callback(keras: Any, job: Job, recorder: EpochRecorder, batch_
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self._epoch = epoch + 1
+            if backup is not None and backup.restored is not None and not self._resume_told:
+                self._resume_told = True  # the first epoch of a resumed run: where, and from which width
+                recorder.resumed(backup.step, backup.samples, backup.restored["replicas"])
             recorder.epoch_begin(epoch + 1)
 
         def _implements_test_batch_hooks(self) -> bool:
@@ -104,8 +109,24 @@ def epoch_level(base: Any) -> Any:
     return EpochLevel
 
 
-def fit_callbacks(job: Job, keras: Any, recorder: EpochRecorder, is_ps: bool) -> list[Any]:
-    """A clock stop, BackupAndRestore, Progress and TensorBoard, in that order.
+def make_backup(job: Job, keras: Any, is_ps: bool, agreement: Any = None) -> Any:
+    """Keras's BackupAndRestore under ParameterServerStrategy (no batch hooks there, so no graceful stop);
+    elsewhere ours: the same backups, plus the agreed stop on SIGTERM and progress in samples."""
+    every = job.cfg.checkpoint_every_steps
+    if is_ps:
+        return epoch_level(keras.callbacks.BackupAndRestore)(job.backup_dir, save_freq=every or "epoch",
+                                                             delete_checkpoint=True)
+    from .graceful import BackupAndRestore
+
+    def say(message: str) -> None:
+        progress.emit(f"{progress.PREFIX} preempted: {message}", job.prints)
+
+    return BackupAndRestore(job.backup_dir, save_freq=every or "epoch", global_batch=getattr(job, "global_batch", None),
+                            agreement=agreement, on_stop=say, exit_on_stop=False)
+
+
+def fit_callbacks(job: Job, keras: Any, recorder: EpochRecorder, is_ps: bool, agreement: Any = None) -> list[Any]:
+    """A clock stop, the backup, Progress and TensorBoard, in that order.
 
     The backup is written before Progress prints the epoch's line, so a line seen means its backup exists (a
     kill right after it resumes at the next epoch: `tfjob local --kill-worker-after` relies on it); the clock
@@ -119,11 +140,12 @@ def fit_callbacks(job: Job, keras: Any, recorder: EpochRecorder, is_ps: bool) ->
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             recorder.steps_ended()
 
+    backup = make_backup(job, keras, is_ps, agreement)
     return [
         StopClock(),
-        epoch_level(keras.callbacks.BackupAndRestore)(
-            job.backup_dir, save_freq=job.cfg.checkpoint_every_steps or "epoch", delete_checkpoint=True),
-        make_progress_callback(keras, job, recorder, batch_hooks=not is_ps),  # ParameterServerStrategy refuses them
+        backup,
+        make_progress_callback(keras, job, recorder, batch_hooks=not is_ps,  # ParameterServerStrategy refuses them
+                               backup=None if is_ps else backup),
         epoch_level(keras.callbacks.TensorBoard)(job.tensorboard_dir, update_freq="epoch", profile_batch=0),
     ]
 
@@ -131,6 +153,11 @@ def fit_callbacks(job: Job, keras: Any, recorder: EpochRecorder, is_ps: bool) ->
 def run_fit(job: Job, tf: Any, keras: Any) -> None:
     """Compile under the strategy and train with fit; then evaluate and save (chief)."""
     is_ps = job.choice.kind == "ps"
+    agreement = None
+    if not is_ps:  # from here a SIGTERM waits for the step every worker agrees on
+        from .graceful import StopAgreement
+
+        agreement = StopAgreement(job.strategy)
     with job.strategy.scope():
         model = job.model_fn()
         model.compile(optimizer=make_optimizer(job, keras, tf), loss=make_loss(job, keras), metrics=["accuracy"])
@@ -143,7 +170,7 @@ def run_fit(job: Job, tf: Any, keras: Any) -> None:
         validation = eval_dataset(tf, job.splits.val, job.global_batch) if job.splits.val is not None else None
     backup_exists = tf.train.latest_checkpoint(os.path.join(job.backup_dir, "chief")) is not None
     recorder = EpochRecorder(job, resumable=backup_exists)
-    callbacks = fit_callbacks(job, keras, recorder, is_ps)
+    callbacks = fit_callbacks(job, keras, recorder, is_ps, agreement)
     started = time.perf_counter()
     model.fit(train, epochs=job.cfg.epochs, steps_per_epoch=job.steps_per_epoch, validation_data=validation,
               callbacks=callbacks, verbose=0)

@@ -1,4 +1,4 @@
-"""Process lifecycle: the supervisor (start-up timeout, stall watchdog, SIGTERM, metrics), the trainer's env, exit."""
+"""Process lifecycle: the supervisor (start-up timeout, stall watchdog, grace period, metrics), trainer env, exit."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import exit_codes, termination
+from . import exit_codes, preemption, termination
 from .progress import error
 from .reports import REPORT_FD_ENV, LineReader, Report
 from .stall import StallPolicy, stall_reason
@@ -80,24 +80,41 @@ class Watch:
 
 def supervise(argv: Sequence[str], startup_timeout: float, stall: StallPolicy | None = None,
               metrics_port: int = 0) -> int:
-    """Run the trainer as a child process; enforce the start-up timeout, the stall watchdog and SIGTERM from
-    outside it, and serve its metrics.
+    """Run the trainer as a child process; enforce the start-up timeout, the stall watchdog and the grace
+    period from outside it, and serve its metrics.
+
+    SIGTERM during start-up kills the trainer at once; once training, it is passed on (the trainer's peers
+    agree on a step, save if it fits, exit 143) and the trainer is killed if still there KILL_MARGIN seconds
+    before the grace period (TFJOB_TERMINATION_GRACE_SECONDS) ends.
 
     This cannot live in a thread of the trainer: while peers are missing, the MultiWorkerMirroredStrategy
     constructor blocks in C++ holding the GIL, so no Python thread of that process runs again.
     The supervisor imports no TensorFlow; stdout and stderr pass straight through.
     """
     stall = stall or StallPolicy()
+    try:
+        grace = preemption.grace_seconds()
+    except ValueError as exc:
+        error(str(exc))
+        return exit_codes.USER_ERROR
     read_fd, write_fd = os.pipe()
     env = {**os.environ, CHILD_ENV: "1", REPORT_FD_ENV: str(write_fd), BEGAN_ENV: f"{process_started():.3f}"}
     child = subprocess.Popen([sys.executable, "-m", "tfjob_worker", *argv], env=env, pass_fds=(write_fd,))
     os.close(write_fd)
+    watch = Watch()
+    stop_by: list[float] = []  # when the trainer must be gone (monotonic), once SIGTERM came
 
     def on_sigterm(_signum: int, _frame: Any) -> None:
-        child.kill()
-        error(f"SIGTERM received: stopping now (exit {exit_codes.PREEMPTED}, retryable; "
-              "the gang resumes from the last backup)")
-        exit_now(exit_codes.PREEMPTED)
+        if watch.started_at is None or watch.report is None or not watch.report.trains:
+            # still starting (nothing trained to save), or a role without training steps (ps, evaluator)
+            child.kill()
+            error(f"SIGTERM received: stopping now (exit {exit_codes.PREEMPTED}, retryable; "
+                  "the gang resumes from the last backup)")
+            exit_now(exit_codes.PREEMPTED)
+        if not stop_by:  # the trainer finishes its step, agrees with its peers, saves if it fits, exits 143
+            stop_by.append(time.monotonic() + max(grace - preemption.KILL_MARGIN, 0.0))
+            with contextlib.suppress(OSError):
+                child.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, on_sigterm)
     from . import metrics  # prometheus_client: imported while the trainer starts, not before (a restart waits)
@@ -106,13 +123,25 @@ def supervise(argv: Sequence[str], startup_timeout: float, stall: StallPolicy | 
     if metrics_port:
         metrics.serve(metrics_port, collector)
     deadline = time.monotonic() + startup_timeout if startup_timeout > 0 else None
-    watch, reader, eof = Watch(), LineReader(), False
+    reader, eof = LineReader(), False
     while not eof and child.poll() is None:
         wait = 0.5
         if deadline is not None and watch.started_at is None:
             wait = max(min(deadline - time.monotonic(), 0.5), 0)
+        if stop_by:
+            wait = max(min(stop_by[0] - time.monotonic(), wait), 0)
         readable, _, _ = select.select([read_fd], [], [], wait)
         now = time.monotonic()
+        if stop_by and now < stop_by[0]:  # again each turn: a SIGTERM that came before the training loop took
+            with contextlib.suppress(OSError):  # the signal over went to TensorFlow's own handler, which ignores it
+                child.send_signal(signal.SIGTERM)
+        if stop_by and now >= stop_by[0]:
+            child.kill()
+            child.wait()
+            error(f"SIGTERM: the trainer did not stop within the {grace:g}s grace period less "
+                  f"{preemption.KILL_MARGIN:g}s; killed it (exit {exit_codes.PREEMPTED}, retryable; "
+                  "the gang resumes from the last complete backup)")
+            return exit_codes.PREEMPTED
         if readable:
             data = os.read(read_fd, 65536)
             eof = not data  # the trainer exited: its code is next
@@ -132,7 +161,15 @@ def supervise(argv: Sequence[str], startup_timeout: float, stall: StallPolicy | 
             error(f"training stalled: {reason}; exit {exit_codes.STALLED}, retryable: the gang restarts "
                   "and resumes from the last backup (the trainer's stacks are above)")
             return exit_codes.STALLED
-    code = child_exit_code(child.wait())
+    if stop_by:  # SIGTERM came: wait for the trainer's exit within the grace period too
+        try:
+            code = child_exit_code(child.wait(max(stop_by[0] - time.monotonic(), 0)))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            code = exit_codes.PREEMPTED
+    else:
+        code = child_exit_code(child.wait())
     report = _drain(read_fd, reader) or watch.report  # the last reports may still sit in the pipe
     os.close(read_fd)
     if code == exit_codes.SUCCESS:

@@ -94,6 +94,8 @@ class ReportCollector(Collector):
                          r.last_checkpoint)
         yield from gauge("last_progress_timestamp_seconds", "Last training step, evaluation step or checkpoint.",
                          r.last_progress)
+        yield from gauge("resized_from_replicas", "Present when this run resumed a backup saved at another width: "
+                         "the replicas it was saved at.", r.resized_from)
         yield from gauge("stall_timeout_seconds", "The stall watchdog's timeout (0: off).", self.stall_timeout)
         cumulative, buckets = 0, []
         for bound, count in zip([*map(repr, STEP_BUCKETS), "+Inf"], r.step_buckets, strict=False):

@@ -30,9 +30,19 @@ def format_start(role: str, index: int, world_size: int, strategy: str, collecti
             f"collective={collective or 'none'} global_batch={global_batch} lr={lr:g}")
 
 
-def format_resumed(epoch: int) -> str:
-    """`[tfjob] resumed from backup at epoch E`: E is 1-based, the first epoch that will run."""
-    return f"{PREFIX} resumed from backup at epoch {epoch}"
+def format_resumed(epoch: int, step: int = 0, samples: int | None = None) -> str:
+    """`[tfjob] resumed from backup at epoch E [step S samples N]`: E is 1-based, the first epoch that will run;
+    S the steps of it already done (the first to run is S+1), N the examples the job has trained so far."""
+    where = f" step {step}" if step else ""
+    where += f" samples {samples}" if samples is not None else ""
+    return f"{PREFIX} resumed from backup at epoch {epoch}{where}"
+
+
+def format_resized(old: int, new: int, samples: int, global_batch: int, lr: float, policy: str) -> str:
+    """`[tfjob] resized from 4 to 3 replicas at samples 12800 policy=ConstantGlobalBatch global_batch=96 lr=0.003`:
+    this run resumed a backup saved at another width."""
+    return (f"{PREFIX} resized from {old} to {new} replicas at samples {samples} policy={policy} "
+            f"global_batch={global_batch} lr={lr:g}")
 
 
 def format_epoch(epoch: int, epochs: int, metrics: Mapping[str, Any]) -> str:
@@ -107,10 +117,15 @@ def merge_history(earlier: list[dict[str, Any]], first_epoch_run: int) -> list[d
     return [row for row in earlier if row["epoch"] < first_epoch_run]
 
 
-def history_row(epoch: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """One history.json entry: epoch (1-based) and the metrics, as plain floats."""
+def history_row(epoch: int, metrics: Mapping[str, Any], resized_from: int | None = None,
+                replicas: int | None = None) -> dict[str, Any]:
+    """One history.json entry: epoch (1-based) and the metrics, as plain floats; an epoch during which the job
+    was resumed at another width also says from and to how many replicas (a plot marks it)."""
     row: dict[str, Any] = {"epoch": epoch}
     for key in EPOCH_KEYS:
         if metrics.get(key) is not None:
             row[key] = float(metrics[key])
+    if resized_from is not None:
+        row["resized_from"] = resized_from
+        row["replicas"] = replicas
     return row

@@ -50,6 +50,7 @@ class Report:
     activity: int = 0  # bumps on every sign of life the stall watchdog counts
     step_buckets: list[int] = field(default_factory=lambda: [0] * (len(STEP_BUCKETS) + 1))  # per bucket, +Inf last
     step_seconds_sum: float = 0.0
+    resized_from: int | None = None  # this run resumed a backup saved at this many replicas (another width)
 
     def to_line(self) -> bytes:
         return (json.dumps(dataclasses.asdict(self), separators=(",", ":")) + "\n").encode()
@@ -142,6 +143,13 @@ class Reporter:
             if self._steps_per_epoch:
                 r.global_step = r.epoch * self._steps_per_epoch
             self._last_step_end = None
+            self._alive()
+        self.send()
+
+    def resized(self, old_replicas: int, new_replicas: int) -> None:
+        """This run resumed a backup saved at another width (sent at once: the plot marks it)."""
+        with self._lock:
+            self.report.resized_from = old_replicas
             self._alive()
         self.send()
 

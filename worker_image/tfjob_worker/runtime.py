@@ -8,11 +8,12 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from . import cluster, exit_codes, lifecycle, peers, progress
+from . import cluster, elastic, exit_codes, lifecycle, peers, preemption, progress
 from .cluster import ClusterConfigError, ClusterView
 from .config import BUILTIN_MODELS, RunConfig, parse_args
+from .preemption import Preempted
 from .reports import Reporter
-from .scaling import global_batch_size, scaled_learning_rate, steps_per_epoch
+from .scaling import CONSTANT_GLOBAL_BATCH, plan_batch
 from .stall import StallPolicy
 from .startup import StartupClock
 from .strategy_choice import StrategyChoice, StrategyChoiceError, choose_strategy
@@ -101,8 +102,20 @@ def run(cfg: RunConfig, view: ClusterView, startup: StartupClock | None = None) 
     strategy = build_strategy(tf, choice, local_devices)
     startup.mark("peers")
     replicas = 1 if choice.kind in ("ps", "independent", "default") else int(strategy.num_replicas_in_sync)
-    global_batch = global_batch_size(cfg.batch_size_per_replica, replicas)
-    steps = steps_per_epoch(splits.num_train, global_batch, cfg.steps_per_epoch)
+    output_dir, backup_dir = cfg.output_dir, cfg.backup_dir
+    writes_outputs = view.is_chief or independent
+    if independent and (view.rank or 0) > 0:  # rank 0 keeps the top-level layout; others nest theirs
+        output_dir = os.path.join(cfg.output_dir, "ranks", str(view.rank))
+        backup_dir = os.path.join(cfg.backup_dir, "ranks", str(view.rank))
+    if choice.kind in ("mwms", "mirrored", "default") and view.role != "evaluator":  # may resume at another width
+        batch = elastic.plan(os.environ, backup_dir, cfg.batch_size_per_replica, cfg.learning_rate, replicas,
+                             view.world_size)
+        if writes_outputs:
+            elastic.record_reference(backup_dir, batch.reference)
+    else:
+        batch = plan_batch(CONSTANT_GLOBAL_BATCH, cfg.batch_size_per_replica, cfg.learning_rate, replicas, replicas)
+    global_batch = batch.global_batch
+    steps = elastic.epoch_steps(splits.num_train, batch, cfg.steps_per_epoch)
     # ParameterServerStrategy's chief has no per-step hooks (only epoch ends): the stall watchdog stays off there.
     reporter.describe(trains=view.role != "evaluator" and choice.kind != "ps", rank=view.rank,
                       world_size=view.world_size,
@@ -111,16 +124,11 @@ def run(cfg: RunConfig, view: ClusterView, startup: StartupClock | None = None) 
                       epochs=cfg.epochs, steps_per_epoch=steps)
     if choice.kind != "ps":  # MWMS's constructor returns only once every peer has joined
         reporter.done()
-    output_dir, backup_dir = cfg.output_dir, cfg.backup_dir
-    writes_outputs = view.is_chief or independent
-    if independent and (view.rank or 0) > 0:  # rank 0 keeps the top-level layout; others nest theirs
-        output_dir = os.path.join(cfg.output_dir, "ranks", str(view.rank))
-        backup_dir = os.path.join(cfg.backup_dir, "ranks", str(view.rank))
     job = Job(
         cfg=cfg, view=view, choice=choice, strategy=strategy, model_fn=model_fn, splits=splits,
         global_batch=global_batch,
         steps_per_epoch=steps,
-        base_lr=cfg.learning_rate, target_lr=scaled_learning_rate(cfg.learning_rate, replicas),
+        base_lr=cfg.learning_rate, target_lr=batch.learning_rate, batch=batch,
         reporter=reporter, writes_outputs=writes_outputs, output_dir=output_dir, backup_dir=backup_dir,
         prints=(view.is_chief or view.role == "evaluator") or cfg.verbose, startup=startup,
     )
@@ -131,6 +139,8 @@ def run(cfg: RunConfig, view: ClusterView, startup: StartupClock | None = None) 
         progress.emit(progress.format_start(view.role, view.index, view.world_size, choice.class_name,
                                             choice.collective, global_batch, job.target_lr), job.prints)
         (run_custom_loop if cfg.custom_loop else run_fit)(job, tf, keras)
+        if writes_outputs:  # the job is done: a new run in this directory starts from its own width
+            elastic.forget_reference(backup_dir)
     finally:
         job.cleanup()
     return exit_codes.SUCCESS
@@ -150,12 +160,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     lifecycle.hang_on_sigusr2()
     lifecycle.prepare_environment(os.environ, cfg.verbose)
     try:
+        preemption.process_signal()  # SIGTERM exits at once until a training loop takes it over
         view = cluster.from_env(port_base=cfg.slurm_port_base)
         if view.source == "slurm":  # TensorFlow's resolvers read TF_CONFIG
             os.environ["TF_CONFIG"] = view.tf_config()
         if cfg.strategy == "independent":  # each rank on its own: TensorFlow must not see the cluster
             os.environ.pop("TF_CONFIG", None)
         code = run(cfg, view, startup)
+    except Preempted as exc:  # every worker agreed to stop after the same step (and saved if it fitted)
+        code = exit_codes.PREEMPTED
+        progress.error(f"{exc}; exit {code}, retryable: the gang resumes from the last backup")
     except (ClusterConfigError, StrategyChoiceError, ValueError, TypeError) as exc:
         code = exit_codes.classify_exception(exc)
         progress.error(f"{exc}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 def global_batch_size(per_replica: int, replicas: int) -> int:
     """Global batch = per-replica batch x number of replicas in sync."""
@@ -37,3 +39,55 @@ def steps_per_epoch(num_examples: int, global_batch: int, requested: int | None 
             "lower --batch-size-per-replica"
         )
     return steps
+
+
+#: How the global batch and the learning rate follow the width on a resume at another width.
+SCALING_ENV = "TFJOB_ELASTIC_SCALING"
+#: The width (workers) that --batch-size-per-replica and --learning-rate refer to; the operator sets it from the
+#: spec's replicas. Unset: the width of the job's first run, recorded in the backup directory.
+REFERENCE_WORKERS_ENV = "TFJOB_ELASTIC_REFERENCE_WORKERS"
+CONSTANT_GLOBAL_BATCH = "ConstantGlobalBatch"
+SCALE_LEARNING_RATE = "ScaleLearningRate"
+POLICIES = (CONSTANT_GLOBAL_BATCH, SCALE_LEARNING_RATE)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """The batch and learning rate of a run at `replicas`, for a job whose flags refer to `reference`."""
+
+    policy: str
+    replicas: int
+    reference: int
+    per_replica: int
+    global_batch: int
+    learning_rate: float  # the target LR (after warm-up)
+
+
+def plan_batch(policy: str, per_replica: int, base_lr: float, replicas: int, reference: int) -> BatchPlan:
+    """ConstantGlobalBatch: global batch = per_replica x reference, split over `replicas`, LR = base x reference.
+    ScaleLearningRate: per-replica batch fixed, LR = base x replicas (the reference's LR x replicas / reference).
+    At the reference width both are the linear scaling rule of global_batch_size and scaled_learning_rate."""
+    if policy not in POLICIES:
+        raise ValueError(f"environment variable {SCALING_ENV}={policy!r}: expected one of {', '.join(POLICIES)}")
+    if reference < 1:
+        raise ValueError(f"environment variable {REFERENCE_WORKERS_ENV}: the reference width must be >= 1, "
+                         f"got {reference}")
+    if policy == SCALE_LEARNING_RATE:
+        return BatchPlan(policy, replicas, reference, per_replica, global_batch_size(per_replica, replicas),
+                         scaled_learning_rate(base_lr, replicas))
+    total = global_batch_size(per_replica, reference)
+    if total % replicas:
+        raise ValueError(
+            f"{SCALING_ENV}={CONSTANT_GLOBAL_BATCH}: the global batch {total} (--batch-size-per-replica "
+            f"{per_replica} x {reference} reference replicas) does not divide among {replicas} replicas; "
+            f"choose a batch divisible by every width the job may run at, or set {SCALING_ENV}="
+            f"{SCALE_LEARNING_RATE}")
+    return BatchPlan(policy, replicas, reference, total // replicas, total, scaled_learning_rate(base_lr, reference))
+
+
+def resume_position(epoch: int, epoch_samples: int, global_batch: int, steps: int) -> tuple[int, int]:
+    """(epoch, first step) to resume at, both 0-based, from the examples already trained in `epoch`.
+
+    A width change can leave a part of a batch over: it is trained again (rounded down), never skipped."""
+    step = epoch_samples // global_batch
+    return (epoch + 1, 0) if step >= steps else (epoch, step)

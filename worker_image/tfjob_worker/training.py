@@ -15,6 +15,7 @@ from .cluster import ClusterView
 from .config import RunConfig
 from .data import Splits
 from .reports import Reporter
+from .scaling import BatchPlan
 from .startup import StartupClock, split
 from .strategy_choice import StrategyChoice
 
@@ -40,6 +41,7 @@ class Job:
     prints: bool
     startup: StartupClock = field(default_factory=StartupClock.from_env)
     scratch: list[str] = field(default_factory=list)
+    batch: BatchPlan | None = None  # the width's batch and LR plan (elastic resume); None: fixed width
 
     def scratch_dir(self, name: str) -> str:
         """A directory for writes this process must do but nobody reads (non-chief workers)."""
@@ -165,14 +167,28 @@ class EpochRecorder:
         self._started = 0.0
         self._stopped: float | None = None
         self._eval_seconds = 0.0
+        self._resume: tuple[int, int | None] | None = None
+        self.resized_from: int | None = None  # the width of the backup this run resumed, when another
+
+    def resumed(self, step: int, samples: int, saved_replicas: int) -> None:
+        """The backup restored held `samples` examples trained, saved at `saved_replicas`; `step` steps of the
+        first epoch are done. Called before the first epoch_begin."""
+        self._resume = (step, samples)
+        batch = self.job.batch
+        if batch is not None and saved_replicas and saved_replicas != batch.replicas:
+            self.resized_from = saved_replicas
+            progress.emit(progress.format_resized(saved_replicas, batch.replicas, samples, batch.global_batch,
+                                                  batch.learning_rate, batch.policy), self.job.prints)
+            self.job.reporter.resized(saved_replicas, batch.replicas)
 
     def epoch_begin(self, epoch: int) -> None:
         """`epoch` is 1-based."""
         if self.first_epoch is None:
             self.first_epoch = epoch
             self.job.startup.mark("restore")  # the backup restored, the epoch's input iterator made
-            if self.resumable and epoch > 1:
-                progress.emit(progress.format_resumed(epoch), self.job.prints)
+            step, samples = self._resume or (0, None)
+            if self.resumable and (epoch > 1 or step):
+                progress.emit(progress.format_resumed(epoch, step, samples), self.job.prints)
             earlier = progress.read_history(self.job.history_path) if self.resumable else []
             self.history = progress.merge_history(earlier, epoch)
         self._started = time.perf_counter()
@@ -201,7 +217,9 @@ class EpochRecorder:
         self.job.reporter.epoch_end(metrics, metrics["examples_per_sec"])
         if self.job.writes_outputs:
             self.history = [row for row in self.history if row["epoch"] < epoch]
-            self.history.append(progress.history_row(epoch, metrics))
+            mark = self.resized_from if epoch == self.first_epoch else None
+            replicas = self.job.batch.replicas if self.job.batch is not None else None
+            self.history.append(progress.history_row(epoch, metrics, mark, replicas))
             progress.write_json_atomic(self.job.history_path, self.history)
 
 

@@ -1,0 +1,67 @@
+"""A worker pod deleted mid-epoch (as a drain or a preemption does) on a local cluster with the operator: the
+kubelet's SIGTERM makes every worker stop after the same step and the chief back up; the gang restarts and
+resumes at that step, mid-epoch, with nothing lost."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_helpers import REPO, apply
+from operator_harness import Cluster, Operator, local_cluster
+from polling import wait_for
+
+from tfjob_operator.local.image import worker_image_defaults
+
+STEPS = 400
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    with local_cluster(tmp_path / "cluster", nodes="1x{cpu:64,memory:128Gi}", image=worker_image_defaults()) as c:
+        op = Operator(c.kubeconfig, tmp_path / "operator.log").start()
+        try:
+            yield c
+        finally:
+            op.stop()
+
+
+def job(name: str, out: Path) -> dict[str, Any]:
+    args = ["--epochs", "2", "--steps-per-epoch", str(STEPS), "--log-every-steps", "20", "--output-dir", str(out)]
+    container = {"name": "tensorflow", "image": "tfjob-operator/worker:0.1.0",
+                 "command": ["python", "-m", "tfjob_worker", *args],
+                 "env": [{"name": "PYTHONPATH", "value": str(REPO / "worker_image")}],
+                 "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}
+    return {"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": name},
+            "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "ExitCode",
+                                                   "template": {"spec": {"containers": [container]}}}}}}
+
+
+def log(cluster: Cluster, pod: str) -> str:
+    try:
+        return str(cluster.core.read_namespaced_pod_log(pod, "default"))
+    except Exception:  # the pod is being replaced: no log yet
+        return ""
+
+
+@pytest.mark.timeout(420)
+def test_a_deleted_worker_pod_stops_the_gang_at_one_step_and_the_restart_resumes_there(
+        cluster: Cluster, tmp_path: Path) -> None:
+    name = apply(cluster, job("graceful", tmp_path / "out"))
+    chief = f"{name}-worker-0"
+    wait_for(lambda: "[tfjob] step 40/" in log(cluster, chief), timeout=240, interval=0.5, what="step 40 of epoch 1")
+    deleted = time.monotonic()
+    cluster.core.delete_namespaced_pod(f"{name}-worker-1", "default")
+    stopped = wait_for(lambda: re.search(r"preempted: stopped after epoch 1 step (\d+) \(samples (\d+)\); saving",
+                                         log(cluster, chief)), timeout=60, interval=0.2, what="the agreed stop")
+    print(f"pod deleted -> the chief stopped and backed up: {time.monotonic() - deleted:.2f}s")
+    step, samples = int(stopped[1]), int(stopped[2])
+    assert 40 <= step < STEPS and samples == step * 64
+
+    cluster.wait_state(name, "Succeeded", timeout=300)
+    resumed = log(cluster, chief)
+    assert f"[tfjob] resumed from backup at epoch 1 step {step} samples {samples}" in resumed, resumed

@@ -1,0 +1,145 @@
+"""Graceful preemption and resume at another width, with real TensorFlow processes on loopback (no operator).
+
+SIGTERM to one worker mid-epoch: every worker stops after the same step, the chief backs up, all exit 143, and
+the next run's first step is the one after the last completed (0 steps lost). A save that cannot fit in the
+grace period is not started. A backup saved at one width resumes at another, in samples, with the batch and
+learning rate of the scaling policy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from polling import wait_for
+from procs import Launcher, Proc, fields, line, loopback_cluster
+
+from tfjob_worker import exit_codes
+
+pytestmark = pytest.mark.timeout(300)
+
+STEPS = 300  # per epoch: long enough that a SIGTERM after step 40 lands mid-epoch
+ARGS = ["--epochs", "2", "--steps-per-epoch", str(STEPS), "--log-every-steps", "20"]
+STOPPED = re.compile(r"\[tfjob\] preempted: stopped after epoch (\d+) step (\d+) \(samples (\d+)\); "
+                     r"(saving|not saving)")
+RESUMED = re.compile(r"\[tfjob\] resumed from backup at epoch (\d+)(?: step (\d+))? samples (\d+)")
+
+
+def run(launcher: Launcher, out: Path, workers: int, extra: list[str], tag: str,
+        env: dict[str, str] | None = None) -> dict[str, Proc]:
+    return launcher.start_cluster(loopback_cluster(worker=workers), [*ARGS, "--output-dir", str(out), *extra],
+                                  tag=tag, env=env)
+
+
+def preempt(procs: dict[str, Proc], victim: str, after: str, timeout: float = 150) -> float:
+    """SIGTERM `victim`'s supervisor once the chief printed `after`; every worker's exit code must be 143.
+    Returns the seconds from SIGTERM to the last exit."""
+    chief = procs["worker0"]
+    wait_for(lambda: after in chief.stdout or chief.popen.poll() is not None, timeout=timeout, what=after)
+    assert chief.popen.poll() is None, chief.describe()
+    sent = time.monotonic()
+    procs[victim].popen.send_signal(signal.SIGTERM)
+    codes = {name: p.wait(60) for name, p in procs.items()}
+    seconds = time.monotonic() - sent
+    assert codes == {name: exit_codes.PREEMPTED for name in procs}, "\n".join(p.describe() for p in procs.values())
+    print(f"SIGTERM -> every worker exited: {seconds:.2f}s")
+    return seconds
+
+
+def stopped_at(chief: Proc) -> tuple[int, int, int, bool]:
+    found = STOPPED.search(chief.stdout)
+    assert found, chief.describe()
+    return int(found[1]), int(found[2]), int(found[3]), found[4] == "saving"
+
+
+def finish(procs: dict[str, Proc]) -> str:
+    codes = {name: p.wait(180) for name, p in procs.items()}
+    assert set(codes.values()) == {0}, "\n".join(p.describe() for p in procs.values())
+    return procs["worker0"].stdout
+
+
+@pytest.mark.parametrize("loop", ["fit", "custom-loop"])
+def test_sigterm_mid_epoch_stops_all_workers_after_one_step_saves_and_loses_no_step(
+        launcher: Launcher, tmp_path: Path, loop: str) -> None:
+    out = tmp_path / "out"
+    extra = ["--custom-loop"] if loop == "custom-loop" else []
+    first = run(launcher, out, 2, extra, "a-")
+    seconds = preempt(first, "worker1", "[tfjob] step 40/")
+    epoch, step, samples, saved = stopped_at(first["worker0"])
+    assert saved and (epoch, samples) == (1, step * 64) and 40 <= step < STEPS
+    assert seconds < 30  # the default grace period
+
+    resumed = finish(run(launcher, out, 2, extra, "b-"))
+    found = RESUMED.search(resumed)
+    assert found, resumed
+    assert (int(found[1]), int(found[2] or 0), int(found[3])) == (epoch, step, samples)  # next step: step + 1
+    history = json.loads((out / "history.json").read_text())
+    assert [row["epoch"] for row in history] == [1, 2]
+
+
+def test_a_save_that_cannot_fit_in_the_grace_period_is_not_started_and_the_last_backup_stays(
+        launcher: Launcher, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    # Less than the 2 s a save must leave to exit; the flags exchanged after every step, so the decision comes
+    # before the supervisor's deadline (1 s before the grace ends).
+    grace = {"TFJOB_TERMINATION_GRACE_SECONDS": "2", "TFJOB_STOP_CHECK_EVERY_STEPS": "1"}
+    first = run(launcher, out, 2, [], "a-", env=grace)
+    wait_for(lambda: "[tfjob] epoch 1/2" in first["worker0"].stdout, timeout=150, what="epoch 1's backup")
+    backup = out / "backup" / "chief"
+    before = {p.name: p.stat().st_mtime_ns for p in backup.iterdir()}
+    preempt(first, "worker1", "[tfjob] step 40/300 epoch=2/2")
+    _, _, _, saved = stopped_at(first["worker0"])
+    assert not saved and "does not fit in the" in first["worker0"].stdout
+    assert {p.name: p.stat().st_mtime_ns for p in backup.iterdir()} == before
+
+    resumed = finish(run(launcher, out, 2, [], "b-"))
+    assert "[tfjob] resumed from backup at epoch 2 samples 19200" in resumed  # epoch 1 = 300 steps x 64
+
+
+@pytest.mark.parametrize(("loop", "policy", "before", "after", "global_batch", "lr"), [
+    ("custom-loop", "ConstantGlobalBatch", 2, 1, "64", "0.002"),  # the global batch of the 2 it was written for, on 1
+    ("custom-loop", "ScaleLearningRate", 1, 2, "64", "0.002"),  # 32 a replica on each of 2: LR x 2/1
+    ("fit", "ScaleLearningRate", 2, 1, "32", "0.001"),  # 32 a replica on 1: LR x 1/2
+])
+def test_a_backup_saved_at_one_width_resumes_at_another_in_samples_with_the_policys_batch_and_lr(
+        launcher: Launcher, tmp_path: Path, loop: str, policy: str, before: int, after: int, global_batch: str,
+        lr: str) -> None:
+    out = tmp_path / "out"
+    env = {"TFJOB_ELASTIC_SCALING": policy}
+    extra = ["--custom-loop"] if loop == "custom-loop" else []
+    first = run(launcher, out, before, extra, "a-", env=env)
+    preempt(first, "worker0", "[tfjob] step 40/")
+    _, _, samples, saved = stopped_at(first["worker0"])
+    assert saved
+
+    second = run(launcher, out, after, extra, "b-", env=env)
+    chief = finish(second)
+    start = fields(line(chief, "[tfjob] start") or "")
+    assert (start["world_size"], start["global_batch"], start["lr"]) == (str(after), global_batch, lr)
+    assert (f"[tfjob] resized from {before} to {after} replicas at samples {samples} policy={policy} "
+            f"global_batch={global_batch} lr={lr}") in chief
+    found = RESUMED.search(chief)
+    assert found and int(found[3]) == samples, chief
+    history = json.loads((out / "history.json").read_text())
+    assert [(row["epoch"], row.get("resized_from")) for row in history] == [(1, before), (2, None)]
+    if loop == "custom-loop":  # (fit's step lines sum the replicas' running loss under MWMS: not comparable)
+        # The loss goes on from where it was (a fresh model would start again near ln 10 = 2.3).
+        assert step_losses(chief)[0] < step_losses(first["worker0"].stdout)[-1] < 2.0
+
+
+def step_losses(stdout: str) -> list[float]:
+    return [float(loss) for loss in re.findall(r"\[tfjob\] step \d+/\d+ epoch=\S+ loss=(\S+)", stdout)]
+
+
+def test_a_global_batch_that_does_not_divide_among_the_workers_exits_1_naming_the_variable(
+        launcher: Launcher, tmp_path: Path) -> None:
+    env = {"TFJOB_ELASTIC_REFERENCE_WORKERS": "3"}  # 33 x 3 = 99 examples cannot split between 2 workers
+    procs = run(launcher, tmp_path / "out", 2, ["--batch-size-per-replica", "33"], "a-", env=env)
+    codes = {name: p.wait(120) for name, p in procs.items()}
+    assert codes == {"worker0": exit_codes.USER_ERROR, "worker1": exit_codes.USER_ERROR}
+    assert ("TFJOB_ELASTIC_SCALING=ConstantGlobalBatch: the global batch 99 (--batch-size-per-replica 33 x 3 "
+            "reference replicas) does not divide among 2 replicas") in procs["worker0"].stderr
