@@ -25,7 +25,7 @@ from typing import Any
 import aiohttp
 
 from kubelocal import containers as ct
-from kubelocal import times
+from kubelocal import podtoken, times
 from kubelocal.controllers.node_lifecycle import NODE_NAME, ready_status
 from kubelocal.kubeclient import (
     MERGE_PATCH,
@@ -357,16 +357,25 @@ class PodRuntime:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(content)
         allocatable = node_allocatable(self.kubelet.node_objects.get(self.node) or {})
+        # The ServiceAccount's token, bound to the pod: its mount's files, and a KUBECONFIG presenting it.
+        creds = await podtoken.pod_credentials(self.kubelet.client, self.pod)
+        if creds is not None:
+            sa_mount = podtoken.write_mount(self.dir / "serviceaccount", creds)
+            kubeconfig = podtoken.write_token_kubeconfig(self.dir / "kubeconfig", self.kubelet.url, creds)
         specs = {}
         for c in self.all_containers:
             env = ct.container_env(self.pod, c.spec, refs, allocatable)
             mounts = ct.container_mounts(c.spec, volumes)
+            if creds is not None:
+                mounts.append((podtoken.MOUNT_PATH, sa_mount))
             specs[c.name] = ct.process_spec(self.pod, c.spec, env, mounts, cwd,
                                             ct.defaults_for(c.spec.get("image"), self.kubelet.images,
                                                             self.kubelet.image))
             for key, value in self.kubelet.cluster_env.items():  # host paths: never mapped into the pod's mounts
                 if key not in env:
                     specs[c.name].env[key] = value
+            if creds is not None and "KUBECONFIG" not in env:
+                specs[c.name].env["KUBECONFIG"] = str(kubeconfig)
             (self.dir / "logs" / c.name).mkdir(parents=True, exist_ok=True)
         return specs
 
@@ -665,7 +674,8 @@ class ProcessKubelet:
         #: Image repository → what that image gives (ENTRYPOINT as a local command, ENV, WORKDIR).
         self.images = dict(images or {})
         #: Env every container gets (lowest priority): a real kubelet's KUBERNETES_SERVICE_HOST/PORT; here the
-        #: KUBECONFIG of the local API server (plain HTTP, no service account token to mount).
+        #: KUBECONFIG of the local API server, for pods that mount no ServiceAccount token (a pod that does gets
+        #: a KUBECONFIG presenting its token).
         self.cluster_env = dict(cluster_env or {})
         self.workdir = Path(workdir).resolve()
         self.declared_nodes = [dict(n) for n in nodes]
