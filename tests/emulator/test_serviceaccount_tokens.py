@@ -4,6 +4,7 @@ another audience, or of a deleted ServiceAccount or Pod gets kube-apiserver's 40
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import time
@@ -241,3 +242,21 @@ def test_automount_follows_the_pod_then_its_service_account(pod_value: bool | No
     pod: dict[str, Any] = {"spec": {} if pod_value is None else {"automountServiceAccountToken": pod_value}}
     account = {} if account_value is None else {"automountServiceAccountToken": account_value}
     assert automount(pod, account) is mounted
+
+
+def test_a_legacy_token_secret_authenticates_while_the_secret_holds_it(
+    admin: Core, api: ApiServerThread, as_token: Callable[[str], Core]
+) -> None:
+    """A `kubernetes.io/service-account-token` Secret's token (what kube-controller-manager's tokens controller
+    writes; the plane has none, so the test writes it) is valid while the Secret holds it."""
+    store = api.server.store
+    account = store.get(("", "serviceaccounts"), NS, "trainer")
+    assert account is not None
+    secret = {"metadata": {"name": "trainer-token", "namespace": NS,
+                           "annotations": {"kubernetes.io/service-account.name": "trainer"}},
+              "type": "kubernetes.io/service-account-token"}
+    token = api.server.tokens.legacy_token(secret, account)
+    admin.create_namespaced_secret(NS, {**secret, "data": {"token": base64.b64encode(token.encode()).decode()}})
+    assert as_token(token).list_namespaced_pod(NS).items == []
+    admin.delete_namespaced_secret("trainer-token", NS)
+    assert failure(lambda: as_token(token).list_namespaced_pod(NS)).body == UNAUTHORIZED

@@ -43,6 +43,8 @@ KUBELET_EXPIRATION = 3607
 EXTENDED_EXPIRATION = 365 * 24 * 3600
 #: Clock skew allowed on exp/nbf (the serviceaccount authenticator's leeway).
 LEEWAY = 60
+#: Verified tokens remembered (kube-apiserver caches token authentication too).
+VERIFIED_CACHE = 4096
 
 SA = ("", "serviceaccounts")
 PODS = ("", "pods")
@@ -71,6 +73,8 @@ class ServiceAccountTokens:
         self.public_key = self.key.public_key()
         self.audiences = audiences
         der = self.public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+        #: Claims of tokens whose signature was verified (PyJWT's decoding costs milliseconds a request).
+        self._verified: dict[str, dict[str, Any]] = {}
         #: The key id kube-apiserver puts in each token's header: base64url(sha256(DER public key)).
         self.kid = base64.urlsafe_b64encode(hashlib.sha256(der).digest()).decode().rstrip("=")
 
@@ -120,32 +124,33 @@ class ServiceAccountTokens:
 
     def authenticate(self, token: str, *, now: float | None = None) -> UserInfo:
         """The caller a bearer token names, or Unauthorized."""
-        try:
-            unverified = jwt.decode(token, options={"verify_signature": False})
-        except jwt.PyJWTError as exc:
-            raise Unauthorized(f"not a JWT: {exc}") from None
-        legacy = unverified.get("iss") == LEGACY_ISSUER
         at = time.time() if now is None else now
-        try:
-            claims = self._verify(token, legacy, at)
-        except jwt.ExpiredSignatureError:
-            raise Unauthorized("service account token has expired") from None
-        except jwt.PyJWTError as exc:
-            raise Unauthorized(f"invalid service account token: {exc}") from None
+        claims = self._verified.get(token)
+        if claims is None:
+            claims = self._verify(token)
+            self._verified[token] = claims
+            if len(self._verified) > VERIFIED_CACHE:
+                del self._verified[next(iter(self._verified))]  # the oldest
+        legacy = claims.get("iss") == LEGACY_ISSUER
+        if "exp" in claims and at > claims["exp"] + LEEWAY:
+            raise Unauthorized("service account token has expired")
+        if "nbf" in claims and at < claims["nbf"] - LEEWAY:
+            raise Unauthorized("service account token is not valid yet")
         return self._legacy_user(token, claims) if legacy else self._bound_user(claims, at)
 
-    def _verify(self, token: str, legacy: bool, now: float) -> dict[str, Any]:
-        """Signature, issuer and audience by PyJWT; exp and nbf against `now` with the leeway (PyJWT would
-        read the wall clock itself, and tests of expiry set the clock)."""
-        claims: dict[str, Any] = jwt.decode(
-            token, self.public_key, algorithms=[ALGORITHM], issuer=LEGACY_ISSUER if legacy else ISSUER,
-            audience=None if legacy else list(self.audiences),
-            options={"verify_exp": False, "verify_nbf": False, "verify_iat": False, "verify_aud": not legacy,
-                     "require": ["iss", "sub"] if legacy else ["iss", "sub", "exp", "aud"]})
-        if "exp" in claims and now > claims["exp"] + LEEWAY:
-            raise jwt.ExpiredSignatureError("Signature has expired")
-        if "nbf" in claims and now < claims["nbf"] - LEEWAY:
-            raise jwt.ImmatureSignatureError("The token is not yet valid (nbf)")
+    def _verify(self, token: str) -> dict[str, Any]:
+        """Signature, issuer, audience and required claims by PyJWT. The times are checked by the caller
+        against its clock, with the leeway: a verified token's claims are cached, its times are not."""
+        try:
+            unverified = jwt.decode(token, options={"verify_signature": False})
+            legacy = unverified.get("iss") == LEGACY_ISSUER
+            claims: dict[str, Any] = jwt.decode(
+                token, self.public_key, algorithms=[ALGORITHM], issuer=LEGACY_ISSUER if legacy else ISSUER,
+                audience=None if legacy else list(self.audiences),
+                options={"verify_exp": False, "verify_nbf": False, "verify_iat": False, "verify_aud": not legacy,
+                         "require": ["iss", "sub"] if legacy else ["iss", "sub", "exp", "aud"]})
+        except jwt.PyJWTError as exc:
+            raise Unauthorized(f"invalid service account token: {exc}") from None
         return claims
 
     def _bound_user(self, claims: Mapping[str, Any], now: float) -> UserInfo:
