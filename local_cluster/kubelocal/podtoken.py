@@ -9,7 +9,9 @@ network bind-mounts them at MOUNT_PATH; without it the pod's KUBECONFIG carries 
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,8 @@ MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 #: The lifetime the kubelet asks for; kube-apiserver extends such pod-bound tokens (and marks `warnafter`).
 KUBELET_EXPIRATION = 3607
 ROOT_CA = "kube-root-ca.crt"
+#: Seconds to wait for a new namespace's root-CA ConfigMap before leaving it to the kubelet's retry.
+ROOT_CA_WAIT = 2.0
 
 
 @dataclass(frozen=True)
@@ -61,8 +65,8 @@ def token_request(pod: Mapping[str, Any]) -> dict[str, Any]:
 async def pod_credentials(client: KubeClient, pod: Mapping[str, Any]) -> PodCredentials | None:
     """The pod's ServiceAccount credentials, or None when its token is not to be mounted.
 
-    A missing ServiceAccount or CA ConfigMap is a ContainerConfigError (the kubelet retries, as a real one
-    retries a failed volume mount)."""
+    A missing ServiceAccount is a ContainerConfigError, a missing CA ConfigMap an ApiError: the kubelet
+    retries both, as a real one retries a failed volume mount."""
     ns = (pod.get("metadata") or {}).get("namespace") or "default"
     name = account_name(pod)
     base = f"/api/v1/namespaces/{ns}"
@@ -75,14 +79,23 @@ async def pod_credentials(client: KubeClient, pod: Mapping[str, Any]) -> PodCred
     if not automount(pod, account):
         return None
     issued = await client.post(f"{base}/serviceaccounts/{name}/token", token_request(pod))
-    try:
-        ca = await client.get(f"{base}/configmaps/{ROOT_CA}")
-    except ApiError as exc:
-        if exc.status == 404:
-            raise ContainerConfigError(f'configmap "{ROOT_CA}" not found in namespace {ns}') from None
-        raise
+    ca = await _root_ca(client, base, ROOT_CA_WAIT)
     ca_pem = (ca.get("data") or {}).get("ca.crt") or ""
     return PodCredentials(issued["status"]["token"], ca_pem, ns, name)
+
+
+async def _root_ca(client: KubeClient, base: str, wait: float) -> dict[str, Any]:
+    """The namespace's root-CA ConfigMap. In a namespace made a moment ago the publisher may not have
+    written it yet: wait for it a little (bounded), then let the kubelet's retry take over (the ApiError)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            ca: dict[str, Any] = await client.get(f"{base}/configmaps/{ROOT_CA}")
+            return ca
+        except ApiError as exc:
+            if exc.status != 404 or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(0.05)
 
 
 def write_mount(directory: Path, creds: PodCredentials) -> Path:
