@@ -65,10 +65,9 @@ def test_the_operator_pod_authenticates_with_its_service_account_token_and_runs_
     assert info.extra["authentication.kubernetes.io/pod-name"] == [meta["name"]]
 
     kubectl(config, "apply", "-f", "-", stdin=tfjob("allowed", 2))
-    wait_for(lambda: job_status(config, "allowed").get("state") == "Succeeded", 90,
-             what="the operator (under the chart's RBAC) to run the job to Succeeded")
-    pods = get(config, "pods", "-l", "tfjob.dev/job-name=allowed")["items"]
-    assert len(pods) == 2 and {p["status"]["phase"] for p in pods} == {"Succeeded"}
+    status = wait_for(lambda: (s := job_status(config, "allowed")).get("state") == "Succeeded" and s, 90,
+                      what="the operator (under the chart's RBAC) to run the job to Succeeded")
+    assert status["replicaStatuses"]["Worker"]["succeeded"] == 2  # both pods created, run and seen to end
     assert "forbidden" not in logs(config)
 
 
