@@ -21,9 +21,10 @@ from kubernetes.client.exceptions import ApiException
 
 from kubelocal.apiserver import ApiServerThread, write_kubeconfig
 from kubelocal.apiserver.tokens import KUBELET_EXPIRATION, ServiceAccountTokens
+from kubelocal.kubeclient import KubeClient
 from kubelocal.network import server_ssl_context, serving_certificate
 from kubelocal.pki import new_ca
-from kubelocal.podtoken import automount
+from kubelocal.podtoken import PodCredentials, automount, pod_credentials
 
 NS = "team"
 UNAUTHORIZED = ('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized",'
@@ -260,3 +261,34 @@ def test_a_legacy_token_secret_authenticates_while_the_secret_holds_it(
     assert as_token(token).list_namespaced_pod(NS).items == []
     admin.delete_namespaced_secret("trainer-token", NS)
     assert failure(lambda: as_token(token).list_namespaced_pod(NS)).body == UNAUTHORIZED
+
+
+def test_the_kubelets_pod_credentials_are_a_token_bound_to_the_pod_unless_automount_is_off(
+    admin: Core, api: ApiServerThread, as_token: Callable[[str], Core]
+) -> None:
+    """What the kubelet mounts (kubelocal.podtoken): a token for the pod's ServiceAccount, bound to the pod, the
+    cluster CA and the namespace; nothing for a pod or ServiceAccount that turns automounting off."""
+    admin.create_namespaced_config_map(NS, {"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": "PEM"}})
+    admin.create_namespaced_service_account(NS, {"metadata": {"name": "quiet"}, "automountServiceAccountToken": False})
+
+    def pod(name: str, account: str, **spec: Any) -> dict[str, Any]:
+        made = admin.create_namespaced_pod(NS, {"metadata": {"name": name}, "spec": {
+            "serviceAccountName": account, "containers": [{"name": "c", "image": "x"}], **spec}})
+        return dict(admin.api_client.sanitize_for_serialization(made))
+
+    async def credentials(obj: dict[str, Any]) -> PodCredentials | None:
+        client = KubeClient(api.url, "test-kubelet")
+        try:
+            return await pod_credentials(client, obj)
+        finally:
+            await client.close()
+
+    mounted = pod("mounted", "trainer")
+    creds = api.call(credentials(mounted))
+    assert creds is not None and (creds.ca_pem, creds.namespace, creds.service_account) == ("PEM", NS, "trainer")
+    assert as_token(creds.token).list_namespaced_pod(NS).items  # the pod's own ServiceAccount's rights
+    assert api.call(credentials(pod("opted-out", "trainer", automountServiceAccountToken=False))) is None
+    assert api.call(credentials(pod("quiet-account", "quiet"))) is None
+    assert api.call(credentials(pod("pod-overrides", "quiet", automountServiceAccountToken=True))) is not None
+    admin.delete_namespaced_pod("mounted", NS, grace_period_seconds=0)
+    assert failure(lambda: as_token(creds.token).list_namespaced_pod(NS)).status == 401  # bound to the pod
