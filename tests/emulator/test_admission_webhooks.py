@@ -336,3 +336,24 @@ def test_an_eviction_is_judged_by_webhooks_on_evictions_and_not_by_those_on_pod_
     core.create_namespaced_pod_eviction("p", "default", eviction)
     assert _refusal(core.read_namespaced_pod, "p", "default")[0] == 404  # gracePeriodSeconds 0: gone at once
     assert len(hook.seen) == asked
+
+
+def test_a_webhook_is_told_the_service_account_a_token_names(api, core, client, admission, hook: Hook) -> None:
+    core.create_namespaced_service_account("default", {"metadata": {"name": "writer"}})
+    rbac = kubernetes.client.RbacAuthorizationV1Api(client)
+    rbac.create_namespaced_role("default", {"metadata": {"name": "cm-writer"}, "rules": [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]})
+    rbac.create_namespaced_role_binding("default", {
+        "metadata": {"name": "writer"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                    "name": "cm-writer"},
+        "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": "default"}]})
+    admission.create_validating_webhook_configuration(_config("ValidatingWebhookConfiguration", hook))
+    token = core.create_namespaced_service_account_token("writer", "default", {"spec": {}}).status.token
+    cfg = kubernetes.client.Configuration()
+    cfg.host, cfg.api_key, cfg.api_key_prefix = api.url, {"authorization": token}, {"authorization": "Bearer"}
+    with kubernetes.client.ApiClient(cfg) as as_writer:
+        kubernetes.client.CoreV1Api(as_writer).create_namespaced_config_map("default", _cm("written"))
+    user = hook.seen[-1]["request"]["userInfo"]
+    assert user["username"] == "system:serviceaccount:default:writer"
+    assert user["groups"] == ["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"]
+    assert user["extra"]["authentication.kubernetes.io/credential-id"][0].startswith("JTI=")

@@ -141,8 +141,8 @@ def test_env_values_field_refs_and_config_maps_reach_the_process(core: Core, wor
         "IP": "127.0.0.1", "MODE": "fast", "TF_CONFIG": '{"cluster": {"worker": ["127.0.0.1:2222"]}}',
         "HOSTNAME": name,
     }
-    # not the kubelet's own KUBECONFIG: the one the cluster gives pods for its API server
-    assert env["KUBECONFIG"] == str(workdir / "pod-kubeconfig")
+    # not the kubelet's own KUBECONFIG: one presenting the pod's ServiceAccount token
+    assert env["KUBECONFIG"] == str(workdir / "pods" / f"default_{name}_{pod['metadata']['uid']}" / "kubeconfig")
 
 
 def test_missing_config_map_holds_the_container_in_create_container_config_error(core: Core) -> None:

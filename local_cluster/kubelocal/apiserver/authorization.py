@@ -2,10 +2,9 @@
 
 The shape is kube-apiserver's (`k8s.io/apiserver/pkg/authorization/authorizer`): the handler builds
 `Attributes` from the request (who, verb, group, resource, subresource, namespace, name), asks the
-authorizer chain, and answers 403 with kube-apiserver's message when it denies. The default chain
-is `AlwaysAllow` (the emulator has no authentication; local clients are trusted). An RBAC
-authorizer plugs in with `ApiServer.authorizers.append(...)` (or by replacing the list): like
-kube-apiserver's union authorizer, the first authorizer with an opinion decides.
+authorizer chain, and answers 403 with kube-apiserver's message when it denies. The server's chain is
+RBAC, then `AlwaysAllow` for the local admin (a request without credentials); `authentication.py` says
+who the caller is. Like kube-apiserver's union authorizer, the first authorizer with an opinion decides.
 """
 
 from __future__ import annotations
@@ -16,12 +15,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .errors import ApiError, resource_label
+from .errors import details as status_details
 from .requestinfo import RequestInfo
 
 
 @dataclass(frozen=True)
 class UserInfo:
-    """Who is asking. Without authentication every caller is the local admin, unless it impersonates."""
+    """Who is asking: a ServiceAccount (its token), whom the caller impersonates, or the local admin."""
 
     name: str
     groups: tuple[str, ...] = ()
@@ -117,7 +117,5 @@ def forbidden(attrs: Attributes, reason: str = "") -> ApiError:
     )
     if reason:
         message += f": {reason}"
-    details = {"group": attrs.api_group, "kind": attrs.resource}
-    if attrs.name:
-        details["name"] = attrs.name
-    return ApiError(403, message, details=details)
+    # StatusDetails as Go writes them: name, group, kind, each left out when empty (`omitempty`).
+    return ApiError(403, message, details=status_details(attrs.name, attrs.api_group, attrs.resource))

@@ -15,10 +15,11 @@ import yaml
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from . import apply, nonresource, objects, options, portforward, protobuf, remotecommand, reviews, subresources
+from . import apply, nonresource, objects, options, portforward, protobuf, remotecommand, reviews, subresources, tokens
 from . import patch as patching
 from .admission import run_admitted
-from .authorization import Attributes, Authorizer, Decision, authorize, forbidden, user_from_headers
+from .authentication import authenticate
+from .authorization import Attributes, Authorizer, Decision, UserInfo, authorize, forbidden
 from .codec import json_response, object_response, read_body, read_body_or_none, warning_headers
 from .errors import ApiError, already_exists, status_body
 from .faults import RECORD, FaultInjector, LogSource, RequestRecord
@@ -47,6 +48,7 @@ class RequestHandler:
         faults: FaultInjector,
         requests: list[RequestRecord],
         authorizers: list[Authorizer],
+        tokens: tokens.ServiceAccountTokens,
         host_port: Callable[[], str],
         bookmark_interval: float,
     ) -> None:
@@ -57,6 +59,8 @@ class RequestHandler:
         #: must not grow by one record per request forever.
         self.requests_limit: int | None = None
         self.authorizers = authorizers
+        #: Signs and verifies ServiceAccount tokens (bearer authentication, the TokenRequest API).
+        self.tokens = tokens
         self.host_port = host_port
         self.bookmark_interval = bookmark_interval
         self.log_source: LogSource | None = None
@@ -135,8 +139,8 @@ class RequestHandler:
         record(response.status)
         return response
 
-    def _authorize(self, request: web.Request, info: RequestInfo) -> None:
-        attrs = Attributes.of(info, user_from_headers(request.headers), request.path)
+    def _authorize(self, request: web.Request, info: RequestInfo, user: UserInfo) -> None:
+        attrs = Attributes.of(info, user, request.path)
         decision, reason = authorize(self.authorizers, attrs)
         if decision is not Decision.ALLOW:
             raise forbidden(attrs, reason)
@@ -150,7 +154,8 @@ class RequestHandler:
 
     async def _route(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
         ctx = self.ctx
-        self._authorize(request, info)
+        user = authenticate(request.headers, self.tokens, self.authorizers)
+        self._authorize(request, info, user)
         path = request.path.rstrip("/") or "/"
         if not info.is_resource:
             return nonresource.serve(ctx, path, self.host_port(), self.metrics)
@@ -168,7 +173,6 @@ class RequestHandler:
             raise ApiError(404, "the server could not find the requested resource")
         method, query = request.method, request.query
         name, sub = info.url_name, info.subresource
-        user = user_from_headers(request.headers)
         # Who owns what this request writes (managedFields): fieldManager, else the client's user agent.
         manager = query.get("fieldManager") or request.headers.get("User-Agent", "").split("/")[0] or "unknown"
         if rt.key in reviews.REVIEWS and method == "POST" and name is None:
@@ -246,6 +250,12 @@ class RequestHandler:
         if sub == "binding":
             body = await read_body(request)
             return json_response(await run_admitted(lambda: subresources.pod_binding(ctx, rt, ns, name, body)), 201)
+        if sub == "token":
+            if method != "POST":
+                raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
+            assert ns is not None
+            body = await read_body(request)
+            return object_response(request, tokens.token_request(self.tokens, ns, name, body), 201)
         if sub == "eviction":
             body = await read_body(request)
             return json_response(await run_admitted(lambda: subresources.pod_eviction(ctx, rt, ns, name, body)), 201)

@@ -221,4 +221,8 @@ authorization.v1.NonResourceRule: verbs nonResourceURLs
 authentication.v1.SelfSubjectReview: metadata status
 authentication.v1.SelfSubjectReviewStatus: userInfo
 authentication.v1.UserInfo: username uid groups
+authentication.v1.TokenRequest: metadata spec status
+authentication.v1.TokenRequestSpec: audiences expirationSeconds:4 boundObjectRef:3
+authentication.v1.TokenRequestStatus: token expirationTimestamp
+authentication.v1.BoundObjectReference: kind apiVersion name uid
 """

@@ -44,6 +44,7 @@ KINDS: dict[tuple[str, str], str] = {
         )
     },
     ("authentication.k8s.io/v1", "SelfSubjectReview"): "authentication.v1.SelfSubjectReview",
+    ("authentication.k8s.io/v1", "TokenRequest"): "authentication.v1.TokenRequest",
     ("v1", "Status"): "meta.v1.Status",
     ("meta.k8s.io/v1", "Status"): "meta.v1.Status",
     ("v1", "DeleteOptions"): "meta.v1.DeleteOptions",

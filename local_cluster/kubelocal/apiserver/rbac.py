@@ -5,11 +5,10 @@ ClusterRoleBinding, or a RoleBinding in the request's namespace, binds a subject
 name, by group, or as a ServiceAccount) to a role with a rule that covers the verb, API group, resource
 (`resource/subresource`), name, or non-resource URL. Aggregated ClusterRoles are read as stored.
 
-Who is identified: a caller that impersonates (`Impersonate-User`, what `kubectl --as` sends), e.g.
-`system:serviceaccount:NS:NAME`. The emulator has no authentication, so a caller without that header
-is the local admin (`system:masters`): this authorizer has no opinion on it and `AlwaysAllow` after it
-decides, so nothing that worked before changes. For an identified caller RBAC's silence is a denial:
-the 403 kube-apiserver words.
+Who is identified: a ServiceAccount by its bearer token (authentication.py), and a caller that
+impersonates (`Impersonate-User`, what `kubectl --as` sends). A caller without credentials is the local
+admin (`system:masters`): this authorizer has no opinion on it and `AlwaysAllow` after it decides. For an
+identified caller RBAC's silence is a denial: the 403 kube-apiserver words.
 """
 
 from __future__ import annotations

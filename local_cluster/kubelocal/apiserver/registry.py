@@ -117,6 +117,8 @@ class ResourceType:
             }
             if sub == "eviction":
                 entry.update(group="policy", version="v1")
+            if sub == "token":
+                entry.update(group="authentication.k8s.io", version="v1")
             entries.append(entry)
         return entries
 
@@ -126,6 +128,7 @@ _SUBRESOURCE_SHAPES: dict[str, tuple[str, list[str]]] = {
     "binding": ("Binding", ["create"]),
     "eviction": ("Eviction", ["create"]),
     "finalize": ("Namespace", ["update"]),
+    "token": ("TokenRequest", ["create"]),
     "exec": ("PodExecOptions", ["create", "get"]),
     "attach": ("PodAttachOptions", ["create", "get"]),
     "portforward": ("PodPortForwardOptions", ["create", "get"]),
@@ -162,7 +165,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "Binding", "bindings", "binding", True, verbs=("create",)),
     _rt("", "v1", "ConfigMap", "configmaps", short=("cm",)),
     _rt("", "v1", "Secret", "secrets"),
-    _rt("", "v1", "ServiceAccount", "serviceaccounts", short=("sa",)),
+    _rt("", "v1", "ServiceAccount", "serviceaccounts", short=("sa",), subs=("token",)),
     _rt("", "v1", "Endpoints", "endpoints", short=("ep",)),
     _rt("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short=("pvc",), subs=("status",)),
     _rt("", "v1", "PersistentVolume", "persistentvolumes", namespaced=False, short=("pv",), subs=("status",)),

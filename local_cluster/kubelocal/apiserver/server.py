@@ -3,7 +3,9 @@
 Where things are (the layout of kube-apiserver, in small):
   handler.py        request handling: RequestInfo, authorization, routing a verb to its storage
   codec.py          request and response bodies
-  authorization.py  the Authorizer extension point (AlwaysAllow by default)
+  authentication.py who a request is: a ServiceAccount token's account, else the local admin
+  tokens.py         ServiceAccount tokens: TokenRequest, verification
+  authorization.py  the Authorizer extension point (RBAC for identified callers, then AlwaysAllow)
   admission.py      the admission chain extension point (mutating, then validating plugins)
   strategy.py       per-kind create/update rules, schema validation, pruning, defaults
   rest/             REST storage per verb family: read (get/list), create, update (put/patch), delete
@@ -19,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import ssl
 import uuid
 from collections.abc import Callable
 
@@ -39,12 +43,14 @@ from .remotecommand import ExecSource
 from .rest.context import RestContext
 from .store import Store
 from .strategy import NS_KEY
+from .tokens import ServiceAccountTokens
 
 log = logging.getLogger(__name__)
 
 
 class ApiServer:
-    """A Kubernetes API server in one asyncio process: real HTTP, in-memory storage, no authentication.
+    """A Kubernetes API server in one asyncio process: real HTTP, in-memory storage; ServiceAccount bearer
+    tokens authenticate (authentication.py), a request without credentials is the local admin.
 
     Extension points: `admission.register(plugin)` (see admission.py) and `authorizers` (see
     authorization.py; the first authorizer with an opinion decides).
@@ -66,6 +72,8 @@ class ApiServer:
         self.admission.register(AdmissionWebhooks(self.store))
         self.admission.register(ResourceQuotaAdmission(self.store))  # last, as kube-apiserver orders them
         self.authorizers: list[Authorizer] = [RBACAuthorizer(self.store), AlwaysAllow()]
+        #: ServiceAccount tokens: the TokenRequest API issues them, bearer authentication verifies them.
+        self.tokens = ServiceAccountTokens(self.store)
         self.faults = FaultInjector()
         self.faults._drop_watches = self._drop_watches
         self.faults._expire_watches = lambda: self._drop_watches(compact=True)
@@ -77,6 +85,7 @@ class ApiServer:
             faults=self.faults,
             requests=self.requests,
             authorizers=self.authorizers,
+            tokens=self.tokens,
             host_port=lambda: f"{self.host}:{self.port}",
             bookmark_interval=bookmark_interval,
         )
@@ -120,6 +129,23 @@ class ApiServer:
         self.port = sock.getsockname()[1]
         self.url = f"http://{self.host}:{self.port}"
         self._gc_task = asyncio.create_task(self.crd_cleanup.run(), name="apiserver-crd-cleanup")
+
+    async def listen_tls(self, context: ssl.SSLContext, *, sock: socket.socket | None = None,
+                         host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve HTTPS too, on `sock` (e.g. one in the pod network's namespace) or on host:port; its base URL.
+        Clients such as kubectl send bearer tokens only over TLS."""
+        if self._runner is None:
+            raise RuntimeError("start the API server before adding a TLS listener")
+        site: web.BaseSite
+        if sock is not None:
+            site = web.SockSite(self._runner, sock, ssl_context=context)
+        else:
+            site = web.TCPSite(self._runner, host, port, ssl_context=context)
+        await site.start()
+        server = site._server
+        assert server is not None
+        bound_host, bound_port = server.sockets[0].getsockname()[:2]  # type: ignore[attr-defined]
+        return f"https://{bound_host}:{bound_port}"
 
     def limit_request_log(self, keep: int) -> None:
         """Keep only about the latest `keep` records in `.requests` (for a server that runs for hours; tests

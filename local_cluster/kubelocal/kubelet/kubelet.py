@@ -52,7 +52,8 @@ class ProcessKubelet:
         #: Image repository → what that image gives (ENTRYPOINT as a local command, ENV, WORKDIR).
         self.images = dict(images or {})
         #: Env every container gets (lowest priority): a real kubelet's KUBERNETES_SERVICE_HOST/PORT; here the
-        #: KUBECONFIG of the local API server (plain HTTP, no service account token to mount).
+        #: KUBECONFIG of the local API server, for pods that mount no ServiceAccount token (a pod that does gets
+        #: a KUBECONFIG presenting its token).
         self.cluster_env = dict(cluster_env or {})
         self.workdir = Path(workdir).resolve()
         self.declared_nodes = [dict(n) for n in nodes]

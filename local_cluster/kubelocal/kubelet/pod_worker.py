@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kubelocal import containers as ct
+from kubelocal import podtoken
 from kubelocal.kubeclient import ApiError, KubeClient, now_rfc3339, wait_event
 from kubelocal.lifeline import ChildProcess, Lifeline
 from kubelocal.resources import node_allocatable
@@ -35,6 +36,7 @@ class KubeletHost(Protocol):
     """What a pod worker uses of its kubelet."""
 
     client: KubeClient
+    url: str
     status_slots: asyncio.Semaphore
     workdir: Path
     lifeline: Lifeline
@@ -279,16 +281,25 @@ class PodRuntime(PodWorker):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(content)
         allocatable = node_allocatable(self.kubelet.node_objects.get(self.node) or {})
+        # The ServiceAccount's token, bound to the pod: its mount's files, and a KUBECONFIG presenting it.
+        creds = await podtoken.pod_credentials(self.kubelet.client, self.pod)
+        if creds is not None:
+            sa_mount = podtoken.write_mount(self.dir / "serviceaccount", creds)
+            kubeconfig = podtoken.write_token_kubeconfig(self.dir / "kubeconfig", self.kubelet.url, creds)
         specs = {}
         for c in self.all_containers:
             env = ct.container_env(self.pod, c.spec, refs, allocatable)
             mounts = ct.container_mounts(c.spec, volumes)
+            if creds is not None:
+                mounts.append((podtoken.MOUNT_PATH, sa_mount))
             specs[c.name] = ct.process_spec(self.pod, c.spec, env, mounts, cwd,
                                             ct.defaults_for(c.spec.get("image"), self.kubelet.images,
                                                             self.kubelet.image))
             for key, value in self.kubelet.cluster_env.items():  # host paths: never mapped into the pod's mounts
                 if key not in env:
                     specs[c.name].env[key] = value
+            if creds is not None and "KUBECONFIG" not in env:
+                specs[c.name].env["KUBECONFIG"] = str(kubeconfig)
             (self.dir / "logs" / c.name).mkdir(parents=True, exist_ok=True)
         return specs
 

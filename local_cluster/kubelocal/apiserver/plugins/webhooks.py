@@ -234,6 +234,8 @@ class AdmissionWebhooks:
             "object": copy.deepcopy(request.obj), "oldObject": copy.deepcopy(request.old),
             "dryRun": request.dry_run, "options": None,
         }
+        if request.user.extra:  # a ServiceAccount token's credential id, pod and node
+            body["userInfo"]["extra"] = {k: list(v) for k, v in request.user.extra.items()}
         if request.subresource:
             body["subResource"] = request.subresource
         if request.namespace:

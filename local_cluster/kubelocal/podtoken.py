@@ -1,0 +1,130 @@
+"""What a kubelet does for a pod's ServiceAccount: decide whether to mount its token
+(`automountServiceAccountToken`), ask the TokenRequest API for a token bound to the pod, and write the
+files of the mount (token, ca.crt, namespace) plus a kubeconfig that presents the token.
+
+On a cluster the ServiceAccount admission plugin adds a projected volume and the kubelet fills it; here
+`pod_credentials` does both steps for the kubelet, which writes the files under the pod's directory (the pod
+network bind-mounts them at MOUNT_PATH; without it the pod's KUBECONFIG carries the same token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubelocal.containers import ContainerConfigError
+from kubelocal.kubeclient import ApiError, KubeClient
+
+MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: The lifetime the kubelet asks for; kube-apiserver extends such pod-bound tokens (and marks `warnafter`).
+KUBELET_EXPIRATION = 3607
+ROOT_CA = "kube-root-ca.crt"
+#: Seconds to wait for a new namespace's root-CA ConfigMap before leaving it to the kubelet's retry.
+ROOT_CA_WAIT = 2.0
+
+
+@dataclass(frozen=True)
+class PodCredentials:
+    """What the kubelet mounts for a pod: its bound token, the cluster CA and the pod's namespace."""
+
+    token: str
+    ca_pem: str
+    namespace: str
+    service_account: str
+
+
+def account_name(pod: Mapping[str, Any]) -> str:
+    spec = pod.get("spec") or {}
+    return str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
+
+
+def automount(pod: Mapping[str, Any], account: Mapping[str, Any]) -> bool:
+    """The pod's `automountServiceAccountToken`, else its ServiceAccount's, else true (kube's rule)."""
+    for value in ((pod.get("spec") or {}).get("automountServiceAccountToken"),
+                  account.get("automountServiceAccountToken")):
+        if value is not None:
+            return bool(value)
+    return True
+
+
+def token_request(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The TokenRequest a kubelet sends for a pod: bound to it, the kubelet's lifetime, the API's audience."""
+    meta = pod.get("metadata") or {}
+    return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {
+        "expirationSeconds": KUBELET_EXPIRATION,
+        "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": meta.get("name"), "uid": meta.get("uid")}}}
+
+
+async def pod_credentials(client: KubeClient, pod: Mapping[str, Any]) -> PodCredentials | None:
+    """The pod's ServiceAccount credentials, or None when its token is not to be mounted.
+
+    A missing ServiceAccount is a ContainerConfigError, a missing CA ConfigMap an ApiError: the kubelet
+    retries both, as a real one retries a failed volume mount."""
+    ns = (pod.get("metadata") or {}).get("namespace") or "default"
+    name = account_name(pod)
+    base = f"/api/v1/namespaces/{ns}"
+    try:
+        account = await client.get(f"{base}/serviceaccounts/{name}")
+    except ApiError as exc:
+        if exc.status == 404:
+            raise ContainerConfigError(f'serviceaccount "{name}" not found in namespace {ns}') from None
+        raise
+    if not automount(pod, account):
+        return None
+    issued = await client.post(f"{base}/serviceaccounts/{name}/token", token_request(pod))
+    ca = await _root_ca(client, base, ROOT_CA_WAIT)
+    ca_pem = (ca.get("data") or {}).get("ca.crt") or ""
+    return PodCredentials(issued["status"]["token"], ca_pem, ns, name)
+
+
+async def _root_ca(client: KubeClient, base: str, wait: float) -> dict[str, Any]:
+    """The namespace's root-CA ConfigMap. In a namespace made a moment ago the publisher may not have
+    written it yet: wait for it a little (bounded), then let the kubelet's retry take over (the ApiError)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            ca: dict[str, Any] = await client.get(f"{base}/configmaps/{ROOT_CA}")
+            return ca
+        except ApiError as exc:
+            if exc.status != 404 or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(0.05)
+
+
+def write_mount(directory: Path, creds: PodCredentials) -> Path:
+    """The ServiceAccount mount's files under `directory` (owner-only; replaced whole, as the kubelet's
+    atomic writer does)."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for name, text in (("token", creds.token), ("ca.crt", creds.ca_pem), ("namespace", creds.namespace)):
+        path = directory / name
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_text(text)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    return directory
+
+
+def write_token_kubeconfig(path: Path, url: str, creds: PodCredentials) -> Path:
+    """A kubeconfig for `url` that authenticates with the pod's token (for pods without the pod network,
+    whose clients cannot use in-cluster config)."""
+    user = f"system:serviceaccount:{creds.namespace}:{creds.service_account}"
+    config = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {"server": url}}],
+        "users": [{"name": user, "user": {"token": creds.token}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": user, "namespace": creds.namespace}}],
+        "current-context": "local", "preferences": {},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(yaml.safe_dump(config, sort_keys=False))
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+    return path
