@@ -109,6 +109,10 @@ BENCHES: tuple[Bench, ...] = (
 
 # Bench scripts that another bench runs (their figures come in that bench's SUMMARY).
 RUN_BY: dict[str, str] = {"recovery_time": "runtime_overhead"}
+# Bench scripts `make bench` leaves to be run alone, and why.
+RUN_ALONE: dict[str, str] = {
+    "sim_nodes": "the simulated nodes' own cost to the plane (1,000 nodes); its SUMMARY is JSON, not key=value",
+}
 
 FIGURES: tuple[Figure, ...] = (
     Figure("operator_scale", "jobs100_created_p99", "operator 100x4: submit -> all pods created p99",
