@@ -411,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, out in pures:
         row(label, out.jct_hours(), [(j.start - j.submit) / HOUR for j in out.jobs if j.start is not None],
             out.partial_gpu_hours, len(out.jct_hours()))
-    live_jct = [(lj.end - lj.submit) / HOUR for lj in done]
+    live_jct = [(lj.end - lj.submit) / HOUR for lj in done if lj.end is not None]
     live_partial = sum(lj.partial_gpu_seconds for lj in live.values()) / HOUR
     row("4 live operator (times its watch saw)", live_jct,
         [(lj.start - lj.submit) / HOUR for lj in live.values() if lj.start is not None], live_partial, len(done))

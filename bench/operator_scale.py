@@ -1,6 +1,7 @@
 """Operator at scale: N TFJobs × W workers on the local control plane, pods that exit 0 at once.
 
-Prints p50/p99 of submit → all pods created and submit → Succeeded, the operator's API requests per job by
+Prints p50/p99 of submit → all pods created (and its floor: the same burst through a plain controller in the
+measuring client, just before) and submit → Succeeded, the operator's API requests per job by
 verb and resource (from the API server's request log), and the operator's peak RSS. The operator runs as
 `tfjob operator` in its own process, as in production; the pods are real (trivial) processes. The control plane
 runs in this process (its request log is read in place); the client that submits and watches runs in a third, as
@@ -42,11 +43,11 @@ from tfjob_operator.crd import CRD_PATH
 
 BENCH_UA = "tfjob-bench"
 RESULTS = Path(__file__).resolve().parent / "results"
-# Per size, around the wait for the jobs: control plane and operator start (3 s), the 2 s tail, tear-down of what
-# still runs and removing the pods' directories (grows with the jobs: ~10 s for 200 jobs cut short at load 6, over
-# a minute for 1000 at load 10).
+# Per size, around the wait for the jobs: control plane and operator start (3 s), the plain controller's floor
+# (N x (1 + W) ConfigMap creates, ~8 ms a job), the 2 s tail, tear-down of what still runs and removing the pods'
+# directories (grows with the jobs: ~10 s for 200 jobs cut short at load 6, over a minute for 1000 at load 10).
 SIZE_OVERHEAD_SECONDS = 15.0
-SIZE_OVERHEAD_PER_JOB = 0.08
+SIZE_OVERHEAD_PER_JOB = 0.09
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -101,7 +101,7 @@ BENCHES: tuple[Bench, ...] = (
           "controller's same burst (floor)"),
     Bench("runtime_overhead", ("--budget", "165", "--plot", "{results}/runtime_overhead.png"), 180,
           "conv net (>= 20 ms step) and tiny MLP, interleaved repeats within 165 s; recovery"),
-    Bench("live_replay", ("--first", "2600", "--jobs", "400", "--speed", "2400", "--budget", "115", "--png",
+    Bench("live_replay", ("--first", "2600", "--jobs", "400", "--speed", "2400", "--budget", "110", "--png",
                           "{results}/live_replay.png"), 125,
           "ITP cluster03 jobs 2600-2999 (2.6 simulated days) through the live operator on 64 simulated 8-GPU "
           "nodes at x2400 (94 s)"),
