@@ -10,10 +10,11 @@ client that submits and watches is a third process, as in bench/operator_scale.p
 
 From the live system (a watch's receive times, in simulated hours; the TFJobs' status times as a cross-check):
 mean JCT (submit -> Succeeded), mean wait (submit -> all pods Running), GPU-hours held by partial gangs (pods
-bound while a pod of their gang is not). Beside them, on the same jobs: the pure replay (`builtin`, waits
-counted per event) and the pure replay run on the live loop's clock (a pass every ADMISSION_PERIOD_SECONDS of
-wall time while gangs wait, a wait counted at most once per period, so anti-starvation follows wall time):
-what is left between that one and the live run is the operator's own latency, scaled by the speed.
+bound while a pod of their gang is not). Beside them, on the same jobs, three pure replays, each one difference
+further from gang_replay.py's: 1. that one (`builtin`, waits counted per event); 2. on the live loop's clock (a
+pass every ADMISSION_PERIOD_SECONDS of wall time while gangs wait, a wait counted at most once per period, so
+anti-starvation follows wall time); 3. as 2 with each job arriving when the live client sent it. What is left
+between 3 and the live run is the operator and plane's own latency, times the speed.
 
     .venv/bin/python bench/live_replay.py [--first 0 --jobs 0] [--speed 4000] [--budget 900] [--png PATH]
 
@@ -69,7 +70,7 @@ def tfjob(name: str, job: Job) -> dict[str, Any]:
     gpus = job.per_worker
     resources = {"cpu": str(4 * gpus), "memory": f"{32 * gpus}Gi", "nvidia.com/gpu": str(gpus)}
     template = {
-        "metadata": {"annotations": {"kubelocal.dev/sim-duration": f"{job.duration:g}"}},
+        "metadata": {"annotations": {"kubelocal.dev/sim-duration": repr(job.duration)}},
         "spec": {"containers": [{"name": "tensorflow", "image": "local", "command": ["true"],
                                  "resources": {"requests": resources, "limits": {"nvidia.com/gpu": str(gpus)}}}]},
     }
