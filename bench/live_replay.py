@@ -18,15 +18,16 @@ between 3 and the live run is the operator and plane's own latency, times the sp
 
     .venv/bin/python bench/live_replay.py [--first 0 --jobs 0] [--speed 4000] [--budget 900] [--png PATH]
 
-By default the whole trace (3,011 jobs, 21 simulated days) at x4000: about 8 minutes, the operator and control
-plane using about half of 2 cores. `--first/--jobs` takes a contiguous window of the trace (`make bench`: jobs
-2600-2999 at x2400, 94 s); `--budget` is the wall time for the whole bench (jobs not done by then count as
-unfinished). Ends with one `SUMMARY key=value ...` line; writes a plot of pure vs live JCT.
+By default the whole trace (3,011 jobs, 21 simulated days) at x4000: 453 s of replay, if the operator keeps up
+(on 2 CPUs at load 9 it did not: docs/performance.md). `--first/--jobs` takes a contiguous window of the trace
+(`make bench`: jobs 2600-2999 at x2400, 94 s); `--budget` is the wall time for the whole bench (jobs not done by
+then count as unfinished). Ends with one `SUMMARY key=value ...` line; writes a plot of pure vs live JCT.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import heapq
 import itertools
@@ -183,9 +184,10 @@ def measure(kubeconfig: str, jobs: list[Job], speed: float, timeout: float, conn
     conn.send(seen)
 
 
-def run_live(jobs: list[Job], speed: float, nodes: int, timeout: float) -> tuple[Seen, tuple[float, float], int]:
+def run_live(jobs: list[Job], speed: float, nodes: int,
+             timeout: float) -> tuple[Seen, tuple[float, float], collections.Counter[str]]:
     """The jobs through a fresh control plane and operator; what the client saw, the CPU seconds of the operator
-    and of the control plane (this process), and the operator's API requests."""
+    and of the control plane (this process), and the operator's API requests by verb and resource."""
     spec = f"{nodes}x{{gpu:8,cpu:96,memory:768Gi,sim:true}}"
     with (
         tempfile.TemporaryDirectory(prefix="tfjob-live-replay-", ignore_cleanup_errors=True) as tmp,
@@ -213,8 +215,10 @@ def run_live(jobs: list[Job], speed: float, nodes: int, timeout: float) -> tuple
             seen: Seen = ours.recv()
             cpu = sum(psutil.Process(operator.pid).cpu_times()[:2]) - cpu_before
             plane = sum(psutil.Process().cpu_times()[:2]) - plane_before
-            requests = sum(1 for r in list(cluster.apiserver.requests)[first_request:]
-                           if r.user_agent.startswith(("tfjob-operator", "kopf")))
+            requests: collections.Counter[str] = collections.Counter(
+                f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
+                for r in list(cluster.apiserver.requests)[first_request:]
+                if r.user_agent.startswith(("tfjob-operator", "kopf")))
             measurer.join(10)
         finally:
             os.killpg(operator.pid, signal.SIGTERM)
@@ -443,10 +447,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"          start, live - 3: mean {mean_or_nan(start_delta):+.2f} h, median "
           f"{statistics.median(start_delta) if start_delta else float('nan'):+.2f} h; start order: {swaps} of "
           f"{max(0, len(both) - 1)} consecutive pairs of 3's order swapped live")
+    # Replay 3's mean JCT over the jobs done live: the floor of the live mean when the budget cut the run short.
+    same = mean_or_nan([(p.end - p.submit) / HOUR for j in jobs if live[j.id].end is not None
+                        and (p := resubmitted.jobs[j.id]).end is not None])
     print(f"  4 -> 5: timestamps of 1 s wall = {args.speed / HOUR:.2f} simulated h each")
     print(f"  CPU: operator {cpu:.0f} s ({1000 * cpu / len(jobs):.0f} ms per job), control plane {plane_cpu:.0f} s "
-          f"({1000 * plane_cpu / len(jobs):.0f} ms per job); operator API requests {requests} "
-          f"({requests / len(jobs):.1f} per job); failed jobs {failed}; wall {wall:.0f} s")
+          f"({1000 * plane_cpu / len(jobs):.0f} ms per job); failed jobs {failed}; wall {wall:.0f} s")
+    total = sum(requests.values())
+    print(f"  operator API requests: {total} ({total / len(jobs):.1f} per job): "
+          + ", ".join(f"{k} {v / len(jobs):.2f}" for k, v in requests.most_common()))
 
     title = (f"ITP {args.cluster_file}, jobs {args.first}..{args.first + len(jobs) - 1}, {args.nodes} x 8 GPUs "
              f"(simulated), G={G}, speed x{args.speed:g}")
@@ -459,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
           f"start_latency={mean_or_nan(latency):.3f}h "
           f"start_latency_wall={mean_or_nan(latency) * HOUR / args.speed:.2f}s "
           f"start_delta={mean_or_nan(start_delta):+.2f}h "
-          f"jct_resubmitted={mean_or_nan(resubmitted.jct_hours()):.2f}h order_swaps={swaps} operator_cpu={cpu:.0f}s "
+          f"jct_resubmitted={mean_or_nan(resubmitted.jct_hours()):.2f}h jct_resubmitted_done={same:.2f}h "
+          f"order_swaps={swaps} operator_cpu={cpu:.0f}s "
           f"wall={wall:.0f}s")
     return 0  # jobs not done in time, or failed, are figures (done=k/N), judged by bench/run_all.py's table
 
