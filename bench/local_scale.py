@@ -5,7 +5,9 @@ stand-in and process kubelet on one event loop); this process is the client, wit
 client (responses not turned into models, so the figures are the control plane's and HTTP's, not the
 client's model building).
 
-1. fresh: one client creates `--pods` gated pods one after another (nothing schedules or runs them);
+1. fresh: the floor first, the same client's plain create loop (`--floor` ConfigMaps one after another, scaled
+   to `--pods`: what any create costs on this plane and machine); then one client creates `--pods` gated pods
+   one after another (nothing schedules or runs them);
    ms per create for each bucket of `--bucket` pods; a watch (official client) records when each ADDED
    arrives: delivery = create sent -> event received.
 2. after-finished: a new control plane runs `--finished` pods (`true`, exit 0) to completion, then the same
@@ -20,7 +22,9 @@ per create against the pods already there.
     .venv/bin/python bench/local_scale.py [--pods 10000] [--finished 2000] [--burst-jobs 1000] [--plot PATH]
                                           [--phases fresh,after,burst]
 
-`--phases` runs some of the three (the summary then carries only their figures; the plot needs fresh and after).
+`--phases` runs some of the three (the summary then carries only their figures; the plot needs fresh and after);
+`--budget` skips phase 3 or 2 when it would overrun the time given. The phases run in the order 1, 3, 2 (the table
+of bench/run_all.py judges phase 3's figure; phase 2 only feeds the plot).
 A SUMMARY line follows each phase with the figures so far; the last one has them all.
 """
 
@@ -50,6 +54,8 @@ GATE = [{"name": "bench.example.com/hold"}]
 #: Drawn on the plot as a reference; the goals themselves are judged by bench/run_all.py's table.
 FLAT_RATIO = 1.2
 PHASES = ("fresh", "after", "burst")
+#: Wall of phases 2 and 3 over phase 1's, at bench/run_all.py's sizes (2 cores): what --budget judges them by.
+PHASE_COST = {"after": 1.5, "burst": 1.8}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -189,6 +195,17 @@ def gated_creates(api: client.ApiClient, server: psutil.Process, count: int, buc
     return out
 
 
+def plain_creates(api: client.ApiClient, count: int) -> float:
+    """Seconds for the same client to create `count` ConfigMaps one after another: the plain create loop, the floor
+    of any create on this control plane and machine (no pod defaulting, validation, scheduler or kubelet)."""
+    core = client.CoreV1Api(api)
+    started = time.perf_counter()
+    for i in range(count):
+        body = {"metadata": {"name": f"floor-{i:05d}", "labels": {"bench": "local-scale"}}, "data": {"a": "b"}}
+        core.create_namespaced_config_map(NAMESPACE, body, _preload_content=False).read()
+    return time.perf_counter() - started
+
+
 def succeeded_count(core: client.CoreV1Api) -> int:
     """Pods Succeeded, from one small page: an equality field selector (indexed) with limit=1, and the
     server's remainingItemCount (a scan with `!=` would cost the server what the bench measures)."""
@@ -254,7 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bucket", type=int, default=500)
     parser.add_argument("--finished", type=int, default=2000, help="pods that run first in phase 2 (default 2000)")
     parser.add_argument("--burst-jobs", type=int, default=1000, help="burst of N x 4 pods in phase 3")
+    parser.add_argument("--floor", type=int, default=2000,
+                        help="ConfigMaps of the plain create loop in phase 1, before the pods (the floor)")
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--budget", type=float, default=0.0, metavar="SECONDS",
+                        help="wall time for the bench: a later phase that would overrun it (judged by phase 1's "
+                        "time) is skipped (0: no limit)")
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"comma-separated, of {', '.join(PHASES)} (default: all three)")
     parser.add_argument("--plot", type=Path, default=Path(__file__).parent / "results" / "local_scale.png")
@@ -284,11 +306,26 @@ def main(argv: list[str] | None = None) -> int:
         # after every phase, figures so far: a run stopped at its time share (bench/run_all.py) keeps them
         print(f"SUMMARY {' '.join(summary)}", flush=True)
 
+    began = time.monotonic()
+    first_phase = 0.0
+
+    def fits(phase: str) -> bool:
+        """Phase 2 took 1.5 and phase 3 1.8 times phase 1 at bench/run_all.py's sizes on 2 cores."""
+        if not args.budget or not first_phase:
+            return True
+        need = first_phase * PHASE_COST[phase]
+        if time.monotonic() + need <= began + args.budget:
+            return True
+        print(f"  {phase}: skipped, {began + args.budget - time.monotonic():.0f} s of the {args.budget:.0f} s budget "
+              f"left (it takes about {need:.0f} s here)", flush=True)
+        return False
+
     fresh = after = None
     if "fresh" in phases:
         (root / "fresh").mkdir()
         with (control_plane(root / "fresh") as (api, kubeconfig, server),
               helper("watch", kubeconfig, root / "fresh") as seen_at):
+            floor_s = plain_creates(api, args.floor) if args.floor else float("nan")
             fresh = gated_creates(api, server, args.pods, args.bucket, "gated")
             time.sleep(3)  # the last events on their way
         seen: dict[str, float] = json.loads(seen_at.read_text())
@@ -300,25 +337,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"     watch: create sent -> ADDED received p50 {percentile(delivery, 50):.1f} ms  "
               f"p99 {watch_p99:.1f} ms ({len(delivery):,}/{len(fresh.sent):,} events)", flush=True)
         ratio, cpu_ratio = fresh.wall[-1] / fresh.wall[0], fresh.cpu[-1] / fresh.cpu[0]
+        floor_total = floor_s * args.pods / args.floor if args.floor else float("nan")
+        print(f"     floor: the same client's plain create loop, {args.floor:,} ConfigMaps first: "
+              f"{1000 * floor_s / max(1, args.floor):.2f} ms/create, {floor_total:.1f}s for {args.pods:,}; "
+              f"pods {fresh.seconds / floor_total:.2f} x that", flush=True)
         summary.append(f"pods={args.pods} first_bucket={fresh.wall[0]:.2f}ms last_bucket={fresh.wall[-1]:.2f}ms "
-                       f"ratio={ratio:.2f} cpu_ratio={cpu_ratio:.2f} total={fresh.seconds:.1f}s")
+                       f"ratio={ratio:.2f} cpu_ratio={cpu_ratio:.2f} total={fresh.seconds:.1f}s "
+                       f"total_floor={floor_total:.1f}s watch_p99={watch_p99:.1f}ms")
         print_summary()
+        first_phase = time.monotonic() - began
 
-    if "after" in phases:
-        (root / "after").mkdir()
-        with control_plane(root / "after") as (api, _, server):
-            ran_s = run_to_completion(api, "ran", args.finished // 4, 4, args.timeout)
-            after = gated_creates(api, server, args.pods, args.bucket, "gated")
-        print(f"  2. after {args.finished:,} pods ran and finished ({ran_s:.1f}s): {args.pods:,} gated creates in "
-              f"{after.seconds:.1f}s:", flush=True)
-        show(after)
-        summary.append(f"after_{args.finished}_finished_last_bucket={after.wall[-1]:.2f}ms")
-    if fresh is not None:
-        summary.append(f"watch_p99={watch_p99:.1f}ms")
-    if after is not None:
-        print_summary()
-
-    if "burst" in phases:
+    if "burst" in phases and fits("burst"):
         (root / "burst").mkdir()
         with control_plane(root / "burst") as (api, kubeconfig, _):
             client.CoreV1Api(api).create_namespaced_pod(NAMESPACE, pod_body("probe", gated=True))
@@ -329,6 +358,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  3. burst of {args.burst_jobs} x 4 pods (run, exit 0) in {burst_s:.1f}s: GET pod p50 {get_p50:.1f} ms "
               f"p99 {get_p99:.1f} ms max {max(gets):.1f} ms ({len(gets):,} GETs from another process)", flush=True)
         summary.append(f"get_p99_burst_{args.burst_jobs}x4={get_p99:.1f}ms")
+        print_summary()
+
+    if "after" in phases and fits("after"):
+        (root / "after").mkdir()
+        with control_plane(root / "after") as (api, _, server):
+            ran_s = run_to_completion(api, "ran", args.finished // 4, 4, args.timeout)
+            after = gated_creates(api, server, args.pods, args.bucket, "gated")
+        print(f"  2. after {args.finished:,} pods ran and finished ({ran_s:.1f}s): {args.pods:,} gated creates in "
+              f"{after.seconds:.1f}s:", flush=True)
+        show(after)
+        summary.append(f"after_{args.finished}_finished_last_bucket={after.wall[-1]:.2f}ms")
         print_summary()
 
     if fresh is not None and after is not None:

@@ -1,6 +1,7 @@
 """Operator at scale: N TFJobs × W workers on the local control plane, pods that exit 0 at once.
 
-Prints p50/p99 of submit → all pods created and submit → Succeeded, the operator's API requests per job by
+Prints p50/p99 of submit → all pods created (and its floor: the same burst through a plain controller in the
+measuring client, just before) and submit → Succeeded, the operator's API requests per job by
 verb and resource (from the API server's request log), and the operator's peak RSS. The operator runs as
 `tfjob operator` in its own process, as in production; the pods are real (trivial) processes. The control plane
 runs in this process (its request log is read in place); the client that submits and watches runs in a third, as
@@ -42,11 +43,11 @@ from tfjob_operator.crd import CRD_PATH
 
 BENCH_UA = "tfjob-bench"
 RESULTS = Path(__file__).resolve().parent / "results"
-# Per size, around the wait for the jobs: control plane and operator start (3 s), the 2 s tail, tear-down of what
-# still runs and removing the pods' directories (grows with the jobs: ~10 s for 200 jobs cut short at load 6, over
-# a minute for 1000 at load 10).
+# Per size, around the wait for the jobs: control plane and operator start (3 s), the plain controller's floor
+# (N x (1 + W) ConfigMap creates, ~8 ms a job), the 2 s tail, tear-down of what still runs and removing the pods'
+# directories (grows with the jobs: ~10 s for 200 jobs cut short at load 6, over a minute for 1000 at load 10).
 SIZE_OVERHEAD_SECONDS = 15.0
-SIZE_OVERHEAD_PER_JOB = 0.08
+SIZE_OVERHEAD_PER_JOB = 0.09
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -112,6 +113,52 @@ class Watcher(threading.Thread):
                 self.reasons[f"{why.get('reason')}: {why.get('message')}"] += 1
 
 
+def plain_controller_floor(api: client.ApiClient, jobs: int, workers: int) -> float:
+    """The same burst with a plain controller in this client doing the operator's creates: `jobs` parent ConfigMaps
+    submitted one after another, a watch creating `workers` child ConfigMaps for each parent it sees; p99 of parent
+    submitted -> all its children seen. No operator logic and nothing scheduled: what any client of this control
+    plane reaches on this machine, the floor of submit -> all pods created."""
+    core = client.CoreV1Api(api)
+    run = f"floor-{os.getpid()}"
+    submitted: dict[str, float] = {}
+    seen: dict[str, list[float]] = collections.defaultdict(list)
+    ready, done = threading.Event(), threading.Event()
+
+    def body(name: str, role: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "labels": {"bench-floor": run, "role": role}}, "data": {"a": "b"}}
+
+    def controller() -> None:
+        rv = core.list_namespaced_config_map("default", limit=1).metadata.resource_version
+        ready.set()
+        while not done.is_set():
+            for event in watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=rv,
+                                              label_selector=f"bench-floor={run}", timeout_seconds=2,
+                                              deserialize=False):
+                obj = event["object"]
+                rv = obj["metadata"]["resourceVersion"]
+                if event["type"] != "ADDED":
+                    continue
+                name, role = obj["metadata"]["name"], obj["metadata"]["labels"]["role"]
+                if role == "parent":
+                    for i in range(workers):
+                        core.create_namespaced_config_map("default", body(f"{name}-{i}", "child"),
+                                                          _preload_content=False).read()
+                else:
+                    seen[name.rsplit("-", 1)[0]].append(time.monotonic())
+                    if len(seen) == jobs and all(len(v) == workers for v in seen.values()):
+                        done.set()
+
+    thread = threading.Thread(target=controller, daemon=True)
+    thread.start()
+    ready.wait(30)
+    for i in range(jobs):
+        name = f"{run}-{i:04d}"
+        submitted[name] = time.monotonic()
+        core.create_namespaced_config_map("default", body(name, "parent"), _preload_content=False).read()
+    done.wait(120)
+    return percentile([max(seen[n]) - t for n, t in submitted.items() if len(seen[n]) == workers], 99)
+
+
 def peak_rss(pid: int, stop: threading.Event, out: list[int]) -> None:
     proc = psutil.Process(pid)
     while not stop.is_set():
@@ -133,6 +180,8 @@ class Measured:
     submit_seconds: float
     total_seconds: float
     peak_rss: int
+    #: p99 of the same burst through a plain controller in the same client (plain_controller_floor).
+    created_floor: float
 
 
 def measure(kubeconfig: str, jobs: int, workers: int, timeout: float, operator_pid: int, conn: Connection) -> None:
@@ -149,6 +198,7 @@ def measure(kubeconfig: str, jobs: int, workers: int, timeout: float, operator_p
     custom = client.CustomObjectsApi(api)
     conn.send("ready")
     conn.recv()
+    floor = plain_controller_floor(api, jobs, workers)
     submitted: dict[str, float] = {}
     template = {"spec": {"containers": [{"name": "tensorflow", "image": "local", "command": ["true"]}]}}
     started = time.monotonic()
@@ -174,7 +224,7 @@ def measure(kubeconfig: str, jobs: int, workers: int, timeout: float, operator_p
     conn.recv()  # the operator's clean-up after the jobs counts towards its peak RSS too
     stop_rss.set()
     conn.send(Measured(submitted, dict(pods_w.first_seen), dict(jobs_w.finished), jobs_w.reasons, submit_seconds,
-                       total_seconds, max(rss, default=0)))
+                       total_seconds, max(rss, default=0), floor))
 
 
 @dataclass
@@ -185,6 +235,7 @@ class Result:
     workers: int
     created_p50: float
     created_p99: float
+    created_floor: float
     succeeded_p50: float
     succeeded_p99: float
     requests_per_job: float
@@ -196,6 +247,7 @@ class Result:
     def summary(self, prefix: str = "") -> str:
         return (
             f"{prefix}created_p50={self.created_p50:.2f}s {prefix}created_p99={self.created_p99:.2f}s "
+            f"{prefix}created_floor={self.created_floor:.2f}s "
             f"{prefix}succeeded_p50={self.succeeded_p50:.2f}s {prefix}succeeded_p99={self.succeeded_p99:.2f}s "
             f"{prefix}requests_per_job={self.requests_per_job:.1f} {prefix}requests_floor={self.requests_floor} "
             f"{prefix}peak_rss_mib={self.peak_rss_mib:.0f} {prefix}succeeded={self.succeeded}/{self.jobs}"
@@ -298,7 +350,8 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
         print(f"  Failed: {count} x {reason}")
     print(
         f"  submit -> all pods created: p50 {percentile(created, 50):.2f}s  p99 {percentile(created, 99):.2f}s  "
-        f"({len(created)} jobs)"
+        f"({len(created)} jobs); floor p99 {seen.created_floor:.2f}s (the same burst through a plain controller in "
+        f"the same client: ConfigMaps, {workers} children each)"
     )
     print(
         f"  submit -> Succeeded:        p50 {percentile(done, 50):.2f}s  p99 {percentile(done, 99):.2f}s  "
@@ -320,7 +373,7 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
           f"racing pods that exit at once: {total - cleanup:.2f})")
     peak = seen.peak_rss / 2**20 if seen.peak_rss else float("nan")
     print(f"  operator peak RSS: {peak:.0f} MiB; control plane and pods torn down in {teardown:.1f} s", flush=True)
-    return Result(n, w, percentile(created, 50), percentile(created, 99), percentile(done, 50),
+    return Result(n, w, percentile(created, 50), percentile(created, 99), seen.created_floor, percentile(done, 50),
                   percentile(done, 99), total, goal, peak, states.get("Succeeded", 0), seen.total_seconds)
 
 

@@ -16,12 +16,14 @@ Wall is a whole run, process start to exit. A SUMMARY line after each stage carr
 last one has them all.
 
     python bench/runtime_overhead.py [--repeats 5] [--mlp-repeats 1] [--mwms-repeats 2] [--no-recovery] [--plot PNG]
+                                     [--budget SECONDS]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import statistics
@@ -34,6 +36,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
+#: With --budget: the conv net's pairs stop at this share of it; a later stage runs if about this many conv
+#: pairs' wall fits what is left (2 cores: recovery 28 s, the MLP pair 12 s, an MWMS pair 32 s; a conv pair 25 s).
+CONV_SHARE = 0.45
+STAGE_PAIRS = {"recovery": 1.4, "mlp": 0.6, "mwms": 1.5}
 
 # The same training as a user would write it without the runtime: same model, data, input pipeline (shuffle,
 # repeat, batch, prefetch 2, as tfjob_worker.data builds it), batch and optimizer;
@@ -192,11 +198,15 @@ def ours(model: str, workers: int, epochs: int, steps: int, batch: int, runtime_
 
 
 def interleaved(model: str, workers: int, repeats: int, epochs: int, steps: int, batch: int,
-                runtime_path: Path) -> Runs:
+                runtime_path: Path, until: float = math.inf, at_least: int = 1) -> Runs:
     """Pairs in alternating order (ours then plain, plain then ours, ...): a drift in the machine's load, or the
-    second run of a pair finding warmer caches, then falls on both sides alike instead of on one."""
+    second run of a pair finding warmer caches, then falls on both sides alike instead of on one. After
+    `at_least` pairs, a pair that would end past `until` (monotonic; judged by the last pair's wall) is not run."""
     runs = Runs()
     for repeat in range(repeats):
+        if repeat >= at_least and time.monotonic() + runs.ours_wall[-1] + runs.plain_wall[-1] > until:
+            print(f"    {repeat} of {repeats} repeats: the next would overrun the budget", flush=True)
+            break
         sides = [(ours, runs.ours, runs.ours_wall), (plain, runs.plain, runs.plain_wall)]
         for run, rates, walls in sides if repeat % 2 == 0 else sides[::-1]:
             rate, wall = run(model, workers, epochs, steps, batch, runtime_path)
@@ -294,6 +304,9 @@ def main() -> None:
     parser.add_argument("--mwms-repeats", type=at_least_one, default=2)
     parser.add_argument("--mwms-steps", type=at_least_one, default=15)
     parser.add_argument("--no-recovery", action="store_true", help="skip the tfjob local kill-and-resume run")
+    parser.add_argument("--budget", type=float, default=0.0, metavar="SECONDS",
+                        help="wall time for the whole bench: fewer repeats (conv net at least 1) and stages skipped "
+                        "when the next would overrun it, judged by the conv net's pairs (0: no limit)")
     parser.add_argument("--plot", type=Path, default=None, help="write a PNG: throughput per repeat, recovery split")
     parser.add_argument("--runtime", type=Path, default=REPO / "worker_image",
                         help="directory holding the tfjob_worker package to measure (e.g. another checkout's)")
@@ -308,7 +321,20 @@ def main() -> None:
         figures.extend(fields)
         print(f"SUMMARY{'' if final else ' (so far)'} {' '.join(figures)}", flush=True)
 
-    conv = interleaved("conv", 1, a.repeats, a.epochs, a.steps, a.batch, a.runtime)
+    # With a budget: the conv net's pairs take up to CONV_SHARE of it; each later stage runs if its cost, in conv
+    # pairs (STAGE_PAIRS, measured on 2 cores), fits what is left.
+    end = began + a.budget if a.budget else math.inf
+
+    def fits(stage: str) -> bool:
+        pair = conv.ours_wall[-1] + conv.plain_wall[-1]
+        if time.monotonic() + STAGE_PAIRS[stage] * pair <= end:
+            return True
+        print(f"  {stage}: skipped, {end - time.monotonic():.0f} s of the {a.budget:.0f} s budget left "
+              f"(it takes about {STAGE_PAIRS[stage] * pair:.0f} s here)", flush=True)
+        return False
+
+    conv = interleaved("conv", 1, a.repeats, a.epochs, a.steps, a.batch, a.runtime,
+                       until=began + CONV_SHARE * (end - began), at_least=1)
     report(f"digits32-cnn (bench/convnet.py), 1 worker, {a.epochs} epochs x {a.steps} steps, batch {a.batch}",
            conv, a.batch)
     print(f"    load average {load()}", flush=True)
@@ -317,7 +343,7 @@ def main() -> None:
             f"step_ms={a.batch / statistics.median(conv.plain) * 1000:.1f}")
 
     split = None
-    if not a.no_recovery:
+    if not a.no_recovery and fits("recovery"):
         import recovery_time
 
         split = recovery_time.measure(REPO / "examples" / "mnist-cpu.yaml")
@@ -325,27 +351,31 @@ def main() -> None:
         print(f"    load average {load()}", flush=True)
         summary(recovery_time.summary_fields(split))
 
-    mlp = interleaved("mlp", 1, a.mlp_repeats, a.epochs, a.mlp_steps, a.batch, a.runtime)
-    report(f"digits-mlp, 1 worker, {a.epochs} epochs x {a.mlp_steps} steps, batch {a.batch} "
-           "(~1 ms steps: start-up-dominated, the ratio is noise)", mlp, a.batch)
-    print(f"    load average {load()}", flush=True)
-    summary(f"mlp_ratio={statistics.median(mlp.ratios):.3f}")
+    mlp = mwms = Runs()
+    if fits("mlp"):
+        mlp = interleaved("mlp", 1, a.mlp_repeats, a.epochs, a.mlp_steps, a.batch, a.runtime, until=end)
+        report(f"digits-mlp, 1 worker, {a.epochs} epochs x {a.mlp_steps} steps, batch {a.batch} "
+               "(~1 ms steps: start-up-dominated, the ratio is noise)", mlp, a.batch)
+        print(f"    load average {load()}", flush=True)
+        summary(f"mlp_ratio={statistics.median(mlp.ratios):.3f}")
 
-    mwms = interleaved("conv", 2, a.mwms_repeats, a.epochs, a.mwms_steps, a.batch, a.runtime)
-    report(f"digits32-cnn, 2 workers MultiWorkerMirroredStrategy (RING, loopback), {a.epochs} epochs x "
-           f"{a.mwms_steps} steps, global batch {2 * a.batch}", mwms, 2 * a.batch)
-    print(f"    load average {load()}", flush=True)
-
-    hooks = hook_cost(a.runtime)
-    conv_step, mlp_step = (a.batch / statistics.median(runs.plain) for runs in (conv, mlp))  # seconds
-    print(f"  per-step cost of the runtime's Keras callbacks: {hooks:.1f} us CPU per step "
-          f"({hooks * 1e-6 / conv_step * 100:.3f}% of a conv-net step, {hooks * 1e-6 / mlp_step * 100:.2f}% of an "
-          "MLP step)", flush=True)
+    if mlp.ours and fits("mwms"):
+        mwms = interleaved("conv", 2, a.mwms_repeats, a.epochs, a.mwms_steps, a.batch, a.runtime, until=end - 5)
+        report(f"digits32-cnn, 2 workers MultiWorkerMirroredStrategy (RING, loopback), {a.epochs} epochs x "
+               f"{a.mwms_steps} steps, global batch {2 * a.batch}", mwms, 2 * a.batch)
+        print(f"    load average {load()}", flush=True)
+        hooks = hook_cost(a.runtime)
+        conv_step, mlp_step = (a.batch / statistics.median(runs.plain) for runs in (conv, mlp))  # seconds
+        print(f"  per-step cost of the runtime's Keras callbacks: {hooks:.1f} us CPU per step "
+              f"({hooks * 1e-6 / conv_step * 100:.3f}% of a conv-net step, {hooks * 1e-6 / mlp_step * 100:.2f}% of "
+              "an MLP step)", flush=True)
     if a.plot is not None:
         plot(a.plot, conv, mwms, split)
         print(f"  plot: {a.plot}")
     print(f"  {time.monotonic() - began:.0f} s in all; load average {load()}")
-    summary(f"mwms_ratio={statistics.median(mwms.ratios):.3f} hook_us={hooks:.1f}", final=True)
+    summary(*([f"mwms_ratio={statistics.median(mwms.ratios):.3f} hook_us={hooks:.1f}"] if mwms.ours else []),
+            final=True)
+
 
 if __name__ == "__main__":
     try:

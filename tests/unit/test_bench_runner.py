@@ -21,7 +21,7 @@ operator_scale: 100 TFJobs x 4 workers (pods exit 0 at once), local control plan
 sweep: N TFJobs x 4 workers   created p50/p99 s
 SUMMARY workers=4 jobs100_created_p99=0.80s jobs100_requests_per_job=15.9 jobs100_requests_floor=14 \
 jobs1000_created_p99=7.10s jobs1000_requests_per_job=13.2 jobs1000_requests_floor=14 jobs1000_peak_rss_mib=162 \
-jobs1000_succeeded=89/1000
+jobs1000_succeeded=89/1000 jobs100_created_floor=0.50s jobs1000_created_floor=6.0s
 """
 # local_scale's line mixes prose goals into its figures; the parser keeps the key=value pairs only.
 LOCAL_SCALE = """\
@@ -43,6 +43,13 @@ FIGURES = (
     Figure("operator_scale", "jobs1000_succeeded", "1000x4 Succeeded", Goal("all")),
     Figure("operator_scale", "jobs250_created_p99", "250x4 created p99"),
     Figure("operator_scale", "jobs100_requests_per_job", "100x4 requests/job"),
+    Figure("operator_scale", "jobs100_created_p99", "100x4 created p99 vs floor",
+           Goal("<=", 1.5, floor="jobs100_created_floor")),
+    Figure("operator_scale", "jobs1000_created_p99", "1000x4 created p99 vs floor",
+           Goal("<=", 1.5, floor="jobs1000_created_floor")),
+    Figure("operator_scale", "jobs250_created_p99", "250x4 created p99 vs floor",
+           Goal("<=", 1.5, floor="jobs250_floor")),
+    Figure("local_scale", "total", "10,000 creates vs floor", Goal("<=", 1.5, floor="total_floor")),
     Figure("local_scale", "total", "10,000 creates", Goal("<=", 10.0, "s")),
     Figure("local_scale", "get_p99_burst_*", "GET p99 burst", Goal("<=", 0.05, "s")),
     Figure("gang_replay", "admission_pass_g8", "admission pass", Goal("<=", 50.0, "ms")),
@@ -83,6 +90,12 @@ def test_summary_keeps_the_key_value_figures_of_the_last_summary_line():
         ("250x4 created p99", "-", "-", "failed (exit 1)"),
         ("100x4 requests/job", "15.9", "-", "-; bench failed (exit 1)"),
         ("10,000 creates", "49.0s", "<= 10 s", "NOT met"),
+        # A time judged as a ratio to the floor the bench measured in the same run: the row shows both.
+        ("100x4 created p99 vs floor", "0.80s = 1.60 x floor", "<= 1.5 x floor (0.50s)",
+         "NOT met; bench failed (exit 1)"),
+        ("1000x4 created p99 vs floor", "7.10s = 1.18 x floor", "<= 1.5 x floor (6.0s)", "met; bench failed (exit 1)"),
+        ("250x4 created p99 vs floor", "-", "<= 1.5 x floor (?)", "failed (exit 1)"),
+        ("10,000 creates vs floor", "49.0s", "<= 1.5 x floor (?)", "no total_floor in its SUMMARY"),
         ("GET p99 burst", "42.5ms", "<= 0.05 s", "met"),
         ("admission pass", "-", "<= 50 ms", "failed (exit 1)"),
         ("runtime ratio", "-", ">= 0.98", "exceeded its share of 240 s (stopped)"),
@@ -97,6 +110,14 @@ def test_a_figure_missing_from_a_bench_that_ran_is_named():
     ran = {"local_scale": Outcome("local_scale", 90, 0, share=150, summary={"total": "9.0s"})}
     (row,) = run_all.table(ran, [Figure("local_scale", "ratio", "ratio", Goal("<=", 1.2))])
     assert row.verdict == "no ratio in its SUMMARY"
+
+
+def test_a_floor_in_other_units_or_a_zero_floor_gives_no_ratio():
+    assert run_all.floor_ratio("1.2s", "400ms") == pytest.approx(3.0)
+    assert run_all.floor_ratio("12.0h", "10.0h") == pytest.approx(1.2)
+    assert run_all.floor_ratio("1.2s", "3 MiB") is None
+    assert run_all.floor_ratio("1.2s", "0s") is None
+    assert run_all.floor_ratio("n/a", "1s") is None
 
 
 def test_the_summary_table_lists_every_figure_and_how_each_bench_ran():
@@ -142,6 +163,6 @@ def test_runner_keeps_each_bench_output_and_goes_on_after_a_failure_or_an_overru
 
 def test_make_bench_runs_every_benchmark_script_in_bench():
     scripts = {p.stem for p in Path(run_all.BENCH_DIR).glob("*.py") if '__name__ == "__main__"' in p.read_text()}
-    run = {b.name for b in run_all.BENCHES} | set(run_all.RUN_BY)
+    run = {b.name for b in run_all.BENCHES} | set(run_all.RUN_BY) | set(run_all.RUN_ALONE)
     assert scripts - {"run_all"} <= run
     assert {f.bench for f in run_all.FIGURES} <= {b.name for b in run_all.BENCHES}
