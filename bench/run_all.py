@@ -111,7 +111,8 @@ BENCHES: tuple[Bench, ...] = (
 RUN_BY: dict[str, str] = {"recovery_time": "runtime_overhead"}
 # Bench scripts `make bench` leaves to be run alone, and why.
 RUN_ALONE: dict[str, str] = {
-    "sim_nodes": "the simulated nodes' own cost to the plane at 1,000 nodes (several minutes; its figures are in docs/local-cluster.md)",
+    "sim_nodes": "the simulated nodes' own cost to the plane at 1,000 nodes (several minutes; its figures are in "
+                 "docs/local-cluster.md)",
 }
 
 FIGURES: tuple[Figure, ...] = (
