@@ -132,7 +132,7 @@ class LocalCluster:
                  crds: Sequence[Path] = (), max_grace_seconds: float = 5.0,
                  restart_backoff: tuple[float, float] = (0.2, 5.0),
                  controllers: ControllerSettings | None = None, image: ImageDefaults = ImageDefaults(),
-                 images: Mapping[str, ImageDefaults] | None = None) -> None:
+                 images: Mapping[str, ImageDefaults] | None = None, sim_speed: float = 1.0) -> None:
         self.node_spec = nodes or DEFAULT_NODES
         self.nodes = parse_node_spec(self.node_spec)  # fail on a bad spec before anything starts
         self.workdir = Path(workdir).resolve()
@@ -143,6 +143,10 @@ class LocalCluster:
         self.image = image
         #: Image repository → what it gives a container (e.g. an installed command as its ENTRYPOINT).
         self.images = dict(images or {})
+        if not sim_speed > 0:
+            raise ValueError(f"sim_speed: {sim_speed!r} must be a positive number of simulated seconds per second")
+        #: Simulated seconds per wall second for the pods of simulated nodes (`sim:true` in --nodes).
+        self.sim_speed = sim_speed
         self.apiserver = ApiServer(port=port)
         # pods naming a missing ServiceAccount are refused; the controllers create each namespace's `default`
         self.apiserver.admission.register(ServiceAccountAdmission(self.apiserver.store))
@@ -206,13 +210,19 @@ class LocalCluster:
         self._kubelet = ProcessKubelet(self.url, nodes=self.nodes, workdir=self.workdir,
                                        max_grace_seconds=self.max_grace_seconds, backoff=self.restart_backoff,
                                        image=self.image, images=self.images,
-                                       cluster_env={"KUBECONFIG": str(self._pod_kubeconfig())})
+                                       cluster_env={"KUBECONFIG": str(self._pod_kubeconfig())},
+                                       sim_speed=self.sim_speed, sim_heartbeat_seconds=self._sim_heartbeat())
         self.apiserver.set_log_source(self._kubelet)
         self.apiserver.set_exec_source(self._kubelet)
         await self._kubelet.start()
         self._scheduler = Scheduler(self.url)
         self.apiserver.metrics.register(self._scheduler.events)  # its dropped Events, on /metrics
         await self._scheduler.start()
+
+    def _sim_heartbeat(self) -> float:
+        """Simulated nodes renew their Leases as kubelet does (every 10 s), and at least four times per grace
+        period of the node lifecycle controller, so a test's short grace never finds one stale."""
+        return min(10.0, self.controller_settings.node_monitor_grace / 4)
 
     def _pod_kubeconfig(self) -> Path:
         """The kubeconfig pods use to reach the API server (in place of in-cluster config: plain HTTP here)."""

@@ -1,15 +1,16 @@
 """Node declarations for the local control plane: `--nodes` specs parsed into Node objects.
 
 Grammar: entries separated by `;`, each `[COUNTx][NAME]{key:value,...}`.
-Keys: `cpu`, `memory`, `gpu` (nvidia.com/gpu), `pods` (max pods), `label:k=v` and
-`taint:k=v:Effect` (both repeatable). Unnamed nodes are called `node-0`, `node-1`, ...;
-a named entry with a count gives `NAME-0`, `NAME-1`, ...
+Keys: `cpu`, `memory`, `gpu` (nvidia.com/gpu), `pods` (max pods), `sim` (true: a simulated node, whose
+pods run no process), `label:k=v` and `taint:k=v:Effect` (both repeatable). Unnamed nodes are called
+`node-0`, `node-1`, ...; a named entry with a count gives `NAME-0`, `NAME-1`, ...
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
@@ -27,7 +28,9 @@ DEFAULT_NODES: str = f"1x{{cpu:{DEFAULT_CPU},memory:{DEFAULT_MEMORY}}}"
 _STANDARD_LABELS = frozenset({"kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch",
                               "beta.kubernetes.io/os", "beta.kubernetes.io/arch"})
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-_KEYS = "cpu, memory, gpu, pods, label:KEY=VALUE, taint:KEY=VALUE:EFFECT"
+_KEYS = "cpu, memory, gpu, pods, sim, label:KEY=VALUE, taint:KEY=VALUE:EFFECT"
+#: The label a simulated node carries (`sim:true` in --nodes): its pods' lifecycle is simulated, no process runs.
+SIM_LABEL = "kubelocal.dev/sim"
 _ENTRY = re.compile(r"^(?:(?P<count>\d+)\s*x\s*)?(?P<name>[a-z0-9]([-a-z0-9.]*[a-z0-9])?)?\s*\{(?P<body>[^{}]*)\}$")
 _DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
@@ -87,6 +90,10 @@ def _parse_body(entry: str, body: str) -> dict[str, Any]:
                 raise NodeSpecError(f"--nodes entry {entry!r}: {key}:{value} must be a non-negative "
                                     f"{'whole number' if key in ('gpu', 'pods') else 'quantity'}")
             props[key] = value
+        elif key == "sim":
+            if value not in ("true", "false"):
+                raise NodeSpecError(f"--nodes entry {entry!r}: sim:{value} must be sim:true or sim:false")
+            props["sim"] = value == "true"
         elif key == "label":
             label_key, eq, label_value = value.partition("=")
             if not eq or not label_key:
@@ -120,8 +127,10 @@ def make_node(
     pods: str | int = DEFAULT_MAX_PODS,
     labels: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
+    sim: bool = False,
 ) -> dict[str, Any]:
-    """A Ready Node object with this capacity (allocatable = capacity), labels and taints."""
+    """A Ready Node object with this capacity (allocatable = capacity), labels and taints; `sim`: a simulated
+    node (labelled SIM_LABEL=true), whose pods the kubelet simulates instead of running."""
     if not _DNS_NAME.match(name) or len(name) > 253:
         raise NodeSpecError(f"node name {name!r}: must be a DNS subdomain (lowercase letters, digits, '-', '.')")
     capacity = {"cpu": str(cpu), "memory": str(memory), "pods": str(pods)}
@@ -133,6 +142,7 @@ def make_node(
         "kubernetes.io/arch": "amd64",
         "beta.kubernetes.io/os": "linux",
         "beta.kubernetes.io/arch": "amd64",
+        **({SIM_LABEL: "true"} if sim else {}),
         **(labels or {}),
     }
     spec: dict[str, Any] = {}
@@ -156,9 +166,9 @@ def make_node(
                 "operatingSystem": "linux",
                 "kubeletVersion": "v1.37.0-tfjob-local",
                 "kubeProxyVersion": "",
-                "containerRuntimeVersion": "process://local",
+                "containerRuntimeVersion": "sim://local" if sim else "process://local",
                 "kernelVersion": os.uname().release,
-                "osImage": "tfjob local process kubelet",
+                "osImage": f"tfjob local {'simulated' if sim else 'process'} kubelet",
                 "machineID": "",
                 "systemUUID": "",
                 "bootID": "",
@@ -182,3 +192,8 @@ def describe_nodes(nodes: list[dict[str, Any]]) -> str:
                 f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t['effect']}" for t in taints))
         lines.append(f"{node['metadata']['name']}: {' '.join(parts)}")
     return "\n".join(lines)
+
+
+def is_simulated(node: Mapping[str, Any] | None) -> bool:
+    """Whether the node is a simulated one (its pods run no process)."""
+    return ((node or {}).get("metadata") or {}).get("labels", {}).get(SIM_LABEL) == "true"

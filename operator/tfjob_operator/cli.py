@@ -165,7 +165,7 @@ def cmd_local(args: argparse.Namespace) -> int:
 
         kubeconfig = Path(args.kubeconfig or Path(args.workdir) / "kubeconfig")
         return int(run_local_up(port=args.port, kubeconfig=kubeconfig, nodes=args.nodes, workdir=Path(args.workdir),
-                                kubeflow=args.kubeflow))
+                                kubeflow=args.kubeflow, sim_speed=args.sim_speed))
     try:
         jobs = read_tfjobs(args.target)
     except InvalidSpec as exc:
@@ -388,6 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
     p.add_argument("--kubeconfig", help="`up`: where to write the kubeconfig (default WORKDIR/kubeconfig)")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the live view")
+    p.add_argument("--sim-speed", type=float, default=1.0, metavar="N",
+                   help="`up`: simulated seconds per wall second for pods on sim:true nodes (default 1)")
     p.add_argument("--kubeflow", action="store_true",
                    help="`up`: also install Kubeflow's TFJob CRD (tfjobs.kubeflow.org), for an operator run with "
                         "TFJOB_KUBEFLOW_API=all and Kubeflow's manifests or SDK")

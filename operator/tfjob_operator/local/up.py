@@ -17,13 +17,18 @@ EXIT_USAGE = 2
 REQUEST_LOG = 10_000  # requests `tfjob local up` remembers (the test hook; nothing reads it here)
 
 
-def run_local_up(port: int, kubeconfig: Path, nodes: str | None, workdir: Path, *, kubeflow: bool = False) -> int:
+def run_local_up(port: int, kubeconfig: Path, nodes: str | None, workdir: Path, *, kubeflow: bool = False,
+                 sim_speed: float = 1.0) -> int:
     """Start a LocalCluster with the TFJob CRD (and Kubeflow's, with `kubeflow`), write a kubeconfig for it, serve
     until SIGINT/SIGTERM."""
     crds = (CRD_PATH, KUBEFLOW_CRD_PATH) if kubeflow else (CRD_PATH,)
+    if not sim_speed > 0:
+        print(f"error: --sim-speed {sim_speed:g}: must be a positive number (simulated seconds per wall second)",
+              file=sys.stderr)
+        return EXIT_USAGE
     try:
         cluster = LocalCluster(nodes=nodes, workdir=workdir, port=port, crds=crds, image=worker_image_defaults(),
-                               images=local_images())
+                               images=local_images(), sim_speed=sim_speed)
     except NodeSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
