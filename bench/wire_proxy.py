@@ -2,12 +2,13 @@
 
 Every request is forwarded unchanged (watches stream through) and counted by verb × resource, as kube-apiserver's
 request metrics name them ("create pods", "patch tfjobs/status", "watch pods"); writes are also kept one by one
-(verb, resource, namespace, name, status code), so a bench can say which object a write touched. The count is the
-proxy's, not the client's own: what the API server would be asked, whatever the client thinks it sent.
+(verb, resource, namespace, name, status code, wall time; a create's name from its body), so a bench can say
+which object a write touched. The count is the proxy's, not the client's own: what the API server would be
+asked, whatever the client thinks it sent.
 
     python bench/wire_proxy.py --upstream http://127.0.0.1:PORT      (prints `listening on http://127.0.0.1:N`)
 
-`GET /_wire/counts` returns {"counts": {...}, "writes": [[verb, resource, ns, name, code], ...]};
+`GET /_wire/counts` returns {"counts": {...}, "writes": [[verb, resource, ns, name, code, time], ...]};
 `POST /_wire/reset` zeroes both. `WireProxy` runs it as a child process and reads it.
 """
 
@@ -16,8 +17,10 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import logging
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,14 @@ def classify(method: str, path: str, query: dict[str, str]) -> tuple[str, str, s
     return verb, resource, namespace, name
 
 
+def _body_name(body: bytes) -> str:
+    """metadata.name of a create's JSON body ("" if none)."""
+    try:
+        return str((json.loads(body).get("metadata") or {}).get("name") or "")
+    except (ValueError, AttributeError):
+        return ""
+
+
 def serve(upstream: str, port: int) -> None:
     import asyncio
 
@@ -72,23 +83,30 @@ def serve(upstream: str, port: int) -> None:
         session: ClientSession = request.app["session"]
         verb, resource, namespace, name = classify(request.method, request.path, dict(request.query))
         counts[f"{verb} {resource}"] += 1
+        received = time.time()  # a client killed later cannot have sent it after its death
         body = await request.read()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
         async with session.request(request.method, upstream + request.path_qs, headers=headers,
                                    data=body or None, allow_redirects=False) as upstream_response:
             if request.method in _WRITES:
-                writes.append([verb, resource, namespace, name, upstream_response.status])
+                writes.append([verb, resource, namespace, name or _body_name(body), upstream_response.status,
+                               received])
             response = web.StreamResponse(status=upstream_response.status, reason=upstream_response.reason)
             for k, v in upstream_response.headers.items():
                 if k.lower() not in HOP_HEADERS:
                     response.headers[k] = v
             await response.prepare(request)
-            async for chunk in upstream_response.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
+            try:
+                async for chunk in upstream_response.content.iter_any():
+                    await response.write(chunk)
+                await response.write_eof()
+            except ConnectionResetError:  # the client went away (a watch it closed, a killed operator)
+                pass
             return response
 
     async def main() -> None:
+        # A client that goes away mid-response (a watch it closed, a killed operator) is no error of the proxy's.
+        logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
         app = web.Application(client_max_size=64 * 2**20)
         app["session"] = ClientSession(connector=TCPConnector(limit=0), timeout=ClientTimeout(total=None),
                                        auto_decompress=False)
