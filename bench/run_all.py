@@ -87,6 +87,9 @@ BENCHES: tuple[Bench, ...] = (
           "N TFJobs x 4 workers, pods exit at once, N = 100, 1000, 250, 500 within 230 s"),
     Bench("runtime_overhead", ("--plot", "{results}/runtime_overhead.png"), 230,
           "conv net (>= 20 ms step) and tiny MLP, interleaved repeats; recovery"),
+    Bench("operator_10k", ("--jobs", "1000", "--running", "200", "--nodes", "50", "--idle", "65", "--burst", "30"),
+          200, "1,000 TFJobs (200 x 4 running) on 50 simulated nodes: requests, idle, restart, 410, failover "
+          "(full size, 10,000 jobs, when run alone)"),
 )
 
 # Bench scripts that another bench runs (their figures come in that bench's SUMMARY).
@@ -131,6 +134,35 @@ FIGURES: tuple[Figure, ...] = (
     Figure("progress_scale", "writes_per_s_idle", "progress: status writes/s idle", Goal("<=", 0.0)),
     Figure("worker_metrics", "scrape_p50", "worker /metrics scrape p50"),
     Figure("worker_metrics", "step_cost", "trainer's per-step report cost"),
+    # Requests per job counted on the wire (bench/wire_proxy.py), the deletes cleanPodPolicy asks for apart.
+    Figure("operator_scale", "jobs100_requests_rest", "operator 100x4: requests per job on the wire, without "
+           "cleanPodPolicy deletes", Goal("<=", 13.5)),
+    Figure("operator_scale", "jobs100_cleanup_deletes", "operator 100x4: cleanPodPolicy deletes per job"),
+    Figure("operator_scale", "jobs1000_requests_rest", "operator 1000x4: requests per job on the wire, without "
+           "cleanPodPolicy deletes", Goal("<=", 13.5)),
+    Figure("operator_scale", "jobs1000_cleanup_deletes", "operator 1000x4: cleanPodPolicy deletes per job"),
+    # operator_10k: a cluster of TFJobs on simulated nodes, the operator counted on the wire. Goals: what
+    # client-go controllers reach (a resync or relist writes nothing when nothing changed; a standby takes over
+    # within leaseDuration 15 s + retryPeriod 2 s plus its cache sync) and this bench's numbers.
+    Figure("operator_10k", "requests_rest", "operator, N-job cluster: requests per job on the wire, without "
+           "cleanPodPolicy deletes", Goal("<=", 13.5)),
+    Figure("operator_10k", "cleanup_deletes", "operator, N-job cluster: cleanPodPolicy deletes per job"),
+    Figure("operator_10k", "idle_operator_cpu", "operator idle CPU with the running jobs (% of a core)",
+           Goal("<=", 5.0, "%")),
+    Figure("operator_10k", "idle_plane_cpu", "local plane idle CPU with the running jobs (% of a core)"),
+    Figure("operator_10k", "idle_status_writes_per_s", "status writes/s from progress polling, idle",
+           Goal("<=", 0.0)),
+    Figure("operator_10k", "restart_s", "operator restart: every job reconciled once", Goal("<=", 30.0, "s")),
+    Figure("operator_10k", "restart_rss_mib", "operator restart: peak RSS, MiB", Goal("<", 300.0)),
+    Figure("operator_10k", "restart_writes", "operator restart: writes (no job changed)", Goal("<=", 0.0)),
+    Figure("operator_10k", "expire_missed", "watch expired (410) mid-burst: jobs missed", Goal("<=", 0.0)),
+    Figure("operator_10k", "expire_created_twice", "watch expired (410) mid-burst: pods created twice",
+           Goal("<=", 0.0)),
+    Figure("operator_10k", "expire_old_writes", "watch expired (410): writes to unchanged jobs", Goal("<=", 0.0)),
+    Figure("operator_10k", "failover_first_write_s", "failover mid-burst: leader killed -> standby's first write",
+           Goal("<=", 25.0, "s")),
+    Figure("operator_10k", "failover_lost", "failover mid-burst: jobs lost", Goal("<=", 0.0)),
+    Figure("operator_10k", "failover_created_twice", "failover mid-burst: pods created twice", Goal("<=", 0.0)),
 )
 
 _SUMMARY_TOKEN = re.compile(r"(?<![\w.])([A-Za-z_]\w*)=(\S+)")

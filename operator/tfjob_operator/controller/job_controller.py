@@ -180,11 +180,24 @@ class JobController:
         self.actuator.forget(key)
 
     async def resync_forever(self) -> None:
-        """Safety net: every job is reconciled at least every resync_seconds (no writes when nothing changed)."""
+        """Safety net: every job is reconciled at least every resync_seconds (no writes when nothing changed), but
+        one that is settled (`settled`)."""
         while True:
             await asyncio.sleep(self.settings.resync_seconds)
             for key in list(self.jobs):
-                self.trigger(key)
+                if not self.settled(key):
+                    self.trigger(key)
+
+    def settled(self, key: JobKey) -> bool:
+        """A finished job with no pod left and no TTL: nothing a resync could do for it (a change of the job or of
+        a pod of it is an event of its own), as client-go's Job controller returns at once for a finished Job.
+        Skipping it keeps the resync of thousands of finished jobs from parsing each again every period."""
+        body = latest(self.jobs.get(key))
+        if body is None or (body.get("status") or {}).get("state") not in ("Succeeded", "Failed"):
+            return False
+        if ((body.get("spec") or {}).get("runPolicy") or {}).get("ttlSecondsAfterFinished") is not None:
+            return False
+        return not self.pods.get(key)
 
     async def _reconcile(self, key: JobKey) -> float | None:
         # This reconcile's work (and the tasks and threads it starts) queues by its start: ahead of later
