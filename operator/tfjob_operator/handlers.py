@@ -98,7 +98,9 @@ async def tfjob_event(type: str | None, namespace: str | None, name: str, memo: 
     if type == "DELETED":
         controller.job_deleted(key)
     else:
-        controller.trigger(key)
+        # kopf reports a listed object (at start, and again after an expired watch) with type None.
+        version = (kwargs["body"].get("metadata") or {}).get("resourceVersion")
+        controller.job_event(key, version, listed=type is None)
 
 
 def register_kubeflow_api(registry: kopf.OperatorRegistry | None = None) -> None:

@@ -74,6 +74,8 @@ class JobController:
         self.ports = LoopbackPorts(lambda: [*self.jobs.values(), *self.pods.values()])
         #: Parsed jobs by key, with the (uid, resourceVersion) they were parsed from.
         self._views: dict[JobKey, tuple[tuple[str | None, str | None], JobView]] = {}
+        #: Each job's resourceVersion as last seen on the watch (a relist skips the unchanged: `job_event`).
+        self._versions: dict[JobKey, str | None] = {}
         self._resync_task: asyncio.Task[None] | None = None
         #: The threads of reconciles' CPU work (parsing, rendering, deciding), a reconcile's steps ahead of later
         #: reconciles': a few suffice, the GIL serialises the work anyway; more would only interleave it.
@@ -173,7 +175,19 @@ class JobController:
         """Reconcile this job soon; many triggers while one runs cause one more run."""
         self.queue.add(key)
 
+    def job_event(self, key: JobKey, version: str | None, listed: bool) -> None:
+        """A TFJob event from the watch (`listed`: from a list, at start or after an expired watch): reconcile,
+        unless a relist shows a job at the resourceVersion an earlier event had (nothing changed: client-go's
+        controllers skip such an update too). At ten thousand jobs a 410 thus costs a paged list, not a
+        reconcile of every job."""
+        seen = self._versions.get(key)
+        self._versions[key] = version
+        if listed and version is not None and seen == version:
+            return
+        self.trigger(key)
+
     def forget(self, key: JobKey) -> None:
+        self._versions.pop(key, None)
         self._views.pop(key, None)
         self.queue.forget(key)
         self.status.forget(key)
