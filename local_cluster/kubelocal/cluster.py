@@ -1,9 +1,10 @@
 """LocalCluster: the API emulator, the controllers beside it, the declared nodes, the scheduler stand-in
 and the process kubelet.
 
-The API server has the event loop it is started on to itself; the controller manager, the scheduler and
-the kubelet (clients of it over HTTP) run on a second event loop in their own thread, so that their work
-(decisions, process spawns, watch decoding) never queues ahead of a request being served. `LocalCluster`
+The API server has the event loop it is started on to itself; the controller manager and the scheduler
+(clients of it over HTTP) run on a second event loop in their own thread, so that their work (decisions,
+watch decoding) never queues ahead of a request being served; the kubelet has a third, as every node's
+kubelet is a process of its own: a scheduling burst over a thousand nodes never delays a Lease renewal. `LocalCluster`
 is an async context manager; `LocalClusterThread` runs one on a background thread for synchronous callers
 (tests, `tfjob local`, kubectl users).
 """
@@ -124,8 +125,9 @@ class ComponentLoop:
 class LocalCluster:
     """A whole local control plane; `async with LocalCluster(workdir=...) as c:` then use `c.url`.
 
-    The controllers, the kubelet and the scheduler live on `components.loop`: await their coroutines
-    through `await c.on_components(c.kubelet.evict(...))`.
+    The controllers and the scheduler live on `components.loop`: await their coroutines through
+    `await c.on_components(...)`. The kubelet lives on its own loop; its fault methods (`c.kubelet.evict(...)`)
+    may be awaited from any loop.
     """
 
     def __init__(self, *, nodes: str | None = None, workdir: Path, port: int = 0,
@@ -156,6 +158,7 @@ class LocalCluster:
         self._kubelet: ProcessKubelet | None = None
         self._scheduler: Scheduler | None = None
         self._components: ComponentLoop | None = None
+        self._kubelet_loop: ComponentLoop | None = None
 
     @property
     def url(self) -> str:
@@ -197,13 +200,16 @@ class LocalCluster:
                 await install_crds(self.url, self.crds)
             self._components = ComponentLoop()
             self._components.start()
+            self._kubelet_loop = ComponentLoop("kubelocal-kubelet")
+            self._kubelet_loop.start()
             await self._components.run(self._start_components())
         except BaseException:
             await self.stop()
             raise
 
     async def _start_components(self) -> None:
-        """On the components' loop: the controllers, the kubelet (it registers the nodes), then the scheduler."""
+        """On the components' loop: the controllers, the kubelet on its own loop (it registers the nodes), then
+        the scheduler."""
         self._controllers = ControllerManager(self.url, self.ca.cert_pem, self.controller_settings)
         await self._controllers.start()
         await wait_for_default_service_accounts(self.url, ("default", "kube-system"))
@@ -214,7 +220,8 @@ class LocalCluster:
                                        sim_speed=self.sim_speed, sim_heartbeat_seconds=self._sim_heartbeat())
         self.apiserver.set_log_source(self._kubelet)
         self.apiserver.set_exec_source(self._kubelet)
-        await self._kubelet.start()
+        assert self._kubelet_loop is not None
+        await self._kubelet_loop.run(self._kubelet.start())
         self._scheduler = Scheduler(self.url)
         self.apiserver.metrics.register(self._scheduler.events)  # its dropped Events, on /metrics
         await self._scheduler.start()
@@ -236,8 +243,8 @@ class LocalCluster:
             await self._scheduler.stop()
         if self._controllers is not None:
             await self._controllers.stop()
-        if self._kubelet is not None:
-            await self._kubelet.stop()
+        if self._kubelet is not None and self._kubelet_loop is not None:
+            await self._kubelet_loop.run(self._kubelet.stop())
 
     async def stop(self) -> None:
         """Stop scheduling, end every pod process, then the API server."""
@@ -248,6 +255,8 @@ class LocalCluster:
                 self.apiserver.set_log_source(None)
                 self.apiserver.set_exec_source(None)
                 self._components.stop()
+                if self._kubelet_loop is not None:
+                    self._kubelet_loop.stop()
         await self.apiserver.stop()
 
     async def __aenter__(self) -> LocalCluster:
@@ -305,8 +314,9 @@ class LocalClusterThread:
             self._thread.join(timeout=60)
 
     def call(self, coro: Awaitable[T], timeout: float | None = 60.0) -> T:
-        """Run a coroutine on the components' loop (the controllers', kubelet's and scheduler's) and return its
-        result, e.g. `c.call(c.kubelet.evict(...))`; clients of the API server work there too."""
+        """Run a coroutine on the components' loop (the controllers' and scheduler's) and return its result,
+        e.g. `c.call(c.kubelet.evict(...))` (the kubelet's faults hop to its own loop); clients of the API server
+        work there too."""
         if self._loop is None:
             raise RuntimeError("the cluster thread is not running")
         return self.cluster.components.submit(coro).result(timeout)

@@ -125,6 +125,13 @@ def test_local_up_refuses_a_bad_node_spec_before_starting(tmp_path: Path, capsys
     assert not (tmp_path / "kubeconfig").exists()
 
 
+@pytest.mark.parametrize("speed", [0.0, -60.0])
+def test_local_up_refuses_a_sim_speed_that_is_not_positive(tmp_path: Path, speed: float,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_local_up(0, tmp_path / "kubeconfig", "2x{sim:true}", tmp_path, sim_speed=speed) == EXIT_USAGE
+    assert f"--sim-speed {speed:g}: must be a positive number" in capsys.readouterr().err
+
+
 def test_local_up_reports_a_port_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,9 @@ class ProcessKubelet:
         # Leases and node status on their own connections, as the kubelet's heartbeat client: a backlog of pod
         # status writes during a burst must not delay a renewal until the node looks unreachable.
         self.heartbeat_client = KubeClient(url, USER_AGENT, max_connections=2)
+        #: Simulated nodes' heartbeats: a connection each for many at once, as each real node has its own kubelet,
+        #: so renewals do not queue behind each other while the loop is busy (e.g. scheduling a burst).
+        self.sim_heartbeat_client = KubeClient(url, USER_AGENT, max_connections=32)
         #: Pod status writes in flight at once. A pod computes its status once it holds a slot, so under a
         #: backlog it sends its latest state and skips the ones it went through while waiting.
         self.status_slots = asyncio.Semaphore(status_concurrency)
@@ -85,8 +88,11 @@ class ProcessKubelet:
         self._nodes = Informer(self.client, "/api/v1/nodes", self._on_node)
         self.node_status = NodeStatus(self.client, self.heartbeat_client,
                                       lambda name: self._nodes.cache.get(("", name)), self.lost_nodes)
+        self.sim_node_status = NodeStatus(self.client, self.sim_heartbeat_client, self.node_status.cached,
+                                          self.lost_nodes)
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def node_objects(self) -> dict[str, dict[str, Any]]:
@@ -96,6 +102,7 @@ class ProcessKubelet:
 
     async def start(self) -> None:
         """Register the declared nodes (Ready), then start serving pods."""
+        self._loop = asyncio.get_running_loop()
         self.lifeline.start()
         await self.node_status.ensure_lease_namespace()
         await self.node_status.register_all(self.declared_nodes)
@@ -104,7 +111,7 @@ class ProcessKubelet:
         self._tasks = [asyncio.create_task(self._nodes.run(), name="kubelet-nodes"),
                        asyncio.create_task(self.node_status.heartbeat(names, self.heartbeat_seconds),
                                            name="kubelet-heartbeat"),
-                       asyncio.create_task(self.node_status.heartbeat(simulated, self.sim_heartbeat_seconds),
+                       asyncio.create_task(self.sim_node_status.heartbeat(simulated, self.sim_heartbeat_seconds),
                                            name="kubelet-sim-heartbeat")]
         await self._nodes.synced.wait()
         self._tasks.append(asyncio.create_task(self._pods.run(), name="kubelet-pods"))
@@ -135,6 +142,7 @@ class ProcessKubelet:
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.client.close()
         await self.heartbeat_client.close()
+        await self.sim_heartbeat_client.close()
 
     # -- events ---------------------------------------------------------------------------------------------
 
@@ -256,23 +264,30 @@ class ProcessKubelet:
     def pods(self) -> Iterable[PodWorker]:
         return self.workers()
 
+    async def _on_own_loop(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run a coroutine on the kubelet's loop, awaited from whichever loop the caller is on."""
+        if self._loop is None or asyncio.get_running_loop() is self._loop:
+            await coro
+        else:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
     async def evict(self, namespace: str, pod: str, message: str = faults.DEFAULT_EVICTION_MESSAGE, *,
                     grace_seconds: float = 0.0) -> None:
         """Node-pressure eviction (`faults.evict`)."""
-        await faults.evict(self, namespace, pod, message, grace_seconds=grace_seconds)
+        await self._on_own_loop(faults.evict(self, namespace, pod, message, grace_seconds=grace_seconds))
 
     async def kill_container(self, namespace: str, pod: str, sig: int = signal.SIGKILL,
                              container: str | None = None) -> None:
         """A container's process killed, as by a crash or the OOM killer (`faults.kill_container`)."""
-        await faults.kill_container(self, namespace, pod, sig, container)
+        await self._on_own_loop(faults.kill_container(self, namespace, pod, sig, container))
 
     async def lose_node(self, node: str) -> None:
         """The node's processes die and its kubelet goes silent (`faults.lose_node`)."""
-        await faults.lose_node(self, node)
+        await self._on_own_loop(faults.lose_node(self, node))
 
     async def restore_node(self, node: str) -> None:
         """The node's kubelet comes back (`faults.restore_node`)."""
-        await faults.restore_node(self, node)
+        await self._on_own_loop(faults.restore_node(self, node))
 
     # -- LogSource and ExecSource ---------------------------------------------------------------------------
 

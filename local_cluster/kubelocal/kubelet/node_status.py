@@ -123,17 +123,27 @@ class NodeStatus:
 
     async def heartbeat(self, nodes: Sequence[str], interval: float) -> None:
         """Renew each node every `interval` seconds, the nodes spread evenly over it; runs until cancelled.
-        A lost node's turn passes without a write (its kubelet is silent)."""
+
+        Each node's renewal goes out at its slot without waiting for the others', as every node has a kubelet
+        of its own: a slow API server delays each renewal by its own latency, not by the sum of all of them.
+        A node whose last renewal is still in flight skips its turn; a lost node's turn passes without a write
+        (its kubelet is silent)."""
         if not nodes:
             return
         step = interval / len(nodes)
         due = time.monotonic()
-        while True:
-            for node in nodes:
-                due += step
-                delay = due - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                else:
-                    due -= delay  # behind (a slow write): start the next slot from now, do not burst
-                await self.heartbeat_once(node)
+        in_flight: dict[str, asyncio.Task[None]] = {}
+        try:
+            while True:
+                for node in nodes:
+                    due += step
+                    delay = due - time.monotonic()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    previous = in_flight.get(node)
+                    if previous is None or previous.done():
+                        in_flight[node] = asyncio.create_task(self.heartbeat_once(node), name=f"heartbeat-{node}")
+        finally:
+            for task in in_flight.values():
+                task.cancel()
+            await asyncio.gather(*in_flight.values(), return_exceptions=True)
