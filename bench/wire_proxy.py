@@ -6,10 +6,10 @@ request metrics name them ("create pods", "patch tfjobs/status", "watch pods"); 
 which object a write touched. The count is the proxy's, not the client's own: what the API server would be
 asked, whatever the client thinks it sent.
 
-    python bench/wire_proxy.py --upstream http://127.0.0.1:PORT      (prints `listening on http://127.0.0.1:N`)
+    WireProxy("http://127.0.0.1:PORT")   (a child process; its `url` is for the client to use)
 
 `GET /_wire/counts` returns {"counts": {...}, "writes": [[verb, resource, ns, name, code, time], ...]};
-`POST /_wire/reset` zeroes both. `WireProxy` runs it as a child process and reads it.
+`POST /_wire/reset` zeroes both. Not a bench of its own: the benches that count requests run it.
 """
 
 from __future__ import annotations
@@ -128,7 +128,9 @@ class WireProxy:
     """The proxy as a child process (its own GIL: it must not slow the plane it measures): `url` for clients."""
 
     def __init__(self, upstream: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--upstream", upstream],
+        start = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); "
+                 "from wire_proxy import main; sys.exit(main(sys.argv[1:]))")
+        self.proc = subprocess.Popen([sys.executable, "-c", start, "--upstream", upstream],
                                      stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -172,6 +174,3 @@ def main(argv: list[str] | None = None) -> int:
     serve(args.upstream.rstrip("/"), args.port)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
