@@ -1,8 +1,9 @@
 """Operator at scale: N TFJobs × W workers on the local control plane, pods that exit 0 at once.
 
 Prints p50/p99 of submit → all pods created (and its floor: the same burst through a plain controller in the
-measuring client, just before) and submit → Succeeded, the operator's API requests per job by
-verb and resource (from the API server's request log), and the operator's peak RSS. The operator runs as
+measuring client, just before) and submit → Succeeded, the operator's API requests per job by verb and resource
+(counted on the wire by a proxy between the operator and the plane: `wire_proxy`), and the operator's peak RSS.
+The operator runs as
 `tfjob operator` in its own process, as in production; the pods are real (trivial) processes. The control plane
 runs in this process (its request log is read in place); the client that submits and watches runs in a third, as
 a user's kubectl would, so that it does not take the API server's GIL.
@@ -40,6 +41,9 @@ from kubernetes import client, config, watch
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
 from tfjob_operator.crd import CRD_PATH
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from wire_proxy import WireProxy
 
 BENCH_UA = "tfjob-bench"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -240,6 +244,9 @@ class Result:
     succeeded_p99: float
     requests_per_job: float
     requests_floor: int
+    #: Requests per job without the deletes cleanPodPolicy asks for (pods racing their own exit), and those deletes.
+    requests_rest: float
+    cleanup_deletes: float
     peak_rss_mib: float
     succeeded: int
     seconds: float
@@ -249,7 +256,8 @@ class Result:
             f"{prefix}created_p50={self.created_p50:.2f}s {prefix}created_p99={self.created_p99:.2f}s "
             f"{prefix}created_floor={self.created_floor:.2f}s "
             f"{prefix}succeeded_p50={self.succeeded_p50:.2f}s {prefix}succeeded_p99={self.succeeded_p99:.2f}s "
-            f"{prefix}requests_per_job={self.requests_per_job:.1f} {prefix}requests_floor={self.requests_floor} "
+            f"{prefix}requests_per_job={self.requests_per_job:.2f} {prefix}requests_floor={self.requests_floor} "
+            f"{prefix}requests_rest={self.requests_rest:.2f} {prefix}cleanup_deletes={self.cleanup_deletes:.2f} "
             f"{prefix}peak_rss_mib={self.peak_rss_mib:.0f} {prefix}succeeded={self.succeeded}/{self.jobs}"
         )
 
@@ -261,13 +269,17 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
     with (
         tempfile.TemporaryDirectory(prefix="tfjob-bench-", ignore_cleanup_errors=True) as tmp,
         LocalClusterThread(workdir=Path(tmp), nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,)) as cluster,
+        WireProxy(cluster.url) as wire,
     ):
         workdir = Path(tmp)
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, cluster.url)
+        # The operator talks to the plane through the counting proxy; the measuring client directly.
+        operator_kubeconfig = workdir / "operator-kubeconfig"
+        write_kubeconfig(operator_kubeconfig, wire.url)
         env = {
             **os.environ,
-            "KUBECONFIG": str(kubeconfig),
+            "KUBECONFIG": str(operator_kubeconfig),
             "TFJOB_ADDRESSING": "loopback",
             "TFJOB_METRICS_PORT": "0",
             "TFJOB_LIVENESS_PORT": "0",
@@ -300,11 +312,13 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
                     [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(operator.pid),
                      "--format", "raw", "--rate", "50", "-o", str(profile)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wire.reset()
             first_request = len(cluster.apiserver.requests)
             ours.send("go")
             ours.recv()  # every job finished, or the timeout
             time.sleep(2)  # requests that follow success (clean-up) belong to the job too
             records = list(cluster.apiserver.requests)[first_request:]
+            on_wire, _ = wire.read()
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(30)
@@ -329,11 +343,8 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
             created.append(max(pod_times) - t0)
         if seen.finished.get(name, (0.0, ""))[1] == "Succeeded":
             done.append(seen.finished[name][0] - t0)
-    by_verb: collections.Counter[str] = collections.Counter()
-    for r in records:
-        if r.user_agent.startswith(("tfjob-operator", "kopf")):
-            resource = r.resource + (f"/{r.subresource}" if r.subresource else "") if r.resource else r.path
-            by_verb[f"{r.verb} {resource}"] += 1
+    # Watches are per operator, not per job (each resumes every few minutes): left out.
+    by_verb = collections.Counter({k: v for k, v in on_wire.items() if not k.startswith("watch ")})
     n = jobs
     if trace:
         print("  requests of bench-000 in order:")
@@ -362,7 +373,7 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
     # The floor of issue 16: N creates, N releases (builtin), 1 Service, ≤ 3 status writes, ≤ 2 Events.
     floor = {"create pods": w, "patch pods": w if builtin else 0, "create services": 1, "patch tfjobs/status": 3,
              "create events": 2, "patch tfjobs": 0}
-    print(f"  operator API requests per job (verb resource)              floor  (gang {gang})")
+    print(f"  operator API requests per job on the wire (verb resource)  floor  (gang {gang})")
     for key in sorted(set(by_verb) | set(floor), key=lambda k: -by_verb.get(k, 0)):
         mark = f"{floor[key]:6d}" if key in floor else "     -"
         print(f"    {key:<40} {by_verb.get(key, 0) / n:6.2f}   {mark}")
@@ -373,8 +384,10 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
           f"racing pods that exit at once: {total - cleanup:.2f})")
     peak = seen.peak_rss / 2**20 if seen.peak_rss else float("nan")
     print(f"  operator peak RSS: {peak:.0f} MiB; control plane and pods torn down in {teardown:.1f} s", flush=True)
-    return Result(n, w, percentile(created, 50), percentile(created, 99), seen.created_floor, percentile(done, 50),
-                  percentile(done, 99), total, goal, peak, states.get("Succeeded", 0), seen.total_seconds)
+    return Result(n, w, percentile(created, 50), percentile(created, 99), seen.created_floor,
+                  percentile(done, 50),
+                  percentile(done, 99), total, goal, total - cleanup, cleanup, peak, states.get("Succeeded", 0),
+                  seen.total_seconds)
 
 
 def plot(results: list[Result], path: Path) -> None:

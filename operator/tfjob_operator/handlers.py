@@ -14,6 +14,7 @@ import kopf
 
 from tfjob_operator import apigroups, constants
 from tfjob_operator.controller import JobController
+from tfjob_operator.informer import PAGE_SIZE
 from tfjob_operator.keys import JobKey
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import as_kept
@@ -43,6 +44,9 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.server_timeout = ops.watch_server_timeout
     settings.watching.client_timeout = ops.watch_client_timeout
     settings.networking.request_timeout = ops.request_timeout
+    # TFJobs are listed (at start, and after a watch expired) in pages, as the pod informer lists pods: ten
+    # thousand jobs are never one response decoded at once.
+    settings.watching.chunk_size = PAGE_SIZE
     settings.networking.error_backoffs = [ops.retry_backoff * 2**i for i in range(ops.retry_attempts)]
     settings.posting.enabled = ops.post_kopf_events
     # kopf's per-object worker holds its object's last raw event (managedFields and all) until it has been idle
@@ -94,7 +98,9 @@ async def tfjob_event(type: str | None, namespace: str | None, name: str, memo: 
     if type == "DELETED":
         controller.job_deleted(key)
     else:
-        controller.trigger(key)
+        # kopf reports a listed object (at start, and again after an expired watch) with type None.
+        version = (kwargs["body"].get("metadata") or {}).get("resourceVersion")
+        controller.job_event(key, version, listed=type is None)
 
 
 def register_kubeflow_api(registry: kopf.OperatorRegistry | None = None) -> None:

@@ -4,8 +4,12 @@ loop: how the admission loop keeps nodes and pods (of any owner) without listing
 The list replays the collection as ADDED events (and DELETED for objects gone since the last list), in pages of
 PAGE_SIZE (limit/continue, as client-go's reflector: thousands of pods are never one response decoded at once); the
 watch then resumes from the list's resourceVersion (bookmarks keep it fresh across the server's watch timeouts).
-A watch the server refuses with 410 Gone, or any error, costs one relist after a back-off: `relists` counts them
-(the loop logs them), so a resync is never silent. The watch blocks, so it runs in its own thread; events reach
+A broken watch connection resumes from the last resourceVersion after a back-off, as client-go's reflector does;
+only a watch the server refuses with 410 Gone (or a resume that fails too) costs a relist: `relists` counts them
+(the loop logs them), so a resync is never silent. A relist delivers only what changed since the objects were
+last seen (MODIFIED for another resourceVersion, as client-go's controllers skip an update whose resourceVersion
+did not move): at ten thousand objects an expired watch costs one paged list, not ten thousand callbacks.
+The watch blocks, so it runs in its own thread; events reach
 the callback through the event loop, in order.
 """
 
@@ -46,9 +50,14 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 
 def _identity(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What is kept of an object between lists (for the DELETED a relist reports): who it is, nothing more."""
+    """What is kept of an object between lists: who it is (for the DELETED a relist reports) and its
+    resourceVersion (a relist skips what did not change), nothing more."""
     meta = obj.get("metadata") or {}
-    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "labels") if k in meta}}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "labels", "resourceVersion") if k in meta}}
+
+
+def _version(obj: Mapping[str, Any] | None) -> str | None:
+    return ((obj or {}).get("metadata") or {}).get("resourceVersion")
 
 
 class Informer:
@@ -71,6 +80,8 @@ class Informer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._response: Any = None
         self._room = threading.BoundedSemaphore(BACKLOG)
+        #: Whether the last watch request was answered with a stream (a break then resumes, not relists).
+        self._streamed = False
 
     async def start(self) -> None:
         """List (raising KubeError if the server refuses, e.g. 403), deliver it, then watch in a thread."""
@@ -95,11 +106,15 @@ class Informer:
         return [("labelSelector", self.selector)] if self.selector else []
 
     def _deliver_page(self, body: Mapping[str, Any], seen: set[str]) -> None:
-        """One page of a list: ADDED (or MODIFIED) for every item; `seen` collects their keys."""
+        """One page of a list: ADDED for every new item, MODIFIED for one whose resourceVersion moved, nothing for
+        the rest; `seen` collects their keys."""
         for obj in body.get("items") or []:
             key = _key(obj)
             seen.add(key)
-            self.on_event("MODIFIED" if key in self._keys else "ADDED", obj)
+            known = self._keys.get(key)
+            if known is not None and _version(known) == _version(obj) and _version(obj):
+                continue
+            self.on_event("MODIFIED" if known is not None else "ADDED", obj)
             self._keys[key] = _identity(obj)
 
     def _end_list(self, last_page: Mapping[str, Any], seen: set[str]) -> str:
@@ -125,18 +140,22 @@ class Informer:
     def _run(self, version: str) -> None:
         failures = 0
         while not self._stop.is_set():
+            self._streamed = False
             try:
                 version = self._watch(version)
                 failures = 0
                 continue
             except _Gone:
                 log.info("watch of %s expired (410 Gone): listing again", self.path)
-            except Exception as exc:  # the server restarted, the connection broke: list again after a pause
+            except Exception as exc:  # the connection broke, the server restarted: resume, else list again
                 if self._stop.is_set():
                     return
                 failures += 1
-                log.warning("watch of %s failed (%s): listing again", self.path, exc)
                 self._stop.wait(min(RELIST_BACKOFF_SECONDS * 2 ** failures, RELIST_MAX_SECONDS))
+                if self._streamed and version:
+                    log.info("watch of %s broke (%s): resuming from resourceVersion %s", self.path, exc, version)
+                    continue
+                log.warning("watch of %s failed (%s): listing again", self.path, exc)
             try:
                 version = self._relist()
             except (KubeError, RuntimeError) as exc:
@@ -181,6 +200,7 @@ class Informer:
         if not 200 <= response.status < 300:
             raise RuntimeError(f"HTTP {response.status} {response.reason}")
         self._response = response.response
+        self._streamed = True
         assert self._loop is not None
         try:
             for line in iter_resp_lines(response.response):

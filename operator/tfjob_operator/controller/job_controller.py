@@ -75,6 +75,8 @@ class JobController:
         self.ports = LoopbackPorts(lambda: [*self.jobs.values(), *self.pods.values()])
         #: Parsed jobs by key, with the (uid, resourceVersion) they were parsed from.
         self._views: dict[JobKey, tuple[tuple[str | None, str | None], JobView]] = {}
+        #: Each job's resourceVersion as last seen on the watch (a relist skips the unchanged: `job_event`).
+        self._versions: dict[JobKey, str | None] = {}
         self._resync_task: asyncio.Task[None] | None = None
         #: The threads of reconciles' CPU work (parsing, rendering, deciding), a reconcile's steps ahead of later
         #: reconciles': a few suffice, the GIL serialises the work anyway; more would only interleave it.
@@ -174,18 +176,43 @@ class JobController:
         """Reconcile this job soon; many triggers while one runs cause one more run."""
         self.queue.add(key)
 
+    def job_event(self, key: JobKey, version: str | None, listed: bool) -> None:
+        """A TFJob event from the watch (`listed`: from a list, at start or after an expired watch): reconcile,
+        unless a relist shows a job at the resourceVersion an earlier event had (nothing changed: client-go's
+        controllers skip such an update too). At ten thousand jobs a 410 thus costs a paged list, not a
+        reconcile of every job."""
+        seen = self._versions.get(key)
+        self._versions[key] = version
+        if listed and version is not None and seen == version:
+            return
+        self.trigger(key)
+
     def forget(self, key: JobKey) -> None:
+        self._versions.pop(key, None)
         self._views.pop(key, None)
         self.queue.forget(key)
         self.status.forget(key)
         self.actuator.forget(key)
 
     async def resync_forever(self) -> None:
-        """Safety net: every job is reconciled at least every resync_seconds (no writes when nothing changed)."""
+        """Safety net: every job is reconciled at least every resync_seconds (no writes when nothing changed), but
+        one that is settled (`settled`)."""
         while True:
             await asyncio.sleep(self.settings.resync_seconds)
             for key in list(self.jobs):
-                self.trigger(key)
+                if not self.settled(key):
+                    self.trigger(key)
+
+    def settled(self, key: JobKey) -> bool:
+        """A finished job with no pod left and no TTL: nothing a resync could do for it (a change of the job or of
+        a pod of it is an event of its own), as client-go's Job controller returns at once for a finished Job.
+        Skipping it keeps the resync of thousands of finished jobs from parsing each again every period."""
+        body = latest(self.jobs.get(key))
+        if body is None or (body.get("status") or {}).get("state") not in ("Succeeded", "Failed"):
+            return False
+        if ((body.get("spec") or {}).get("runPolicy") or {}).get("ttlSecondsAfterFinished") is not None:
+            return False
+        return not self.pods.get(key)
 
     async def _reconcile(self, key: JobKey) -> float | None:
         # This reconcile's work (and the tasks and threads it starts) queues by its start: ahead of later

@@ -1,0 +1,429 @@
+"""The operator at 10,000 TFJobs on 1,000 simulated 8-GPU nodes: idle cost, restart, a watch expiring, failover.
+
+The plane runs simulated nodes (`sim:true`: pods run no process). The cluster holds `--jobs` TFJobs: `--running`
+of them × `--workers` pods that run until deleted (2 CPUs each), the rest finished (their status copied from
+a job the operator itself ran to Succeeded, cleanPodPolicy All: no pods left). The operator runs as
+`tfjob operator` with leader election, through a counting proxy (`wire_proxy`): every figure about requests is
+what the API server was asked. Phases, in order:
+
+- requests: `--burst` more jobs run to the end, the operator's requests per job on the wire, the deletes
+  cleanPodPolicy asks for apart;
+- idle: the operator's and the plane's CPU over `--idle` seconds with the running jobs, and the status writes per
+  second the progress poller makes (simulated pods serve no /metrics: each read fails at once, nothing is written);
+- restart: the operator stopped (SIGTERM) and started again: seconds until every job was reconciled once, the
+  new process's peak RSS, and its writes on the wire (goal: none, no job changed);
+- expire: every watch expired (410, as after etcd compaction) while `--burst` jobs are created: the paged relist's
+  requests, jobs missed, pods created twice, writes to jobs that did not change;
+- failover: a standby replica started, a burst of `--burst` jobs submitted, the leader SIGKILLed half-way: seconds
+  until the standby's first write, until every burst job has its pods, jobs lost, pods created twice.
+
+    .venv/bin/python bench/operator_10k.py                         (10,000 jobs, 2,000 running x 4: full size)
+    .venv/bin/python bench/operator_10k.py --jobs 1000 --running 200 --nodes 100 --idle 30   (make bench's share)
+
+Ends with one `SUMMARY key=value ...` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import contextlib
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+from kubernetes import client, config
+
+from kubelocal.apiserver import write_kubeconfig
+from kubelocal.cluster import LocalClusterThread
+from tfjob_operator.crd import CRD_PATH
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from wire_proxy import WireProxy
+
+GROUP, VERSION, NS = "tfjob.dev", "v1", "default"
+#: CPUs a running job's pod asks for (no GPU: a cluster packed to its last GPU measures the scheduler's packing,
+#: not the operator).
+RUNNING_CPU = "2"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def job_body(name: str, workers: int, *, cpu: str = "100m", duration: str | None = None,
+             clean: str = "Running") -> dict[str, Any]:
+    resources = {"requests": {"cpu": cpu}}
+    annotations = {"kubelocal.dev/sim-duration": duration} if duration else {}
+    template = {"metadata": {"annotations": annotations},
+                "spec": {"containers": [{"name": "tensorflow", "image": "local", "command": ["true"],
+                                         "resources": resources}]}}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TFJob", "metadata": {"name": name},
+            "spec": {"runPolicy": {"cleanPodPolicy": clean},
+                     "tfReplicaSpecs": {"Worker": {"replicas": workers, "restartPolicy": "ExitCode",
+                                                   "template": template}}}}
+
+
+# ------------------------------------------------------------ the client process (kubectl's place, not the plane's)
+
+_custom: client.CustomObjectsApi | None = None
+_core: client.CoreV1Api | None = None
+
+
+def _client_init(kubeconfig: str) -> None:
+    global _custom, _core
+    api = config.new_client_from_config(kubeconfig)
+    api.user_agent = "tfjob-bench"
+    api.configuration.connection_pool_maxsize = 16
+    _custom, _core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+
+
+def submit(bodies: list[dict[str, Any]], status: dict[str, Any] | None = None, pace: float = 0.0,
+           threads: int = 8) -> float:
+    """Create the TFJobs (and write `status` to each, if given), `pace` seconds apart; seconds taken."""
+    assert _custom is not None
+    started = time.monotonic()
+
+    def one(body: dict[str, Any]) -> None:
+        _custom.create_namespaced_custom_object(GROUP, VERSION, NS, "tfjobs", body)  # type: ignore[union-attr]
+        if status is not None:
+            _custom.patch_namespaced_custom_object_status(  # type: ignore[union-attr]
+                GROUP, VERSION, NS, "tfjobs", body["metadata"]["name"], {"status": status})
+
+    if pace:
+        for body in bodies:
+            one(body)
+            time.sleep(pace)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, bodies))
+    return time.monotonic() - started
+
+
+def census() -> tuple[dict[str, str], dict[str, int]]:
+    """Every TFJob's state and every job's count of pods (paged lists)."""
+    assert _custom is not None and _core is not None
+    states: dict[str, str] = {}
+    token = None
+    while True:
+        page: Any = _custom.list_namespaced_custom_object(GROUP, VERSION, NS, "tfjobs", limit=2000,
+                                                     **({"_continue": token} if token else {}))
+        for job in page["items"]:
+            states[job["metadata"]["name"]] = (job.get("status") or {}).get("state") or ""
+        token = page["metadata"].get("continue")
+        if not token:
+            break
+    pods: dict[str, int] = collections.Counter()
+    token = None
+    while True:
+        resp: Any = _core.list_namespaced_pod(NS, limit=2000, _preload_content=False,
+                                         **({"_continue": token} if token else {}))
+        body = json.loads(resp.data)
+        for pod in body["items"]:
+            pods[pod["metadata"]["labels"].get("tfjob.dev/job-name", "")] += 1
+        token = body["metadata"].get("continue")
+        if not token:
+            break
+    return states, dict(pods)
+
+
+def status_of(name: str) -> dict[str, Any]:
+    assert _custom is not None
+    job: Any = _custom.get_namespaced_custom_object(GROUP, VERSION, NS, "tfjobs", name)
+    return dict(job.get("status") or {})
+
+
+# ------------------------------------------------------------ the operator
+
+class Operator:
+    """`tfjob operator` with leader election, its /metrics on a port of its own."""
+
+    def __init__(self, kubeconfig: Path, log: Path) -> None:
+        self.port = free_port()
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TFJOB_ADDRESSING": "loopback",
+                    "TFJOB_METRICS_PORT": str(self.port), "TFJOB_METRICS_HOST": "127.0.0.1",
+                    "TFJOB_LIVENESS_PORT": "0", "TFJOB_LOG_LEVEL": os.environ.get("TFJOB_LOG_LEVEL", "WARNING"),
+                    "TFJOB_LEADER_ELECTION": "true"}
+        self.log = log
+        self.started = 0.0
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "operator"], env=self.env,
+                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.started = time.monotonic()
+        self.ps = psutil.Process(self.proc.pid)
+
+    def metric(self, name: str) -> float:
+        """The sum of a metric's samples named `name` (0 while /metrics does not answer)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as response:
+                text = response.read().decode()
+        except OSError:
+            return 0.0
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"))
+
+    def cpu(self) -> float:
+        times = self.ps.cpu_times()
+        return float(times.user + times.system)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def until(check: Callable[[], Any], timeout: float, every: float = 1.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(every)
+
+
+def not_lease(counts: collections.Counter[str]) -> collections.Counter[str]:
+    return collections.Counter({k: v for k, v in counts.items() if "leases" not in k})
+
+
+def job_writes(writes: list[list[Any]], prefixes: tuple[str, ...]) -> int:
+    """Writes (not Events, not Leases) to objects whose name starts with one of `prefixes`."""
+    return sum(1 for verb, resource, _, name, _, _ in writes
+               if "leases" not in resource and resource != "events" and name.startswith(prefixes))
+
+
+def created_twice(writes: list[list[Any]]) -> int:
+    """Pods the server was asked to create more than once (a second 201 or a 409 for the same name)."""
+    names = collections.Counter(name for verb, resource, _, name, _, _ in writes
+                                if verb == "create" and resource == "pods")
+    return sum(n - 1 for n in names.values() if n > 1)
+
+
+# ------------------------------------------------------------ the run
+
+def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
+    """The phases in order, each adding its figures to `figures` (kept if the run is stopped part-way)."""
+    finished = args.jobs - args.running
+    nodes = f"{args.nodes}xsim{{gpu:8,cpu:96,memory:1Ti,pods:250,sim:true}}"
+    with (contextlib.nullcontext(str(args.workdir)) if args.workdir else
+          tempfile.TemporaryDirectory(prefix="tfjob-10k-", ignore_cleanup_errors=True) as tmp,
+          LocalClusterThread(workdir=Path(tmp), nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,),
+                             start_timeout=300) as cluster,
+          WireProxy(cluster.url) as wire):
+        work = Path(tmp)
+        direct, proxied = work / "kubeconfig", work / "operator-kubeconfig"
+        write_kubeconfig(direct, cluster.url)
+        write_kubeconfig(proxied, wire.url)
+        ctx = multiprocessing.get_context("spawn")
+        pool = ctx.Pool(2, initializer=_client_init, initargs=(str(direct),))
+        plane = psutil.Process()
+        operators: list[Operator] = []
+        try:
+            t0 = time.monotonic()
+            # A finished job as the operator leaves it: one run through it, its status copied to the rest.
+            op = Operator(proxied, work / "operator-0.log")
+            operators.append(op)
+            pool.apply(submit, ([job_body("done-sample", args.workers, duration="0", clean="All")],))
+            until(lambda: pool.apply(status_of, ("done-sample",)).get("state") == "Succeeded", 120)
+            sample = pool.apply(status_of, ("done-sample",))
+            op.stop()
+            pool.apply(submit, ([job_body(f"done-{i:05d}", args.workers, duration="0", clean="All")
+                                 for i in range(finished - 1)], sample))
+            op = Operator(proxied, work / "operator-1.log")
+            operators.append(op)
+            pool.apply(submit, ([job_body(f"run-{i:05d}", args.workers, cpu=RUNNING_CPU)
+                                 for i in range(args.running)],))
+            running = until(lambda: sum(s == "Running" for s in pool.apply(census)[0].values()) >= args.running,
+                            args.timeout, every=3.0)
+            figures["setup_s"] = f"{time.monotonic() - t0:.0f}s"
+            print(f"operator_10k: {args.jobs} TFJobs ({args.running} running x {args.workers} pods, {finished} "
+                  f"finished) on {args.nodes} simulated 8-GPU nodes; set up in {figures['setup_s']}"
+                  f"{'' if running else ' (NOT all running)'}", flush=True)
+
+            # ---- requests per job on the wire, with the cluster at full size
+            wire.reset()
+            names = [f"life-{i:04d}" for i in range(args.burst)]
+            pool.apply(submit, ([job_body(n, args.workers, duration=args.duration) for n in names],))
+            until(lambda: all(pool.apply(census)[0].get(n) in ("Succeeded", "Failed") for n in names), args.timeout)
+            time.sleep(5)  # the last pod counts and Events follow the state
+            counts, _ = wire.read()
+            per_job = {k: v / args.burst for k, v in not_lease(counts).items() if not k.startswith("watch ")}
+            deletes = per_job.get("delete pods", 0.0)
+            rest = sum(per_job.values()) - deletes
+            figures.update(requests_rest=f"{rest:.2f}", cleanup_deletes=f"{deletes:.2f}")
+            print(f"  {args.burst} more jobs run to the end ({args.duration} simulated): requests per job on the wire "
+                  f"{rest:.2f} besides {deletes:.2f} cleanPodPolicy deletes: "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in sorted(per_job.items(), key=lambda kv: -kv[1])), flush=True)
+
+            # ---- idle
+            time.sleep(5)  # the last transitions' writes settle
+            wire.reset()
+            reads0, op_cpu0, plane_cpu0 = op.metric("tfjob_progress_reads_total"), op.cpu(), plane.cpu_times()
+            t = time.monotonic()
+            time.sleep(args.idle)
+            span = time.monotonic() - t
+            counts, _ = wire.read()
+            plane_cpu1 = plane.cpu_times()
+            op_cpu = (op.cpu() - op_cpu0) / span
+            plane_cpu = ((plane_cpu1.user + plane_cpu1.system) - (plane_cpu0.user + plane_cpu0.system)) / span
+            status_writes = counts.get("patch tfjobs/status", 0) / span
+            reads = (op.metric("tfjob_progress_reads_total") - reads0) / span
+            writes = sum(v for k, v in not_lease(counts).items() if not k.startswith(("get ", "list ", "watch ")))
+            figures.update(idle_operator_cpu=f"{100 * op_cpu:.1f}%", idle_plane_cpu=f"{100 * plane_cpu:.1f}%",
+                           idle_status_writes_per_s=f"{status_writes:.2f}", idle_writes=str(writes),
+                           idle_progress_reads_per_s=f"{reads:.1f}")
+            print(f"  idle {span:.0f} s: operator CPU {100 * op_cpu:.1f}% of a core, plane {100 * plane_cpu:.1f}%; "
+                  f"status writes {status_writes:.2f}/s, writes of any kind {writes}; progress reads "
+                  f"{reads:.1f}/s (simulated chiefs serve no /metrics); on the wire: {dict(not_lease(counts))}",
+                  flush=True)
+
+            # ---- restart
+            op.stop()
+            wire.reset()
+            op = Operator(proxied, work / "operator-2.log")
+            operators.append(op)
+            peak = [0]
+
+            total = len(pool.apply(census)[0])  # the jobs counted on the wire are in the cluster too
+
+            def reconciled() -> bool:
+                with_rss(op, peak)
+                return op.metric("tfjob_reconcile_duration_seconds_count") >= total
+
+            done = until(reconciled, args.timeout, every=0.5)
+            restart = time.monotonic() - op.started
+            quiet = until(lambda: with_rss(op, peak) and False, 3.0, every=0.5)  # late writes still count
+            del quiet
+            counts, writes_list = wire.read()
+            reconciles = op.metric("tfjob_reconcile_duration_seconds_count")
+            restart_writes = sum(1 for w in writes_list if "leases" not in w[1])
+            figures.update(restart_s=f"{restart:.1f}s", restart_rss_mib=f"{peak[0] / 2**20:.0f}",
+                           restart_writes=str(restart_writes), restart_reconciles=f"{reconciles:.0f}")
+            print(f"  restart: {reconciles:.0f} reconciles of {total} jobs {restart:.1f} s after the start"
+                  f"{'' if done else ' (NOT all)'}; peak RSS {peak[0] / 2**20:.0f} MiB; writes {restart_writes} "
+                  f"({collections.Counter(w[0] + ' ' + w[1] for w in writes_list if 'leases' not in w[1])}); "
+                  f"reads {dict((k, v) for k, v in counts.items() if k.startswith(('list', 'get')))}", flush=True)
+
+            # ---- a watch expiring while jobs are created
+            wire.reset()
+            reconciles0 = op.metric("tfjob_reconcile_duration_seconds_count")
+            names = [f"exp-{i:04d}" for i in range(args.burst)]
+            half = pool.apply_async(submit, ([job_body(n, args.workers) for n in names],),
+                                    {"pace": args.pace})
+            time.sleep(args.pace * args.burst / 2)
+            expired_at = time.monotonic()
+            dropped = cluster.apiserver.faults.expire_watches()
+            half.get(args.timeout)
+            submitted = time.monotonic()
+            complete = until(lambda: all(pool.apply(census)[1].get(n, 0) == args.workers for n in names),
+                             args.timeout)
+            settle = time.monotonic() - submitted
+            time.sleep(3)
+            counts, writes_list = wire.read()
+            _, pods = pool.apply(census)
+            missed = sum(1 for n in names if pods.get(n, 0) < args.workers)
+            twice = created_twice(writes_list)
+            old_writes = job_writes(writes_list, ("run-", "done-"))
+            lists = {k: v for k, v in counts.items() if k.startswith("list ")}
+            reconciles = op.metric("tfjob_reconcile_duration_seconds_count") - reconciles0
+            figures.update(expire_missed=str(missed), expire_created_twice=str(twice),
+                           expire_old_writes=str(old_writes), expire_lists=str(sum(lists.values())),
+                           expire_settle_s=f"{settle:.1f}s", expire_reconciles=f"{reconciles:.0f}")
+            print(f"  expire: {dropped} watches expired {submitted - expired_at:.1f} s before the last of {args.burst} "
+                  f"jobs was submitted; relist {lists}; every burst job's pods {settle:.1f} s after the last submit"
+                  f"{'' if complete else ' (NOT all)'}; {reconciles:.0f} reconciles; missed {missed}, pods created "
+                  f"twice {twice}, writes to unchanged jobs {old_writes}", flush=True)
+
+            # ---- failover mid-burst
+            standby = Operator(proxied, work / "operator-3.log")
+            operators.append(standby)
+            until(lambda: standby.metric("python_info") or True, 5)  # the standby is up and waiting
+            time.sleep(3)
+            wire.reset()
+            names = [f"fo-{i:04d}" for i in range(args.burst)]
+            burst = pool.apply_async(submit, ([job_body(n, args.workers) for n in names],),
+                                     {"pace": args.pace})
+            time.sleep(args.pace * args.burst / 2)
+            killed_wall = time.time()
+            killed = time.monotonic()
+            op.stop(signal.SIGKILL)
+            burst.get(args.timeout)
+            complete = until(lambda: all(pool.apply(census)[1].get(n, 0) == args.workers for n in names),
+                             args.timeout)
+            all_pods = time.monotonic() - killed
+            time.sleep(3)
+            counts, writes_list = wire.read()
+            _, pods = pool.apply(census)
+            after = [w[5] for w in writes_list if w[5] > killed_wall and "leases" not in w[1]]
+            first = (min(after) - killed_wall) if after else float("nan")
+            lost = sum(1 for n in names if pods.get(n, 0) < args.workers)
+            extra = sum(max(0, pods.get(n, 0) - args.workers) for n in names)
+            twice = created_twice(writes_list)
+            figures.update(failover_first_write_s=f"{first:.1f}s", failover_all_pods_s=f"{all_pods:.1f}s",
+                           failover_lost=str(lost), failover_created_twice=str(twice + extra))
+            print(f"  failover: leader SIGKILLed mid-burst of {args.burst} jobs; the standby's first write "
+                  f"{first:.1f} s after, every burst job's pods {all_pods:.1f} s after"
+                  f"{'' if complete else ' (NOT all)'}; lost {lost}, pods created twice {twice}, extra pods {extra}",
+                  flush=True)
+        finally:
+            for o in operators:
+                o.stop(signal.SIGKILL)
+            pool.terminate()
+
+
+def with_rss(op: Operator, peak: list[int]) -> bool:
+    try:
+        peak[0] = max(peak[0], op.ps.memory_info().rss)
+    except psutil.Error:
+        pass
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000, help="TFJobs in the cluster (running + finished)")
+    parser.add_argument("--running", type=int, default=2_000, help="of them running, each with --workers pods")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--nodes", type=int, default=1_000, help="simulated 8-GPU nodes")
+    parser.add_argument("--idle", type=float, default=60.0, help="seconds of the idle measurement")
+    parser.add_argument("--burst", type=int, default=100, help="jobs submitted during the expiry and the failover")
+    parser.add_argument("--duration", default="3s", help="simulated run of the jobs counted on the wire")
+    parser.add_argument("--pace", type=float, default=0.05, help="seconds between the burst's submits")
+    parser.add_argument("--workdir", type=Path, help="keep the plane's and operators' files (logs) here")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds any one wait may take")
+    args = parser.parse_args(argv)
+    if not 0 < args.running < args.jobs:
+        parser.error(f"--running must be between 1 and --jobs - 1 ({args.jobs - 1}), got {args.running}")
+    if args.running * args.workers * int(RUNNING_CPU) > args.nodes * 90:
+        parser.error(f"--running x --workers pods of {RUNNING_CPU} CPUs do not fit on --nodes of 96 CPUs")
+    started = time.monotonic()
+    figures: dict[str, str] = {}
+    stopped = False
+    try:
+        run(args, figures)
+    except KeyboardInterrupt:  # make bench's share ran out: the phases done so far still count
+        stopped = True
+    print(f"  wall time {time.monotonic() - started:.0f} s{' (stopped)' if stopped else ''}")
+    print("SUMMARY " + f"jobs={args.jobs} running={args.running} " + " ".join(f"{k}={v}" for k, v in figures.items()))
+    return 1 if stopped else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""What `bench/operator_10k.py` measures at 10,000 jobs, as properties at a small size on simulated nodes: a
+restarted operator writes nothing for jobs that did not change; a standby that takes over from a leader killed
+mid-burst creates no pod twice and loses no job; a watch expiring (410) while jobs are created misses none and
+acts on none twice."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from operator_harness import Cluster, Operator, free_port, local_cluster, wait_for
+
+pytestmark = pytest.mark.timeout(180)
+
+WORKERS = 2
+#: Pods on simulated nodes run no process: a job's pods are Running until deleted, and cost no CPU.
+NODES = "2xsim{cpu:64,memory:256Gi,pods:200,sim:true}"
+READS = ("get", "list", "watch")
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with local_cluster(tmp_path_factory.mktemp("sim"), nodes=NODES) as c:
+        yield c
+
+
+def sim_worker(replicas: int = WORKERS, duration: str | None = None) -> dict[str, Any]:
+    annotations = {"kubelocal.dev/sim-duration": duration} if duration else {}
+    return {"replicas": replicas, "restartPolicy": "ExitCode",
+            "template": {"metadata": {"annotations": annotations},
+                         "spec": {"containers": [{"name": "tensorflow", "image": "local", "command": ["true"]}]}}}
+
+
+def metric(op: Operator, name: str) -> float:
+    """The sum of the operator's /metrics samples called `name` (0 while it does not answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{op.env['TFJOB_METRICS_PORT']}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0.0
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"))
+
+
+def operator(cluster: Cluster, log: Path, **settings: str) -> Operator:
+    return Operator(cluster.kubeconfig, log, TFJOB_METRICS_PORT=str(free_port()), TFJOB_METRICS_HOST="127.0.0.1",
+                    **settings)
+
+
+def writes(cluster: Cluster, since: int) -> list[Any]:
+    """The operator's writes since request number `since` (Leases aside: a replica's, not a job's)."""
+    return [r for r in list(cluster.local.apiserver.requests)[since:]
+            if r.user_agent.startswith(("tfjob-operator", "kopf")) and r.verb not in READS
+            and r.resource != "leases"]
+
+
+def pods_of(cluster: Cluster, names: list[str]) -> dict[str, int]:
+    pods = cluster.core.list_namespaced_pod("default", label_selector="tfjob.dev/job-name").items
+    counts = dict.fromkeys(names, 0)
+    for pod in pods:
+        job = pod.metadata.labels["tfjob.dev/job-name"]
+        if job in counts:
+            counts[job] += 1
+    return counts
+
+
+def uids(cluster: Cluster, names: list[str]) -> dict[str, str]:
+    pods = cluster.core.list_namespaced_pod("default", label_selector="tfjob.dev/job-name").items
+    return {p.metadata.name: p.metadata.uid for p in pods if p.metadata.labels["tfjob.dev/job-name"] in names}
+
+
+def test_a_restarted_operator_reconciles_every_job_and_writes_nothing_for_unchanged_ones(
+        sim: Cluster, tmp_path: Path) -> None:
+    op = operator(sim, tmp_path / "first.log").start()
+    try:
+        running = [sim.submit({"Worker": sim_worker()}) for _ in range(3)]
+        done = [sim.submit({"Worker": sim_worker(duration="0")}) for _ in range(2)]
+        for name in running:
+            sim.wait_state(name, "Running")
+        for name in done:
+            sim.wait_state(name, "Succeeded")
+        # The last pod counts and Events follow the state: the jobs are settled once each has its final counts.
+        wait_for(lambda: all((sim.status(n).get("replicaStatuses") or {}).get("Worker", {}).get("succeeded")
+                             == WORKERS for n in done), 20, what="the finished jobs' final counts")
+        wait_for(lambda: all(sim.events(n) for n in running + done), 20, what="the jobs' Events")
+    finally:
+        op.stop()
+    since = len(sim.local.apiserver.requests)
+    again = operator(sim, tmp_path / "second.log").start()
+    try:
+        jobs = len(sim.custom.list_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs")["items"])
+        wait_for(lambda: metric(again, "tfjob_reconcile_duration_seconds_count") >= jobs, 30,
+                 what=f"a reconcile of each of the {jobs} jobs")
+        # One more reconcile of every running job (a resync; finished jobs without pods are settled) writes
+        # nothing either.
+        wait_for(lambda: metric(again, "tfjob_reconcile_duration_seconds_count") >= jobs + len(running), 30,
+                 what="a resync of the running jobs")
+        assert [f"{r.verb} {r.resource} {r.path}" for r in writes(sim, since)] == []
+    finally:
+        again.stop()
+
+
+def test_a_standby_taking_over_mid_burst_creates_no_pod_twice_and_loses_no_job(sim: Cluster, tmp_path: Path) -> None:
+    election = {"TFJOB_LEADER_ELECTION": "true", "TFJOB_LEADER_ELECTION_LEASE_NAME": "failover-test",
+                "TFJOB_LEADER_ELECTION_LEASE_DURATION": "3", "TFJOB_LEADER_ELECTION_RENEW_DEADLINE": "2",
+                "TFJOB_LEADER_ELECTION_RETRY_PERIOD": "0.5"}
+    leader = operator(sim, tmp_path / "leader.log", **election).start()
+    standby: Operator | None = None
+    try:
+        wait_for(lambda: "leads" in leader.log(), 30, what="the first replica leading")
+        standby = operator(sim, tmp_path / "standby.log", **election).start()
+        since = len(sim.local.apiserver.requests)
+        names = [sim.submit({"Worker": sim_worker()}, name=f"burst-{i}") for i in range(4)]
+        wait_for(lambda: pods_of(sim, names[:1])[names[0]] >= 1, 20, what="the leader acting on the burst")
+        leader.kill()  # mid-burst: no clean-up, the Lease is left to expire
+        names += [sim.submit({"Worker": sim_worker()}, name=f"burst-{i}") for i in range(4, 8)]
+        counts = wait_for(lambda: (c := pods_of(sim, names)) and all(v >= WORKERS for v in c.values()) and c,
+                          60, what="every burst job's pods")
+        assert "leads" in standby.log()
+        assert counts == dict.fromkeys(names, WORKERS)  # none lost, none with a pod too many
+        created = [r for r in list(sim.local.apiserver.requests)[since:]
+                   if r.verb == "create" and r.resource == "pods" and r.user_agent.startswith("tfjob-operator")
+                   and r.status_code == 201]
+        assert len(created) == WORKERS * len(names), "a pod was created twice (deleted and created again)"
+        before = uids(sim, names)
+        wait_for(lambda: metric(standby, "tfjob_reconcile_duration_seconds_count") >= 2 * len(names), 30,
+                 what="the standby's resync")
+        assert uids(sim, names) == before
+    finally:
+        leader.stop()
+        if standby is not None:
+            standby.stop()
+
+
+def test_a_watch_expiring_while_jobs_are_created_misses_none_and_acts_on_none_twice(
+        sim: Cluster, tmp_path: Path) -> None:
+    op = operator(sim, tmp_path / "operator.log").start()
+    try:
+        settled = sim.submit({"Worker": sim_worker()})
+        sim.wait_state(settled, "Running")
+        wait_for(lambda: sim.events(settled), 20, what="the settled job's Events")
+        since = len(sim.local.apiserver.requests)
+        names = [sim.submit({"Worker": sim_worker()}, name=f"exp-{i}") for i in range(3)]
+        # A watch resumed from the last event seen may still be served (nothing was missed then); the operator's
+        # resume of its pod watch is refused as one from before the compaction would be, so it must list again.
+        sim.local.apiserver.faults.fail("GET", r"/api/v1/pods\?(.*&)?watch=true", 410, agent=r"^tfjob-operator/")
+        assert sim.local.apiserver.faults.expire_watches() >= 1
+        names += [sim.submit({"Worker": sim_worker()}, name=f"exp-{i}") for i in range(3, 6)]
+        assert sim.local.apiserver.faults.expire_watches() >= 1  # again, while the first relist may be running
+        names += [sim.submit({"Worker": sim_worker()}, name=f"exp-{i}") for i in range(6, 8)]
+        counts = wait_for(lambda: (c := pods_of(sim, names)) and all(v >= WORKERS for v in c.values()) and c,
+                          60, what="every job's pods after the expiries")
+        assert counts == dict.fromkeys(names, WORKERS)
+
+        def relisted() -> list[str]:
+            return [r.path for r in list(sim.local.apiserver.requests)[since:] if r.verb == "list"
+                    and r.resource == "pods" and r.user_agent.startswith("tfjob-operator")]
+
+        assert all("limit=" in p for p in wait_for(relisted, 30, what="the operator's relist of pods")), "paged"
+        # Settled after the relist: what it delivered created nothing again.
+        wait_for(lambda: all(p.status.phase == "Running" for p in sim.core.list_namespaced_pod(
+            "default", label_selector="tfjob.dev/job-name").items if p.metadata.labels["tfjob.dev/job-name"] in names),
+                 30, what="the burst's pods running")
+        assert pods_of(sim, names) == dict.fromkeys(names, WORKERS)
+        requests = list(sim.local.apiserver.requests)[since:]
+        created = [r for r in requests if r.verb == "create" and r.resource == "pods" and r.status_code == 201
+                   and r.user_agent.startswith("tfjob-operator")]
+        assert len(created) == WORKERS * len(names)
+        assert [r.path for r in writes(sim, since) if settled in r.path] == []  # nothing for the unchanged job
+    finally:
+        op.stop()
