@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import ssl
 import uuid
 from collections.abc import Callable
 
@@ -120,6 +122,12 @@ class ApiServer:
         self.port = sock.getsockname()[1]
         self.url = f"http://{self.host}:{self.port}"
         self._gc_task = asyncio.create_task(self.crd_cleanup.run(), name="apiserver-crd-cleanup")
+
+    async def serve_socket(self, sock: socket.socket, ssl_context: ssl.SSLContext | None = None) -> None:
+        """Also serve on an already bound listening socket (one inside the pod network's namespace; TLS for pods)."""
+        if self._runner is None:
+            raise RuntimeError("start the API server before giving it another socket")
+        await web.SockSite(self._runner, sock, ssl_context=ssl_context).start()
 
     def limit_request_log(self, keep: int) -> None:
         """Keep only about the latest `keep` records in `.requests` (for a server that runs for hours; tests

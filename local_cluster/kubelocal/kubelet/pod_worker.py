@@ -22,8 +22,9 @@ from kubelocal.lifeline import ChildProcess, Lifeline
 from kubelocal.resources import node_allocatable
 
 from .container import Container, Run, killpg, start_process, wait_process
+from .network import PodNetworking
 from .pod_status import StatusManager
-from .prober import readiness_loop
+from .prober import ProbeTarget, readiness_loop
 from .rules import backoff_delay, should_restart
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class KubeletHost(Protocol):
     image: ct.ImageDefaults
     images: dict[str, ct.ImageDefaults]
     cluster_env: dict[str, str]
+    network: PodNetworking | None
 
     @property
     def node_objects(self) -> dict[str, dict[str, Any]]: ...
@@ -81,6 +83,9 @@ class PodWorker:
         self._deleting = False
         #: Each container's process spec once prepared: what pods/exec runs a command in.
         self.specs: dict[str, ct.ProcessSpec] = {}
+        #: `status.podIP`: the host's loopback where pods share its network; on the pod network, none until
+        #: the pod has its namespace (as a real kubelet reports none before the sandbox is up).
+        self.pod_ip: str | None = ct.LOCAL_IP
         self.status_manager = StatusManager(self, kubelet.client, kubelet.status_slots)
         self.task: asyncio.Task[None] | None = None
         self.writer: asyncio.Task[None] | None = None
@@ -243,6 +248,22 @@ class PodRuntime(PodWorker):
     def __init__(self, kubelet: KubeletHost, pod: dict[str, Any]) -> None:
         super().__init__(kubelet, pod)
         self.dir = kubelet.workdir / "pods" / f"{self.namespace}_{self.name}_{self.uid}"
+        self.network = kubelet.network
+        self.attached = False
+        if self.network is not None:
+            self.pod_ip = None
+
+    async def _main(self) -> None:
+        """The pod's containers, then (on the pod network) its namespace removed: its processes are gone."""
+        try:
+            await super()._main()
+        finally:
+            if self.attached and self.network is not None:
+                self.attached = False
+                try:
+                    await self.network.detach(self.uid)
+                except Exception:
+                    log.exception("pod %s/%s: removing its network failed", self.namespace, self.name)
 
     async def _prepare(self) -> bool:
         """Directories, volume contents and each container's process spec; retried while config is missing."""
@@ -290,6 +311,12 @@ class PodRuntime(PodWorker):
                 if key not in env:
                     specs[c.name].env[key] = value
             (self.dir / "logs" / c.name).mkdir(parents=True, exist_ok=True)
+        if self.network is not None:
+            att, pod_files = await self.network.attach(self.pod, self.dir)
+            self.attached, self.pod_ip = True, att.ip
+            for c in self.all_containers:
+                specs[c.name] = self.network.pod_spec(specs[c.name], self.pod, c.spec, att, pod_files)
+            self.mark()
         return specs
 
     def _start_run(self, c: Container) -> Run:
@@ -300,10 +327,17 @@ class PodRuntime(PodWorker):
         self.kubelet.processes[run.pid] = run.proc
         if c.spec.get("readinessProbe") and not c.init:
             c.probe_ready = False
-            c.probe_task = asyncio.create_task(readiness_loop(c, run, spec, self.kubelet.lifeline, self.mark),
+            c.probe_task = asyncio.create_task(readiness_loop(c, run, spec, self.kubelet.lifeline, self.mark,
+                                                              self._target()),
                                                name=f"probe-{self.name}/{c.name}")
         self.mark()
         return run
+
+    def _target(self) -> ProbeTarget:
+        """Where probes connect: the pod's IP through the plane's namespace, or the host's loopback."""
+        if self.network is None or self.pod_ip is None:
+            return ProbeTarget(ct.LOCAL_IP)
+        return ProbeTarget(self.pod_ip, self.network.dial)
 
     async def _await_run(self, c: Container, run: Run) -> int:
         try:

@@ -1,0 +1,213 @@
+"""The plane with its pod network on: pods get their own IP in status, cluster DNS, the kubelet's files and
+in-cluster config; a pod that looks its peer up before the peer exists still joins; a cut link loses packets
+until healed; the plane leaves no namespace behind.
+
+Needs root on Linux (CI runs as root); skips elsewhere with the reason.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+from local_helpers import core_api, pod_dict, python_pod, unique
+from polling import wait_for
+
+from kubelocal.cluster import LocalClusterThread
+from kubelocal.network import iproute, pod_network_available
+from kubelocal.network.plane import choose
+
+AVAILABLE, WHY_NOT = pod_network_available()
+pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"pod network unavailable: {WHY_NOT}")
+
+
+@pytest.fixture(scope="module")
+def net_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClusterThread]:
+    with LocalClusterThread(nodes="2x{cpu:8,memory:16Gi}", workdir=tmp_path_factory.mktemp("netcluster"),
+                            restart_backoff=(0.1, 0.4), max_grace_seconds=3.0, pod_network="on") as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def api(net_cluster: LocalClusterThread) -> Iterator[kubernetes.client.CoreV1Api]:
+    client = core_api(net_cluster.url)
+    yield client
+    client.api_client.close()
+
+
+def _log(api: kubernetes.client.CoreV1Api, name: str) -> str:
+    """The pod's log; empty while its container waits to start."""
+    try:
+        return str(api.read_namespaced_pod_log(name, "default"))
+    except kubernetes.client.ApiException as exc:
+        if exc.status == 400:
+            return ""
+        raise
+
+
+def _finished(api: kubernetes.client.CoreV1Api, name: str) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        pod = pod_dict(api, name)
+        return pod if pod and pod["status"].get("phase") in ("Succeeded", "Failed") else None
+
+    return wait_for(done, 60, what=f"pod {name} to finish")
+
+
+def _headless(api: kubernetes.client.CoreV1Api, name: str) -> None:
+    api.create_namespaced_service("default", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"peer-of": name},
+                 "ports": [{"name": "p", "port": 2222}]},
+    })
+
+
+def test_choose_modes() -> None:
+    assert choose("off") == (False, "pod network off")
+    assert choose("auto") == (True, "")
+    with pytest.raises(ValueError, match="pod_network: 'maybe' is not one of auto, on, off"):
+        choose("maybe")
+
+
+IN_POD = textwrap.dedent("""
+    import json, os, socket, ssl, urllib.request
+    sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+    host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
+    ctx = ssl.create_default_context(cafile=sa + "/ca.crt")
+    req = urllib.request.Request(f"https://{host}:{port}/api/v1/namespaces/default/pods/" + os.environ["NAME"],
+                                 headers={"Authorization": "Bearer " + open(sa + "/token").read()})
+    me = json.load(urllib.request.urlopen(req, context=ctx, timeout=10))
+    print(json.dumps({
+        "hostname": socket.gethostname(),
+        "resolv": open("/etc/resolv.conf").read(),
+        "hosts": open("/etc/hosts").read(),
+        "own_fqdn": socket.gethostbyname(os.environ["FQDN"]),
+        "api_name": me["metadata"]["name"],
+        "namespace": open(sa + "/namespace").read(),
+        "env_ip": os.environ["MY_IP"],
+    }))
+""")
+
+
+def test_pod_has_ip_dns_files_and_in_cluster_config(net_cluster: LocalClusterThread,
+                                                    api: kubernetes.client.CoreV1Api) -> None:
+    name = unique("netpod")
+    _headless(api, name)
+    fqdn = f"{name}.{name}.default.svc.cluster.local"
+    env = [{"name": "NAME", "value": name}, {"name": "FQDN", "value": fqdn},
+           {"name": "MY_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    pod = python_pod(name, IN_POD, hostname=name, subdomain=name, container={"env": env})
+    pod["metadata"]["labels"]["peer-of"] = name
+    api.create_namespaced_pod("default", pod)
+    done = _finished(api, name)
+    assert done["status"]["phase"] == "Succeeded", _log(api, name)
+    ip = done["status"]["podIP"]
+    assert ipaddress.IPv4Address(ip) in ipaddress.IPv4Network("10.244.0.0/16")
+    assert done["status"]["podIPs"] == [{"ip": ip}]
+    seen = json.loads(_log(api, name).strip().splitlines()[-1])
+    assert seen["hostname"] == name
+    assert seen["resolv"] == ("search default.svc.cluster.local svc.cluster.local cluster.local\n"
+                              "nameserver 10.96.0.10\noptions ndots:5\n")
+    assert f"{ip}\t{fqdn}\t{name}" in seen["hosts"]
+    assert seen["own_fqdn"] == ip
+    assert seen["api_name"] == name
+    assert seen["namespace"] == "default"
+    assert seen["env_ip"] == ip
+
+
+PEER_WAITER = textwrap.dedent("""
+    import os, socket, time
+    peer = os.environ["PEER"]
+    misses = 0
+    while True:
+        try:
+            with socket.create_connection((peer, 2222), timeout=1) as s:
+                print(f"joined after {misses} failed lookups/connects:", s.recv(16).decode(), flush=True)
+                break
+        except OSError:
+            misses += 1
+            time.sleep(0.05)
+""")
+
+PEER_SERVER = textwrap.dedent("""
+    import socket
+    srv = socket.create_server(("", 2222))
+    conn, _ = srv.accept()
+    conn.sendall(b"hello")
+    conn.close()
+""")
+
+
+def test_pod_that_starts_before_its_peers_record_exists_still_joins(api: kubernetes.client.CoreV1Api) -> None:
+    svc = unique("race")
+    _headless(api, svc)
+    early, late = f"{svc}-0", f"{svc}-1"
+    waiter = python_pod(early, PEER_WAITER, hostname=early, subdomain=svc,
+                        container={"env": [{"name": "PEER", "value": f"{late}.{svc}.default.svc"}]})
+    waiter["metadata"]["labels"]["peer-of"] = svc
+    api.create_namespaced_pod("default", waiter)
+    # The early pod is running and has already failed to resolve its peer before the peer exists at all.
+    wait_for(lambda: (pod_dict(api, early) or {}).get("status", {}).get("phase") == "Running", 30,
+             what=f"{early} running")
+    server = python_pod(late, PEER_SERVER, hostname=late, subdomain=svc)
+    server["metadata"]["labels"]["peer-of"] = svc
+    api.create_namespaced_pod("default", server)
+    assert _finished(api, early)["status"]["phase"] == "Succeeded"
+    line = _log(api, early).strip().splitlines()[-1]
+    assert line.endswith(": hello")
+    assert not line.startswith("joined after 0 "), "the peer was resolvable before it existed"
+
+
+def test_cut_link_loses_packets_until_healed(net_cluster: LocalClusterThread,
+                                             api: kubernetes.client.CoreV1Api) -> None:
+    svc = unique("cut")
+    _headless(api, svc)
+    talker = python_pod(svc, textwrap.dedent("""
+        import socket, sys, time
+        srv = socket.create_server(("", 2222))
+        print("listening", flush=True)
+        while True:
+            conn, _ = srv.accept()
+            conn.sendall(b"pong")
+            conn.close()
+    """), restart="Always", hostname=svc, subdomain=svc)
+    talker["metadata"]["labels"]["peer-of"] = svc
+    api.create_namespaced_pod("default", talker)
+    wait_for(lambda: "listening" in _log(api, svc), 30, what="the server pod listening")
+    ip = pod_dict(api, svc)["status"]["podIP"]  # type: ignore[index]
+    network = net_cluster.cluster.network
+    assert network is not None
+
+    def ping() -> bool:
+        try:
+            reader_writer = net_cluster.call(network.net.open_connection(ip, 2222, timeout=1.0))
+        except (OSError, TimeoutError):
+            return False
+        reader_writer[1].close()
+        return True
+
+    assert wait_for(ping, 10, what="the pod reachable")
+    net_cluster.call(net_cluster.kubelet.partition("default", svc))
+    assert not ping()
+    net_cluster.call(net_cluster.kubelet.heal("default", svc))
+    assert wait_for(ping, 10, what="the pod reachable again after heal")
+    api.delete_namespaced_pod(svc, "default", grace_period_seconds=0)
+
+
+def test_stopping_the_plane_removes_its_namespaces(tmp_path: Path) -> None:
+    with LocalClusterThread(nodes="1x{cpu:2,memory:4Gi}", workdir=tmp_path, pod_network="on") as c:
+        client = core_api(c.url)
+        name = unique("gone")
+        client.create_namespaced_pod("default", python_pod(name, "import time; time.sleep(600)"))
+        wait_for(lambda: (pod_dict(client, name) or {}).get("status", {}).get("podIP"), 30, what="a pod IP")
+        network = c.cluster.network
+        assert network is not None
+        prefix = network.net.netns
+        assert any(n.startswith(prefix + "-") for n in iproute.netns_names())
+        client.api_client.close()
+    assert not [n for n in iproute.netns_names() if n.startswith(prefix)]
