@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -285,8 +286,9 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
                         cluster.call(cluster.kubelet.partition(clients.namespace, name))
                         killed.add(job.name)
                         cut[job.name] = (name, time.monotonic())
-                        view.note(f"cut {name}'s network link (--partition-worker-after): it keeps running, "
-                                  "its peers hear nothing until their peer-loss timeout")
+                        at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+                        view.note(f"cut {name}'s network link at {at} (--partition-worker-after): it keeps "
+                                  "running, its peers hear nothing until their peer-loss timeout")
                 if job.name in cut and options.heal_partition_after is not None:
                     _heal_when_due(cluster, clients.namespace, cut, job.name, options.heal_partition_after, view)
                 done = [c for c in conds if c in FINISHED_CONDITIONS]
