@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -410,9 +411,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "peers' peer-loss timeout notices), to watch a gang restart; needs the pod network")
     p.add_argument("--heal-partition-after", type=float, metavar="SECONDS",
                    help="restore the cut link this long after the cut (default: never)")
-    p.add_argument("--pod-network", choices=("auto", "on", "off"), default="off",
+    p.add_argument("--pod-network", choices=("auto", "on", "off"),
+                   default=os.environ.get("TFJOB_LOCAL_POD_NETWORK", "off"),
                    help="give each pod its own network namespace, IP and cluster DNS (TF_CONFIG as on a cluster); "
-                        "auto: where namespaces can be made (root on Linux); off: loopback ports (default off)")
+                        "auto: where namespaces can be made (root on Linux); off: loopback ports "
+                        "(default $TFJOB_LOCAL_POD_NETWORK, else off)")
     p.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
     p.add_argument("--kubeconfig", help="`up`: where to write the kubeconfig (default WORKDIR/kubeconfig)")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the live view")
