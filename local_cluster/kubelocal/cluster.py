@@ -98,7 +98,10 @@ class StoreRecords:
         async def read() -> Any:
             return fn()
 
-        return asyncio.run_coroutine_threadsafe(read(), self.loop).result(self.timeout)
+        try:
+            return asyncio.run_coroutine_threadsafe(read(), self.loop).result(self.timeout)
+        except RuntimeError as exc:  # the server's loop is closed (the plane is stopping): no answer, as a timeout
+            raise OSError(f"cluster DNS: the API server's store is gone ({exc})") from exc
 
     def service(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         result: Mapping[str, Any] | None = self._read(lambda: self.store.get(("", "services"), namespace, name))

@@ -121,25 +121,26 @@ def test_pod_has_ip_dns_files_and_in_cluster_config(net_cluster: LocalClusterThr
 
 
 PEER_WAITER = textwrap.dedent("""
-    import os, socket, time
-    peer = os.environ["PEER"]
-    misses = 0
-    while True:
-        try:
-            with socket.create_connection((peer, 2222), timeout=1) as s:
-                print(f"joined after {misses} failed lookups/connects:", s.recv(16).decode(), flush=True)
-                break
-        except OSError:
-            misses += 1
-            time.sleep(0.05)
+    import os, socket
+    from tfjob_worker import peers
+    address = os.environ["PEER"] + ":2222"
+    try:
+        socket.gethostbyname(os.environ["PEER"])
+        print("peer already resolvable", flush=True)
+    except socket.gaierror as exc:
+        print(f"peer not resolvable yet: {exc}", flush=True)
+    peers.wait_reachable(address)  # the worker runtime's own wait for its leader
+    with socket.create_connection((os.environ["PEER"], 2222), timeout=5) as s:
+        print("joined:", s.recv(16).decode(), flush=True)
 """)
 
 PEER_SERVER = textwrap.dedent("""
     import socket
     srv = socket.create_server(("", 2222))
-    conn, _ = srv.accept()
-    conn.sendall(b"hello")
-    conn.close()
+    while True:
+        conn, _ = srv.accept()
+        conn.sendall(b"hello")
+        conn.close()
 """)
 
 
@@ -147,20 +148,19 @@ def test_pod_that_starts_before_its_peers_record_exists_still_joins(api: kuberne
     svc = unique("race")
     _headless(api, svc)
     early, late = f"{svc}-0", f"{svc}-1"
+    worker_image = Path(__file__).resolve().parents[2] / "worker_image"
     waiter = python_pod(early, PEER_WAITER, hostname=early, subdomain=svc,
-                        container={"env": [{"name": "PEER", "value": f"{late}.{svc}.default.svc"}]})
+                        container={"env": [{"name": "PEER", "value": f"{late}.{svc}.default.svc"},
+                                           {"name": "PYTHONPATH", "value": str(worker_image)}]})
     waiter["metadata"]["labels"]["peer-of"] = svc
     api.create_namespaced_pod("default", waiter)
-    # The early pod is running and has already failed to resolve its peer before the peer exists at all.
-    wait_for(lambda: (pod_dict(api, early) or {}).get("status", {}).get("phase") == "Running", 30,
-             what=f"{early} running")
+    # The early pod has looked its peer up, and found no record, before the peer exists at all.
+    wait_for(lambda: "peer not resolvable yet" in _log(api, early), 30, what=f"{early} failing to resolve its peer")
     server = python_pod(late, PEER_SERVER, hostname=late, subdomain=svc)
     server["metadata"]["labels"]["peer-of"] = svc
     api.create_namespaced_pod("default", server)
     assert _finished(api, early)["status"]["phase"] == "Succeeded"
-    line = _log(api, early).strip().splitlines()[-1]
-    assert line.endswith(": hello")
-    assert not line.startswith("joined after 0 "), "the peer was resolvable before it existed"
+    assert _log(api, early).strip().splitlines()[-1] == "joined: hello"
 
 
 def test_cut_link_loses_packets_until_healed(net_cluster: LocalClusterThread,
