@@ -160,7 +160,18 @@ def cmd_crd(args: argparse.Namespace) -> int:
     return 0
 
 
+def local_pod_network(args: argparse.Namespace) -> str:
+    """--pod-network, else $TFJOB_LOCAL_POD_NETWORK, else `auto` for a job (one addressing wherever namespaces can
+    be made) and `off` for `up` (whose users run an operator on the host, which cannot reach pod IPs)."""
+    fallback = "off" if args.target == "up" else "auto"
+    return str(args.pod_network or os.environ.get("TFJOB_LOCAL_POD_NETWORK") or fallback)
+
+
 def cmd_local(args: argparse.Namespace) -> int:
+    args.pod_network = local_pod_network(args)
+    if args.pod_network not in ("auto", "on", "off"):
+        print(f"error: TFJOB_LOCAL_POD_NETWORK={args.pod_network!r}: expected auto, on or off", file=sys.stderr)
+        return EXIT_INVALID
     if args.target == "up":
         from tfjob_operator.local.up import run_local_up
 
@@ -187,8 +198,8 @@ def cmd_local(args: argparse.Namespace) -> int:
                               port=args.port, live=False if args.plain else None)
     try:
         return run_local(jobs, options)
-    except ValueError as exc:  # --pod-network on where no namespaces can be made
-        print(f"error: --pod-network: {exc}", file=sys.stderr)
+    except ValueError as exc:  # no pod network where one is needed (--pod-network on, --partition-worker-after)
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
 
 
@@ -412,10 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heal-partition-after", type=float, metavar="SECONDS",
                    help="restore the cut link this long after the cut (default: never)")
     p.add_argument("--pod-network", choices=("auto", "on", "off"),
-                   default=os.environ.get("TFJOB_LOCAL_POD_NETWORK", "off"),
                    help="give each pod its own network namespace, IP and cluster DNS (TF_CONFIG as on a cluster); "
-                        "auto: where namespaces can be made (root on Linux); off: loopback ports "
-                        "(default $TFJOB_LOCAL_POD_NETWORK, else off)")
+                        "auto: where namespaces can be made (root on Linux), else loopback ports; off: loopback "
+                        "ports (default $TFJOB_LOCAL_POD_NETWORK, else auto for a job and off for `up`)")
     p.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
     p.add_argument("--kubeconfig", help="`up`: where to write the kubeconfig (default WORKDIR/kubeconfig)")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the live view")

@@ -207,6 +207,8 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     workdir = options.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     networked, why_not = choose(options.pod_network)
+    if options.partition_worker_after is not None and not networked:
+        raise ValueError(f"--partition-worker-after: cutting a worker's link needs the pod network ({why_not})")
     view = make_view(options.live)
     view.note(addressing_line(networked, why_not))
     view.note(f"workdir {workdir}")
