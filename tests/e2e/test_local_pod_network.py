@@ -78,6 +78,21 @@ def test_local_tf_config_is_the_clusters_byte_for_byte(tmp_path: Path) -> None:
         assert printed == [tf_config], (pod, printed)
 
 
+@pytest.mark.timeout(180)
+def test_loopback_fallback_still_addresses_peers_by_port(tmp_path: Path) -> None:
+    manifest = tmp_path / "addr.yaml"
+    manifest.write_text(PRINT_JOB)
+    workdir = tmp_path / "work"
+    result = tfjob("local", str(manifest), "--workdir", str(workdir), "--plain", "--pod-network", "off", timeout=170)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.splitlines()[0].split("] ", 1)[1] == (
+        "addressing: loopback (127.0.0.1, a port per pod; pod network off)")
+    printed = [json.loads(line.removeprefix("TF_CONFIG=")) for log in pod_logs(workdir, "addr-worker-0")
+               for line in log.splitlines() if line.startswith("TF_CONFIG=")]
+    assert len(printed) == 1
+    assert all(re.fullmatch(r"127\.0\.0\.1:\d+", a) for a in printed[0]["cluster"]["worker"]), printed
+
+
 @pytest.mark.timeout(420)
 def test_mnist_trains_over_the_pod_network(tmp_path: Path) -> None:
     result = tfjob("local", "examples/mnist-cpu.yaml", "--workdir", str(tmp_path), "--plain", "--pod-network", "on")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,7 +164,7 @@ def test_pod_that_starts_before_its_peers_record_exists_still_joins(api: kuberne
     assert _log(api, early).strip().splitlines()[-1] == "joined: hello"
 
 
-def test_cut_link_loses_packets_until_healed(net_cluster: LocalClusterThread,
+def test_cut_link_loses_packets_until_healed_and_shaping_delays_them(net_cluster: LocalClusterThread,
                                              api: kubernetes.client.CoreV1Api) -> None:
     svc = unique("cut")
     _headless(api, svc)
@@ -196,6 +197,16 @@ def test_cut_link_loses_packets_until_healed(net_cluster: LocalClusterThread,
     assert not ping()
     net_cluster.call(net_cluster.kubelet.heal("default", svc))
     assert wait_for(ping, 10, what="the pod reachable again after heal")
+
+    def connect_seconds() -> float:
+        began = time.monotonic()
+        assert ping()
+        return time.monotonic() - began
+
+    net_cluster.call(net_cluster.kubelet.shape("default", svc, delay_ms=150))
+    assert connect_seconds() >= 0.3  # SYN and SYN-ACK each held 150 ms
+    net_cluster.call(net_cluster.kubelet.unshape("default", svc))
+    assert connect_seconds() < 0.3
     api.delete_namespaced_pod(svc, "default", grace_period_seconds=0)
 
 
