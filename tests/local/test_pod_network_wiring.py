@@ -222,3 +222,11 @@ def test_stopping_the_plane_removes_its_namespaces(tmp_path: Path) -> None:
         assert any(n.startswith(prefix + "-") for n in iproute.netns_names())
         client.api_client.close()
     assert not [n for n in iproute.netns_names() if n.startswith(prefix)]
+
+
+def test_no_serviceaccount_files_when_the_pod_opts_out(api: kubernetes.client.CoreV1Api) -> None:
+    name = unique("nosa")
+    code = "import os; print(os.path.exists('/var/run/secrets/kubernetes.io/serviceaccount/token'))"
+    api.create_namespaced_pod("default", python_pod(name, code, automountServiceAccountToken=False))
+    assert _finished(api, name)["status"]["phase"] == "Succeeded"
+    assert _log(api, name).strip() == "False"

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from kubelocal import containers as ct
 from kubelocal.kubeclient import ApiError, KubeClient, now_rfc3339, wait_event
 from kubelocal.lifeline import ChildProcess, Lifeline
+from kubelocal.network import IpamExhausted, NetworkError
 from kubelocal.resources import node_allocatable
 
 from .container import Container, Run, killpg, start_process, wait_process
@@ -280,6 +281,12 @@ class PodRuntime(PodWorker):
                     c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(exc)
                 self.mark()
                 await self.kubelet.post_event(self.pod, "Warning", "Failed", f"Error: {exc}")
+            except (NetworkError, IpamExhausted) as exc:  # the pod's namespace or IP could not be made: retried
+                for c in self.all_containers:
+                    c.waiting_reason, c.waiting_message = "ContainerCreating", None
+                self.mark()
+                await self.kubelet.post_event(self.pod, "Warning", "FailedCreatePodSandBox",
+                                              f"Failed to create pod sandbox: {exc}")
             except _TRANSIENT as exc:  # reading ConfigMaps/Secrets failed or a directory could not be made
                 log.warning("pod %s/%s: preparing containers failed (%s); retrying", self.namespace, self.name, exc)
             await wait_event(self.stopping, self.kubelet.config_retry_seconds)
