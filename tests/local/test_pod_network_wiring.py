@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import subprocess
 import textwrap
 import time
 from collections.abc import Iterator
@@ -193,6 +194,14 @@ def test_cut_link_loses_packets_until_healed_and_shaping_delays_them(net_cluster
         return True
 
     assert wait_for(ping, 10, what="the pod reachable")
+    # A command exec'd in the container runs in the pod's namespaces: its hostname, its resolv.conf, its IP.
+    spec = net_cluster.kubelet.exec_spec("default", svc, None)
+    shell = "hostname; grep nameserver /etc/resolv.conf; ip -4 -o addr show eth0"
+    seen = subprocess.run(spec.command(["sh", "-c", shell]), env=spec.env, cwd=spec.cwd, capture_output=True,
+                          text=True, timeout=10)
+    assert seen.returncode == 0, seen.stderr
+    assert seen.stdout.splitlines()[:2] == [svc, "nameserver 10.96.0.10"]
+    assert f"inet {ip}/16" in seen.stdout
     net_cluster.call(net_cluster.kubelet.partition("default", svc))
     assert not ping()
     net_cluster.call(net_cluster.kubelet.heal("default", svc))
