@@ -27,7 +27,8 @@ from kubelocal.apiserver.plugins import ServiceAccountAdmission
 from kubelocal.containers import ImageDefaults
 from kubelocal.controllers import ControllerManager, ControllerSettings
 from kubelocal.kubeclient import ApiError, KubeClient
-from kubelocal.kubelet import ProcessKubelet
+from kubelocal.kubelet import PodNetworking, ProcessKubelet
+from kubelocal.network import plane
 from kubelocal.nodes import DEFAULT_NODES, parse_node_spec
 from kubelocal.pki import CertificateAuthority, new_ca
 from kubelocal.scheduler import Scheduler
@@ -86,6 +87,32 @@ async def wait_for_default_service_accounts(url: str, namespaces: Sequence[str],
         await client.close()
 
 
+class StoreRecords:
+    """The cluster DNS's view of the API server's store: each read hops to the server's loop (the DNS answers on
+    threads of its own, and the store is only ever touched from that loop)."""
+
+    def __init__(self, store: Any, loop: asyncio.AbstractEventLoop, timeout: float = 2.0) -> None:
+        self.store, self.loop, self.timeout = store, loop, timeout
+
+    def _read(self, fn: Any) -> Any:
+        async def read() -> Any:
+            return fn()
+
+        try:
+            return asyncio.run_coroutine_threadsafe(read(), self.loop).result(self.timeout)
+        except RuntimeError as exc:  # the server's loop is closed (the plane is stopping): no answer, as a timeout
+            raise OSError(f"cluster DNS: the API server's store is gone ({exc})") from exc
+
+    def service(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        result: Mapping[str, Any] | None = self._read(lambda: self.store.get(("", "services"), namespace, name))
+        return result
+
+    def pods(self, namespace: str) -> list[Mapping[str, Any]]:
+        result: list[Mapping[str, Any]] = self._read(
+            lambda: [stored.obj for stored in self.store.items(("", "pods"), namespace)])
+        return result
+
+
 class ComponentLoop:
     """An event loop in a daemon thread for the cluster's components (controllers, scheduler, kubelet)."""
 
@@ -134,7 +161,8 @@ class LocalCluster:
                  crds: Sequence[Path] = (), max_grace_seconds: float = 5.0,
                  restart_backoff: tuple[float, float] = (0.2, 5.0),
                  controllers: ControllerSettings | None = None, image: ImageDefaults = ImageDefaults(),
-                 images: Mapping[str, ImageDefaults] | None = None, sim_speed: float = 1.0) -> None:
+                 images: Mapping[str, ImageDefaults] | None = None, sim_speed: float = 1.0,
+                 pod_network: str = "off") -> None:
         self.node_spec = nodes or DEFAULT_NODES
         self.nodes = parse_node_spec(self.node_spec)  # fail on a bad spec before anything starts
         self.workdir = Path(workdir).resolve()
@@ -149,6 +177,9 @@ class LocalCluster:
             raise ValueError(f"sim_speed: {sim_speed!r} must be a positive number of simulated seconds per second")
         #: Simulated seconds per wall second for the pods of simulated nodes (`sim:true` in --nodes).
         self.sim_speed = sim_speed
+        #: Whether pods get a network of their own (`auto`: where namespaces can be made) and why not.
+        self.pod_network, self.pod_network_reason = plane.choose(pod_network)
+        self.network: plane.PlaneNetwork | None = None
         self.apiserver = ApiServer(port=port)
         # pods naming a missing ServiceAccount are refused; the controllers create each namespace's `default`
         self.apiserver.admission.register(ServiceAccountAdmission(self.apiserver.store))
@@ -196,6 +227,8 @@ class LocalCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         await self.apiserver.start()
         try:
+            if self.pod_network:
+                await self._start_network()
             if self.crds:
                 await install_crds(self.url, self.crds)
             self._components = ComponentLoop()
@@ -207,16 +240,28 @@ class LocalCluster:
             await self.stop()
             raise
 
+    async def _start_network(self) -> None:
+        """The pod network, its DNS, and the API server's sockets inside it (TLS for pods; plain for the plane's
+        own processes run in its namespace)."""
+        records = StoreRecords(self.apiserver.store, asyncio.get_running_loop())
+        self.network = plane.PlaneNetwork(records, self.ca)
+        sockets = await asyncio.to_thread(self.network.start, self.apiserver.port)
+        await self.apiserver.serve_socket(sockets.api_tls, sockets.ssl_context)
+        await self.apiserver.serve_socket(sockets.api_local)
+
     async def _start_components(self) -> None:
         """On the components' loop: the controllers, the kubelet on its own loop (it registers the nodes), then
         the scheduler."""
         self._controllers = ControllerManager(self.url, self.ca.cert_pem, self.controller_settings)
         await self._controllers.start()
         await wait_for_default_service_accounts(self.url, ("default", "kube-system"))
+        networking = None if self.network is None else PodNetworking(self.network.net)
+        # Pods on the network use in-cluster config (KUBERNETES_SERVICE_HOST, the token); others the kubeconfig.
+        cluster_env = {} if networking else {"KUBECONFIG": str(self._pod_kubeconfig())}
         self._kubelet = ProcessKubelet(self.url, nodes=self.nodes, workdir=self.workdir,
                                        max_grace_seconds=self.max_grace_seconds, backoff=self.restart_backoff,
-                                       image=self.image, images=self.images,
-                                       cluster_env={"KUBECONFIG": str(self._pod_kubeconfig())},
+                                       image=self.image, images=self.images, cluster_env=cluster_env,
+                                       network=networking,
                                        sim_speed=self.sim_speed, sim_heartbeat_seconds=self._sim_heartbeat())
         self.apiserver.set_log_source(self._kubelet)
         self.apiserver.set_exec_source(self._kubelet)
@@ -257,7 +302,12 @@ class LocalCluster:
                 self._components.stop()
                 if self._kubelet_loop is not None:
                     self._kubelet_loop.stop()
-        await self.apiserver.stop()
+        try:
+            await self.apiserver.stop()
+        finally:
+            if self.network is not None:
+                await asyncio.to_thread(self.network.stop)
+                self.network = None
 
     async def __aenter__(self) -> LocalCluster:
         await self.start()
@@ -297,6 +347,11 @@ class LocalClusterThread:
     @property
     def controllers(self) -> ControllerManager:
         return self.cluster.controllers
+
+    @property
+    def network(self) -> plane.PlaneNetwork | None:
+        """The pod network, when the plane has one."""
+        return self.cluster.network
 
     def __enter__(self) -> LocalClusterThread:
         self._thread = threading.Thread(target=self._run, name="tfjob-local-cluster", daemon=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -159,13 +160,24 @@ def cmd_crd(args: argparse.Namespace) -> int:
     return 0
 
 
+def local_pod_network(args: argparse.Namespace) -> str:
+    """--pod-network, else $TFJOB_LOCAL_POD_NETWORK, else `auto` for a job (one addressing wherever namespaces can
+    be made) and `off` for `up` (whose users run an operator on the host, which cannot reach pod IPs)."""
+    fallback = "off" if args.target == "up" else "auto"
+    return str(args.pod_network or os.environ.get("TFJOB_LOCAL_POD_NETWORK") or fallback)
+
+
 def cmd_local(args: argparse.Namespace) -> int:
+    args.pod_network = local_pod_network(args)
+    if args.pod_network not in ("auto", "on", "off"):
+        print(f"error: TFJOB_LOCAL_POD_NETWORK={args.pod_network!r}: expected auto, on or off", file=sys.stderr)
+        return EXIT_INVALID
     if args.target == "up":
         from tfjob_operator.local.up import run_local_up
 
         kubeconfig = Path(args.kubeconfig or Path(args.workdir) / "kubeconfig")
         return int(run_local_up(port=args.port, kubeconfig=kubeconfig, nodes=args.nodes, workdir=Path(args.workdir),
-                                kubeflow=args.kubeflow, sim_speed=args.sim_speed))
+                                kubeflow=args.kubeflow, sim_speed=args.sim_speed, pod_network=args.pod_network))
     try:
         jobs = read_tfjobs(args.target)
     except InvalidSpec as exc:
@@ -175,10 +187,20 @@ def cmd_local(args: argparse.Namespace) -> int:
     if args.stall_worker_after is not None and (problems := stall_needs_a_timeout(jobs)):
         print("error: --stall-worker-after: " + "; ".join(problems), file=sys.stderr)
         return EXIT_INVALID
+    if args.partition_worker_after is not None and args.pod_network == "off":
+        print("error: --partition-worker-after: cutting a worker's link needs the pod network "
+              "(--pod-network on, or auto as root on Linux)", file=sys.stderr)
+        return EXIT_INVALID
     options = LocalRunOptions(workdir=Path(args.workdir), nodes=args.nodes, timeout=args.timeout,
                               kill_worker_after=args.kill_worker_after, stall_worker_after=args.stall_worker_after,
+                              partition_worker_after=args.partition_worker_after,
+                              heal_partition_after=args.heal_partition_after, pod_network=args.pod_network,
                               port=args.port, live=False if args.plain else None)
-    return run_local(jobs, options)
+    try:
+        return run_local(jobs, options)
+    except ValueError as exc:  # no pod network where one is needed (--pod-network on, --partition-worker-after)
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -395,6 +417,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stall-worker-after", type=float, metavar="SECONDS",
                    help="hang one worker's training loop this long after training starts (SIGUSR2 to its trainer), "
                         "to watch the stall watchdog restart the gang (needs runPolicy.stallTimeoutSeconds)")
+    p.add_argument("--partition-worker-after", type=float, metavar="SECONDS",
+                   help="cut one worker's network link this long after training starts (it keeps running; its "
+                        "peers' peer-loss timeout notices), to watch a gang restart; needs the pod network")
+    p.add_argument("--heal-partition-after", type=float, metavar="SECONDS",
+                   help="restore the cut link this long after the cut (default: never)")
+    p.add_argument("--pod-network", choices=("auto", "on", "off"),
+                   help="give each pod its own network namespace, IP and cluster DNS (TF_CONFIG as on a cluster); "
+                        "auto: where namespaces can be made (root on Linux), else loopback ports; off: loopback "
+                        "ports (default $TFJOB_LOCAL_POD_NETWORK, else auto for a job and off for `up`)")
     p.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
     p.add_argument("--kubeconfig", help="`up`: where to write the kubeconfig (default WORKDIR/kubeconfig)")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the live view")

@@ -20,9 +20,11 @@ from tfjob_operator.apigroups import KubeflowApi
 class Addressing(StrEnum):
     """How TF_CONFIG addresses peers."""
 
-    #: `<pod>.<job>.<ns>.svc[.<cluster domain>]:<port>` through the headless Service (a real cluster).
+    #: `<pod>.<job>.<ns>.svc[.<cluster domain>]:<port>` through the headless Service (a real cluster, or
+    #: `tfjob local` on the plane's pod network).
     DNS = "dns"
-    #: `127.0.0.1:<distinct port per pod>`: every pod is a process on one machine (`tfjob local`).
+    #: `127.0.0.1:<distinct port per pod>`: pods share one machine's network (`tfjob local` where the plane
+    #: cannot make network namespaces).
     LOOPBACK = "loopback"
 
 
@@ -68,7 +70,9 @@ class OperatorSettings(BaseSettings):
         "tfjob.dev/tfjob-operator); all (also no managedBy or kubeflow.org/training-operator). Jobs managed by "
         "anyone else (e.g. kueue.x-k8s.io/multikueue) are never touched.",
     )
-    addressing: Addressing = Field(Addressing.DNS, description="dns (a cluster) or loopback (tfjob local).")
+    addressing: Addressing = Field(
+        Addressing.DNS, description="dns (a cluster, or tfjob local on a pod network) or loopback (tfjob local "
+        "without one).")
     cluster_domain: str | None = Field(
         None, description="DNS suffix after <ns>.svc in TF_CONFIG, e.g. cluster.local; empty keeps the short form."
     )

@@ -130,22 +130,29 @@ class ApiServer:
         self.url = f"http://{self.host}:{self.port}"
         self._gc_task = asyncio.create_task(self.crd_cleanup.run(), name="apiserver-crd-cleanup")
 
+    async def serve_socket(self, sock: socket.socket, ssl_context: ssl.SSLContext | None = None) -> str:
+        """Also serve on an already bound listening socket (one inside the pod network's namespace; TLS for pods);
+        its base URL."""
+        return await self._add_site(lambda runner: web.SockSite(runner, sock, ssl_context=ssl_context),
+                                    ssl_context is not None)
+
     async def listen_tls(self, context: ssl.SSLContext, *, sock: socket.socket | None = None,
                          host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve HTTPS too, on `sock` (e.g. one in the pod network's namespace) or on host:port; its base URL.
         Clients such as kubectl send bearer tokens only over TLS."""
-        if self._runner is None:
-            raise RuntimeError("start the API server before adding a TLS listener")
-        site: web.BaseSite
         if sock is not None:
-            site = web.SockSite(self._runner, sock, ssl_context=context)
-        else:
-            site = web.TCPSite(self._runner, host, port, ssl_context=context)
+            return await self.serve_socket(sock, context)
+        return await self._add_site(lambda runner: web.TCPSite(runner, host, port, ssl_context=context), True)
+
+    async def _add_site(self, make: Callable[[web.AppRunner], web.BaseSite], tls: bool) -> str:
+        if self._runner is None:
+            raise RuntimeError("start the API server before adding a listener")
+        site = make(self._runner)
         await site.start()
         server = site._server
         assert server is not None
         bound_host, bound_port = server.sockets[0].getsockname()[:2]  # type: ignore[attr-defined]
-        return f"https://{bound_host}:{bound_port}"
+        return f"{'https' if tls else 'http'}://{bound_host}:{bound_port}"
 
     def limit_request_log(self, keep: int) -> None:
         """Keep only about the latest `keep` records in `.requests` (for a server that runs for hours; tests

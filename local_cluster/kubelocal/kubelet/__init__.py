@@ -7,7 +7,8 @@
 - `node_status`: node registration, conditions and Lease heartbeats;
 - `logs`: container logs and termination messages;
 - `sim`: simulated pods (kwok's stages) on nodes labelled `kubelocal.dev/sim=true`;
-- `faults`: test controls (eviction, a killed container, node loss);
+- `faults`: test controls (eviction, a killed container, node loss, a pod's link cut or shaped);
+- `network`: the pod network's per-pod side (namespace, IP, files, commands entering the namespace);
 - `kubelet`: `ProcessKubelet`, the agent that dispatches pods to workers and serves logs and exec.
 
 The names other code imports from `kubelocal.kubelet` are re-exported here.
@@ -17,6 +18,7 @@ from .container import Container, Run
 from .faults import DEFAULT_EVICTION_MESSAGE
 from .kubelet import COMPONENT, USER_AGENT, ProcessKubelet
 from .logs import fallback_message, tail_offset, termination_message
+from .network import PodNetworking
 from .node_status import LEASE_NAMESPACE, ready_conditions
 from .pod_worker import PodRuntime, PodWorker
 from .prober import run_probe
@@ -25,6 +27,7 @@ from .sim import SimPod
 
 __all__ = [
     "COMPONENT", "DEFAULT_EVICTION_MESSAGE", "LEASE_NAMESPACE", "START_ERROR_EXIT", "USER_AGENT", "Container",
-    "PodRuntime", "PodWorker", "ProcessKubelet", "Run", "SimPod", "backoff_delay", "exit_code", "fallback_message",
-    "pod_phase", "ready_conditions", "run_probe", "should_restart", "tail_offset", "termination_message",
+    "PodNetworking", "PodRuntime", "PodWorker", "ProcessKubelet", "Run", "SimPod", "backoff_delay", "exit_code",
+    "fallback_message", "pod_phase", "ready_conditions", "run_probe", "should_restart", "tail_offset",
+    "termination_message",
 ]

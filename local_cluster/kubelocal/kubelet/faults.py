@@ -1,15 +1,20 @@
 """Faults the tests inject through the kubelet: node-pressure eviction, a container killed (crash or OOM),
-a node lost and restored. Nothing here runs unless a test or `tfjob local`'s chaos option asks for it.
+a node lost and restored, a pod's link cut or its packets delayed and dropped (on the pod network). Nothing
+here runs unless a test or `tfjob local`'s chaos option asks for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from kubelocal.kubeclient import now_rfc3339
+from kubelocal.network import PodAttachment
+from kubelocal.network import faults as link
 
+from .network import PodNetworking
 from .node_status import NodeStatus
 from .pod_worker import PodWorker
 
@@ -22,6 +27,7 @@ class FaultTarget(Protocol):
     max_grace_seconds: float
     lost_nodes: set[str]
     node_status: NodeStatus
+    network: PodNetworking | None
 
     def runtime(self, namespace: str, pod: str) -> PodWorker: ...
 
@@ -82,3 +88,36 @@ async def restore_node(kubelet: FaultTarget, node: str) -> None:
     await kubelet.node_status.renew_lease(node)
     await kubelet.node_status.post_ready(node)
     kubelet.resync_node(node)
+
+
+def _link(kubelet: FaultTarget, namespace: str, pod: str) -> tuple[PodNetworking, PodAttachment]:
+    """The pod's link; KeyError when the pod is not running here or the plane has no pod network."""
+    rt = kubelet.runtime(namespace, pod)
+    if kubelet.network is None:
+        raise KeyError(f"pod {namespace}/{pod}: the plane has no pod network (start it with pod_network on)")
+    return kubelet.network, kubelet.network.attachment(rt.uid)
+
+
+async def partition(kubelet: FaultTarget, namespace: str, pod: str) -> None:
+    """Cut the pod off the network: its processes keep running, every packet to or from it is lost."""
+    networking, att = _link(kubelet, namespace, pod)
+    await asyncio.to_thread(link.cut, networking.net, att)
+
+
+async def heal(kubelet: FaultTarget, namespace: str, pod: str) -> None:
+    """Undo `partition`."""
+    networking, att = _link(kubelet, namespace, pod)
+    await asyncio.to_thread(link.heal, networking.net, att)
+
+
+async def shape(kubelet: FaultTarget, namespace: str, pod: str, *, delay_ms: float = 0.0,
+                loss_percent: float = 0.0) -> None:
+    """Delay the pod's packets by `delay_ms` each way and drop `loss_percent` of them (tc netem or the relay)."""
+    networking, att = _link(kubelet, namespace, pod)
+    await asyncio.to_thread(lambda: link.shape(networking.net, att, delay_ms=delay_ms, loss_percent=loss_percent))
+
+
+async def unshape(kubelet: FaultTarget, namespace: str, pod: str) -> None:
+    """Undo `shape`."""
+    networking, att = _link(kubelet, namespace, pod)
+    await asyncio.to_thread(link.unshape, networking.net, att)

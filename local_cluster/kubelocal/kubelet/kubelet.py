@@ -26,6 +26,7 @@ from kubelocal.nodes import is_simulated
 from . import faults
 from .container import killpg
 from .logs import read_log
+from .network import PodNetworking
 from .node_status import NodeStatus
 from .pod_worker import PodRuntime, PodWorker
 from .sim import SimPod
@@ -45,8 +46,11 @@ class ProcessKubelet:
                  image: ct.ImageDefaults = ct.ImageDefaults(),
                  images: Mapping[str, ct.ImageDefaults] | None = None,
                  cluster_env: Mapping[str, str] | None = None, status_concurrency: int = 6,
-                 sim_speed: float = 1.0, sim_heartbeat_seconds: float = 10.0) -> None:
+                 sim_speed: float = 1.0, sim_heartbeat_seconds: float = 10.0,
+                 network: PodNetworking | None = None) -> None:
         self.url = url
+        #: The pod network (each pod its own namespace and IP), or None: pods share the host's network.
+        self.network = network
         #: What every container's image is taken to give it (there is no image locally): ENV and WORKDIR.
         self.image = image
         #: Image repository → what that image gives (ENTRYPOINT as a local command, ENV, WORKDIR).
@@ -289,6 +293,22 @@ class ProcessKubelet:
     async def restore_node(self, node: str) -> None:
         """The node's kubelet comes back (`faults.restore_node`)."""
         await self._on_own_loop(faults.restore_node(self, node))
+
+    async def partition(self, namespace: str, pod: str) -> None:
+        """Cut the pod's link (`faults.partition`)."""
+        await self._on_own_loop(faults.partition(self, namespace, pod))
+
+    async def heal(self, namespace: str, pod: str) -> None:
+        """Restore the pod's link (`faults.heal`)."""
+        await self._on_own_loop(faults.heal(self, namespace, pod))
+
+    async def shape(self, namespace: str, pod: str, *, delay_ms: float = 0.0, loss_percent: float = 0.0) -> None:
+        """Delay and drop the pod's packets (`faults.shape`)."""
+        await self._on_own_loop(faults.shape(self, namespace, pod, delay_ms=delay_ms, loss_percent=loss_percent))
+
+    async def unshape(self, namespace: str, pod: str) -> None:
+        """Stop delaying and dropping the pod's packets (`faults.unshape`)."""
+        await self._on_own_loop(faults.unshape(self, namespace, pod))
 
     # -- LogSource and ExecSource ---------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ class PodState(Protocol):
     abandoned: bool
     reason: str | None
     message: str | None
+    pod_ip: str | None
     extra_conditions: list[dict[str, Any]]
     stopping: asyncio.Event
 
@@ -112,8 +113,7 @@ class StatusManager:
             "conditions": conditions,
             "hostIP": ct.LOCAL_IP,
             "hostIPs": [{"ip": ct.LOCAL_IP}],
-            "podIP": ct.LOCAL_IP,
-            "podIPs": [{"ip": ct.LOCAL_IP}],
+            **({"podIP": pod.pod_ip, "podIPs": [{"ip": pod.pod_ip}]} if pod.pod_ip else {}),
             "startTime": pod.start_time,
             "containerStatuses": statuses,
         }

@@ -20,11 +20,13 @@ from kubelocal import containers as ct
 from kubelocal import podtoken
 from kubelocal.kubeclient import ApiError, KubeClient, now_rfc3339, wait_event
 from kubelocal.lifeline import ChildProcess, Lifeline
+from kubelocal.network import IpamExhausted, NetworkError
 from kubelocal.resources import node_allocatable
 
 from .container import Container, Run, killpg, start_process, wait_process
+from .network import PodNetworking
 from .pod_status import StatusManager
-from .prober import readiness_loop
+from .prober import ProbeTarget, readiness_loop
 from .rules import backoff_delay, should_restart
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,7 @@ class KubeletHost(Protocol):
     image: ct.ImageDefaults
     images: dict[str, ct.ImageDefaults]
     cluster_env: dict[str, str]
+    network: PodNetworking | None
 
     @property
     def node_objects(self) -> dict[str, dict[str, Any]]: ...
@@ -83,6 +86,9 @@ class PodWorker:
         self._deleting = False
         #: Each container's process spec once prepared: what pods/exec runs a command in.
         self.specs: dict[str, ct.ProcessSpec] = {}
+        #: `status.podIP`: the host's loopback where pods share its network; on the pod network, none until
+        #: the pod has its namespace (as a real kubelet reports none before the sandbox is up).
+        self.pod_ip: str | None = ct.LOCAL_IP
         self.status_manager = StatusManager(self, kubelet.client, kubelet.status_slots)
         self.task: asyncio.Task[None] | None = None
         self.writer: asyncio.Task[None] | None = None
@@ -245,6 +251,22 @@ class PodRuntime(PodWorker):
     def __init__(self, kubelet: KubeletHost, pod: dict[str, Any]) -> None:
         super().__init__(kubelet, pod)
         self.dir = kubelet.workdir / "pods" / f"{self.namespace}_{self.name}_{self.uid}"
+        self.network = kubelet.network
+        self.attached = False
+        if self.network is not None:
+            self.pod_ip = None
+
+    async def _main(self) -> None:
+        """The pod's containers, then (on the pod network) its namespace removed: its processes are gone."""
+        try:
+            await super()._main()
+        finally:
+            if self.attached and self.network is not None:
+                self.attached = False
+                try:
+                    await self.network.detach(self.uid)
+                except Exception:
+                    log.exception("pod %s/%s: removing its network failed", self.namespace, self.name)
 
     async def _prepare(self) -> bool:
         """Directories, volume contents and each container's process spec; retried while config is missing."""
@@ -261,6 +283,12 @@ class PodRuntime(PodWorker):
                     c.waiting_reason, c.waiting_message = "CreateContainerConfigError", str(exc)
                 self.mark()
                 await self.kubelet.post_event(self.pod, "Warning", "Failed", f"Error: {exc}")
+            except (NetworkError, IpamExhausted) as exc:  # the pod's namespace or IP could not be made: retried
+                for c in self.all_containers:
+                    c.waiting_reason, c.waiting_message = "ContainerCreating", None
+                self.mark()
+                await self.kubelet.post_event(self.pod, "Warning", "FailedCreatePodSandBox",
+                                              f"Failed to create pod sandbox: {exc}")
             except _TRANSIENT as exc:  # reading ConfigMaps/Secrets failed or a directory could not be made
                 log.warning("pod %s/%s: preparing containers failed (%s); retrying", self.namespace, self.name, exc)
             await wait_event(self.stopping, self.kubelet.config_retry_seconds)
@@ -281,26 +309,34 @@ class PodRuntime(PodWorker):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(content)
         allocatable = node_allocatable(self.kubelet.node_objects.get(self.node) or {})
-        # The ServiceAccount's token, bound to the pod: its mount's files, and a KUBECONFIG presenting it.
+        # The ServiceAccount's token, bound to the pod. On the pod network it is mounted where in-cluster config
+        # reads it (with KUBERNETES_SERVICE_HOST); otherwise its files are mapped and a KUBECONFIG presents it.
         creds = await podtoken.pod_credentials(self.kubelet.client, self.pod)
-        if creds is not None:
+        host_side = self.network is None
+        if creds is not None and host_side:
             sa_mount = podtoken.write_mount(self.dir / "serviceaccount", creds)
             kubeconfig = podtoken.write_token_kubeconfig(self.dir / "kubeconfig", self.kubelet.url, creds)
         specs = {}
         for c in self.all_containers:
             env = ct.container_env(self.pod, c.spec, refs, allocatable)
             mounts = ct.container_mounts(c.spec, volumes)
-            if creds is not None:
+            if creds is not None and host_side:
                 mounts.append((podtoken.MOUNT_PATH, sa_mount))
             specs[c.name] = ct.process_spec(self.pod, c.spec, env, mounts, cwd,
                                             ct.defaults_for(c.spec.get("image"), self.kubelet.images,
                                                             self.kubelet.image))
             for key, value in self.kubelet.cluster_env.items():  # host paths: never mapped into the pod's mounts
-                if key not in env:
+                if key not in env and (host_side or key != "KUBECONFIG"):  # a pod on the network is in-cluster
                     specs[c.name].env[key] = value
-            if creds is not None and "KUBECONFIG" not in env:
+            if creds is not None and host_side and "KUBECONFIG" not in env:
                 specs[c.name].env["KUBECONFIG"] = str(kubeconfig)
             (self.dir / "logs" / c.name).mkdir(parents=True, exist_ok=True)
+        if self.network is not None:
+            att, pod_files = await self.network.attach(self.pod, self.dir, creds)
+            self.attached, self.pod_ip = True, att.ip
+            for c in self.all_containers:
+                specs[c.name] = self.network.pod_spec(specs[c.name], self.pod, c.spec, att, pod_files)
+            self.mark()
         return specs
 
     def _start_run(self, c: Container) -> Run:
@@ -311,10 +347,17 @@ class PodRuntime(PodWorker):
         self.kubelet.processes[run.pid] = run.proc
         if c.spec.get("readinessProbe") and not c.init:
             c.probe_ready = False
-            c.probe_task = asyncio.create_task(readiness_loop(c, run, spec, self.kubelet.lifeline, self.mark),
+            c.probe_task = asyncio.create_task(readiness_loop(c, run, spec, self.kubelet.lifeline, self.mark,
+                                                              self._target()),
                                                name=f"probe-{self.name}/{c.name}")
         self.mark()
         return run
+
+    def _target(self) -> ProbeTarget:
+        """Where probes connect: the pod's IP through the plane's namespace, or the host's loopback."""
+        if self.network is None or self.pod_ip is None:
+            return ProbeTarget(ct.LOCAL_IP)
+        return ProbeTarget(self.pod_ip, self.network.dial)
 
     async def _await_run(self, c: Container, run: Run) -> int:
         try:

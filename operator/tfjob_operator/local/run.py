@@ -1,8 +1,10 @@
 """`tfjob local FILE`: a TFJob trained end to end on this machine, no cluster needed.
 
 It starts the local control plane (API emulator, scheduler stand-in, process kubelet), the real operator
-(as its own process, with loopback addressing), submits the job through the API like `kubectl apply`,
-and shows the job, its pods and the chief's progress live until the job ends.
+(as its own process), submits the job through the API like `kubectl apply`, and shows the job, its pods and
+the chief's progress live until the job ends. With a pod network (`--pod-network`) the operator renders the
+cluster's TF_CONFIG (DNS names, port 2222) and runs in the plane's network namespace, where pod IPs are
+reachable as from an in-cluster operator; without one, loopback addressing (127.0.0.1, a port per pod).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,12 @@ class LocalRunOptions:
     #: Likewise, but hang that worker's training loop (SIGUSR2 to its trainer; the process and TensorFlow's
     #: heartbeats stay alive): a stall only the stall watchdog notices.
     stall_worker_after: float | None = None
+    #: Seconds after the job is first Running at which one worker's link is cut (needs the pod network).
+    partition_worker_after: float | None = None
+    #: Seconds after the cut at which the link is restored (None: never; the gang restart replaces the pod).
+    heal_partition_after: float | None = None
+    #: `auto` (a pod network where namespaces can be made), `on` or `off` (loopback ports).
+    pod_network: str = "off"
     port: int = 0
     live: bool | None = None  # None: a rich live view on a terminal, plain lines otherwise
 
@@ -52,12 +61,12 @@ class JobResult:
     message: str = ""
 
 
-def operator_env(kubeconfig: Path) -> dict[str, str]:
-    """The operator's settings for local mode: loopback TF_CONFIG, no gang gates (one node pool)."""
+def operator_env(kubeconfig: Path, addressing: str = "loopback") -> dict[str, str]:
+    """The operator's settings for local mode: the plane's addressing (`dns` on a pod network, else `loopback`)."""
     return {
         **os.environ,
         "KUBECONFIG": str(kubeconfig),
-        "TFJOB_ADDRESSING": "loopback",
+        "TFJOB_ADDRESSING": addressing,
         "TFJOB_METRICS_PORT": "0",
         "TFJOB_LIVENESS_PORT": "0",
         # A few local jobs: read the chief's progress often (a cluster's default is 30 s).
@@ -67,14 +76,18 @@ def operator_env(kubeconfig: Path) -> dict[str, str]:
     }
 
 
-def start_operator(kubeconfig: Path, workdir: Path) -> subprocess.Popen[bytes]:
-    """The operator as its own process, which dies with this one even when this one is SIGKILLed."""
+def start_operator(kubeconfig: Path, workdir: Path, *, addressing: str = "loopback",
+                   netns_path: str | None = None) -> subprocess.Popen[bytes]:
+    """The operator as its own process, which dies with this one even when this one is SIGKILLed; given the
+    plane's namespace, run in there (it reaches pods' IPs, and the API at the same 127.0.0.1 port)."""
     from kubelocal.lifeline import die_with_parent
 
     log = (workdir / "operator.log").open("ab")
+    argv = [sys.executable, "-m", "tfjob_operator.cli", "operator"]
+    if netns_path is not None:
+        argv = ["nsenter", f"--net={netns_path}", "--", *argv]
     return subprocess.Popen(
-        [sys.executable, "-m", "tfjob_operator.cli", "operator"],
-        env=operator_env(kubeconfig), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        argv, env=operator_env(kubeconfig, addressing), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         preexec_fn=die_with_parent(),
     )
 
@@ -187,21 +200,28 @@ def run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
 def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     from kubelocal.apiserver import write_kubeconfig
     from kubelocal.cluster import LocalClusterThread
+    from kubelocal.network.plane import choose
     from tfjob_operator.crd import CRD_PATH
     from tfjob_operator.local.image import local_images, worker_image_defaults
 
     workdir = options.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
+    networked, why_not = choose(options.pod_network)
+    if options.partition_worker_after is not None and not networked:
+        raise ValueError(f"--partition-worker-after: cutting a worker's link needs the pod network ({why_not})")
     view = make_view(options.live)
+    view.note(addressing_line(networked, why_not))
     view.note(f"workdir {workdir}")
-    view.note("local mode: pods are processes on this machine; TF_CONFIG uses 127.0.0.1 with a port per pod")
     started = time.monotonic()
     with LocalClusterThread(nodes=options.nodes, workdir=workdir, port=options.port, crds=(CRD_PATH,),
-                            image=worker_image_defaults(), images=local_images()) as cluster:
+                            image=worker_image_defaults(), images=local_images(),
+                            pod_network="on" if networked else "off") as cluster:
         cluster.apiserver.manage_gc()  # full collections off the request path while the jobs run
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, cluster.url)
-        operator = start_operator(kubeconfig, workdir)
+        network = cluster.network
+        operator = start_operator(kubeconfig, workdir, addressing="dns" if network else "loopback",
+                                  netns_path=network.netns_path if network else None)
         view.note(f"control plane at {cluster.url} (kubectl --kubeconfig {kubeconfig}); operator pid {operator.pid}")
         try:
             clients = connect(str(kubeconfig))
@@ -217,11 +237,20 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     return 0 if all(r.state == "Succeeded" for r in results) else 1
 
 
+def addressing_line(networked: bool, why_not: str) -> str:
+    """The first line of `tfjob local`: which addressing the pods' TF_CONFIG uses, and why."""
+    if networked:
+        return ("addressing: dns (pod network: each pod has its own IP and cluster DNS; TF_CONFIG names peers "
+                "<job>-<type>-<i>.<job>.<ns>.svc:2222, as on a cluster)")
+    return f"addressing: loopback (127.0.0.1, a port per pod; {why_not})"
+
+
 def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRunOptions, view: Any,
             started: float) -> list[JobResult]:
     deadline = started + options.timeout
     running_since: dict[str, float] = {}
     killed: set[str] = set()
+    cut: dict[str, tuple[str, float]] = {}  # job → (its partitioned pod, when)
     ended: dict[str, JobResult] = {}
     with view:
         while len(ended) < len(jobs):
@@ -250,6 +279,20 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
                         killed.add(job.name)
                         view.note(f"hung the training loop of {victim['metadata']['name']} (SIGUSR2 to its "
                                   "trainer, --stall-worker-after); it stays alive, only the stall watchdog can tell")
+                if (options.partition_worker_after is not None and job.name not in killed
+                        and job.name in running_since and progress.epoch >= 1
+                        and time.monotonic() - running_since[job.name] >= options.partition_worker_after):
+                    victim = _worker_to_kill(pods)
+                    if victim:
+                        name = victim["metadata"]["name"]
+                        cluster.call(cluster.kubelet.partition(clients.namespace, name))
+                        killed.add(job.name)
+                        cut[job.name] = (name, time.monotonic())
+                        at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+                        view.note(f"cut {name}'s network link at {at} (--partition-worker-after): it keeps "
+                                  "running, its peers hear nothing until their peer-loss timeout")
+                if job.name in cut and options.heal_partition_after is not None:
+                    _heal_when_due(cluster, clients.namespace, cut, job.name, options.heal_partition_after, view)
                 done = [c for c in conds if c in FINISHED_CONDITIONS]
                 if done and job.name not in ended:
                     ended[job.name] = _result(obj, progress, time.monotonic() - started)
@@ -262,6 +305,20 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
                 break
             time.sleep(0.5)  # the view's refresh tick; every state it shows is re-read from the API
     return [ended[job.name] for job in jobs]
+
+
+def _heal_when_due(cluster: Any, namespace: str, cut: dict[str, tuple[str, float]], job: str, after: float,
+                   view: Any) -> None:
+    """Restore the partitioned pod's link `after` seconds after the cut (a pod the gang restart replaced is gone)."""
+    name, at = cut[job]
+    if time.monotonic() - at < after:
+        return
+    del cut[job]
+    try:
+        cluster.call(cluster.kubelet.heal(namespace, name))
+        view.note(f"healed {name}'s network link (--heal-partition-after)")
+    except KeyError:
+        view.note(f"{name} is gone (the gang restart replaced it): no link left to heal")
 
 
 def _result(obj: dict[str, Any], progress: Progress, duration: float, state: str | None = None) -> JobResult:

@@ -18,7 +18,7 @@ REQUEST_LOG = 10_000  # requests `tfjob local up` remembers (the test hook; noth
 
 
 def run_local_up(port: int, kubeconfig: Path, nodes: str | None, workdir: Path, *, kubeflow: bool = False,
-                 sim_speed: float = 1.0) -> int:
+                 sim_speed: float = 1.0, pod_network: str = "off") -> int:
     """Start a LocalCluster with the TFJob CRD (and Kubeflow's, with `kubeflow`), write a kubeconfig for it, serve
     until SIGINT/SIGTERM."""
     crds = (CRD_PATH, KUBEFLOW_CRD_PATH) if kubeflow else (CRD_PATH,)
@@ -28,8 +28,8 @@ def run_local_up(port: int, kubeconfig: Path, nodes: str | None, workdir: Path, 
         return EXIT_USAGE
     try:
         cluster = LocalCluster(nodes=nodes, workdir=workdir, port=port, crds=crds, image=worker_image_defaults(),
-                               images=local_images(), sim_speed=sim_speed)
-    except NodeSpecError as exc:
+                               images=local_images(), sim_speed=sim_speed, pod_network=pod_network)
+    except (NodeSpecError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return asyncio.run(_serve(cluster, Path(kubeconfig)))
@@ -72,6 +72,9 @@ def _banner(cluster: LocalCluster, kubeconfig: Path) -> str:
         f"Nodes:\n{nodes}\n"
         + "".join(f"TFJob CRD installed from {path}\n" for path in cluster.crds) +
         f"Pods run as processes on this machine; their files live under {cluster.workdir}\n"
+        + (f"Pod network: each pod has its own IP (10.244.0.0/16) and cluster DNS (10.96.0.10); in-cluster "
+           f"clients reach the API at https://10.96.0.1:443 ({cluster.network.net.netns})\n" if cluster.network
+           else f"No pod network ({cluster.pod_network_reason}): pods share this machine's network\n") +
         f"Kubeconfig written to {kubeconfig}; use it with:\n"
         f"  export KUBECONFIG={kubeconfig}\n"
         f"  kubectl get nodes\n"
