@@ -100,6 +100,13 @@ def test_pod_has_ip_dns_files_and_in_cluster_config(net_cluster: LocalClusterThr
                                                     api: kubernetes.client.CoreV1Api) -> None:
     name = unique("netpod")
     _headless(api, name)
+    # The pod's mounted token authenticates it as the ServiceAccount, which RBAC lets read pods, as on a cluster.
+    rbac = kubernetes.client.RbacAuthorizationV1Api(api.api_client)
+    rbac.create_namespaced_role("default", {"metadata": {"name": name}, "rules": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})
+    rbac.create_namespaced_role_binding("default", {
+        "metadata": {"name": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "default"}]})
     fqdn = f"{name}.{name}.default.svc.cluster.local"
     env = [{"name": "NAME", "value": name}, {"name": "FQDN", "value": fqdn},
            {"name": "MY_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
