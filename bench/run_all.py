@@ -80,13 +80,16 @@ class Figure:
 
 # Sizes fit the 15 minutes on 2 cores twice over (measured: docs/performance.md): on a machine half as fast the
 # benches with a --budget do less (fewer repeats, later phases or sizes skipped), the others take at most half
-# their share here. Each bench's own defaults stay the full-size runs of its docstring. Shares total 875 s,
+# their share here. Each bench's own defaults stay the full-size runs of its docstring. Shares total 890 s,
 # leaving room to stop a bench.
 BENCHES: tuple[Bench, ...] = (
     Bench("worker_metrics", (), 15, "2000 scrapes, 200,000 steps"),
     Bench("emulator_throughput", (), 25, "1000 objects, 10 watchers"),
     Bench("gang_replay", ("--png", "{results}/gang_replay.png"), 50,
           "ITP cluster03 (3,011 jobs) on 64 x 8 GPUs; admission pass 1000 jobs x 1000 nodes"),
+    Bench("elastic_replay", ("--limit", "1000", "--png", "{results}/elastic_replay.png"), 25,
+          "ITP cluster03 jobs 0-999 on 64 x 8 GPUs, G=1: rigid vs elastic (min = W/2), without and with seeded "
+          "node preemptions"),
     Bench("taint_manager", ("--pods", "4000", "--window", "5"), 25,
           "4,000 cached pods, one NoExecute-tainted node, 5 s quiet window"),
     Bench("progress_scale", ("--jobs", "16", "--train", "20"), 75, "16 jobs, progress every 5 s, 20 s training"),
@@ -96,7 +99,7 @@ BENCHES: tuple[Bench, ...] = (
           "2,000 plain creates (floor); 10,000 gated creates; GET p99 in a 1000 x 4 burst; creates after 2,000 ran"),
     # 100 and 1000 first: the table needs them; 250 and 500 complete the plot when the budget allows.
     Bench("operator_scale", ("--sweep", "100,1000,250,500", "--budget", "190", "--plot",
-                             "{results}/operator_scale.png"), 220,
+                             "{results}/operator_scale.png"), 210,
           "N TFJobs x 4 workers, pods exit at once, N = 100, 1000, 250, 500 within 190 s; each after a plain "
           "controller's same burst (floor)"),
     Bench("runtime_overhead", ("--budget", "165", "--plot", "{results}/runtime_overhead.png"), 180,
@@ -141,6 +144,12 @@ FIGURES: tuple[Figure, ...] = (
            Goal("<=", 50.0, "ms")),
     Figure("gang_replay", "jct_builtin_g1", "trace replay: mean JCT, builtin gang (1 GPU/worker)"),
     Figure("gang_replay", "jct_no_gang_g1", "trace replay: mean JCT, no gang (1 GPU/worker)"),
+    # No goals: what elastic gangs gain depends on the load and the model's knobs (docs/elastic.md).
+    Figure("elastic_replay", "jct_rigid_loss", "elastic replay: mean JCT, rigid gangs, node preemptions (h)"),
+    Figure("elastic_replay", "jct_elastic_loss", "elastic replay: mean JCT, elastic gangs, node preemptions (h)"),
+    Figure("elastic_replay", "util_rigid_loss", "elastic replay: GPU utilisation, rigid, node preemptions"),
+    Figure("elastic_replay", "util_elastic_loss", "elastic replay: GPU utilisation, elastic, node preemptions"),
+    Figure("elastic_replay", "resizes_elastic_loss", "elastic replay: resizes, elastic, node preemptions"),
     Figure("live_replay", "done", "live trace replay (ITP, 400 jobs, x2400): jobs done in the bench's time",
            Goal("all")),
     Figure("live_replay", "jct_live", "live trace replay: mean JCT, live operator (simulated h)",
