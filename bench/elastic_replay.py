@@ -24,7 +24,7 @@ Model (a simulation, not the operator):
   window and comes back after `--down-hours` (exponential mean), from one seed shared by rigid and elastic. A
   rigid gang on a lost node restarts whole at its width, waiting until it fits.
 
-Run: `.venv/bin/python bench/elastic_replay.py` (the whole trace; `--limit N` for a window).
+Run: `.venv/bin/python bench/elastic_replay.py` (the whole trace, about 70 s of CPU; `--limit N`: the first N jobs).
 Writes bench/results/elastic_replay.png.
 """
 

@@ -43,18 +43,20 @@ def test_elastic_gang_starts_narrow_shrinks_on_a_lost_node_and_widens_after_the_
     assert gang.end == pytest.approx(3660.0 + 60.0 + 14400 - 749.25 - 1200)
 
 
-def test_elastic_gang_shrinks_when_its_width_no_longer_fits():
+@pytest.mark.parametrize(("cooldown", "widened"), [(300.0, 7260.0), (5000.0, 3600.0 + 5000.0)])
+def test_elastic_gang_shrinks_when_its_width_no_longer_fits(cooldown, widened):
     # 2 nodes x 4 GPUs. An 8-worker elastic gang (min 4) runs alone at 8; node 1 is lost for an hour: the gang
-    # restarts at 4 on node 0 at once, and widens back to 8 when the node returns, room lasts 60 s and 300 s
-    # have passed since the shrink.
+    # restarts at 4 on node 0 at once, and widens back to 8 once the node is back, room has lasted 60 s and the
+    # cooldown has passed since the shrink (at 3600 s): whichever comes last.
     rows = [(0.0, 10 * HOUR, 8)]
-    res = elastic_replay.replay(rows, Knobs(elastic=True, restart_penalty=60.0, cooldown=300.0),
+    res = elastic_replay.replay(rows, Knobs(elastic=True, restart_penalty=60.0, cooldown=cooldown),
                                 [(HOUR, 2 * HOUR, 1)], nodes=2, gpn=4)
     (gang,) = res.jobs
     assert res.run.resizes == 2 and res.run.restarts == 2
-    # 0 → 3600 at 8: 3600 s of work. 3600 → 7260 at 4 after a 60 s penalty: (7260 - 3660) / 2 = 1800 s.
-    # 7260: widen (node back at 7200, room lasted 60 s, cooldown since 3600 passed); 60 s penalty, then the rest.
-    assert gang.end == pytest.approx(7260.0 + 60.0 + 36000 - 3600 - 1800)
+    # 0 → 3600 at 8: 3600 s of work. From 3600 at 4 after a 60 s penalty, half speed until the widen; then a
+    # 60 s penalty and the rest at full speed.
+    narrow = (widened - 3660.0) / 2
+    assert gang.end == pytest.approx(widened + 60.0 + 36000 - 3600 - narrow)
     rigid = elastic_replay.replay(rows, Knobs(elastic=False, restart_penalty=60.0), [(HOUR, 2 * HOUR, 1)],
                                   nodes=2, gpn=4)
     # The rigid gang waits for the node: restarts at 7200 with the penalty, 36,000 - 3600 s of work left.
