@@ -8,7 +8,7 @@ Pure: no I/O. :func:`elastic_bounds` is the one place that reads the API field; 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -73,6 +73,20 @@ def gang_at(gang: GangRequest, width: int) -> GangRequest:
                        domain_label=gang.domain_label)
 
 
+def widths(gang: GangRequest) -> Callable[[int], GangRequest]:
+    """``gang_at`` for one gang, each width built once: a pass probes widths by binary search, and a request's
+    pods are parsed when it is built."""
+    made: dict[int, GangRequest] = {}
+
+    def at(width: int) -> GangRequest:
+        got = made.get(width)
+        if got is None:
+            got = made[width] = gang_at(gang, width)
+        return got
+
+    return at
+
+
 def held_by(pods: Iterable[Mapping[str, Any]], holds_on: Any = resources.bound_node) -> dict[str, resources.Resources]:
     """Node → what the pods hold there (``holds_on`` says where a pod counts; the builtin backend's also counts
     pods it released but that are not bound yet)."""
@@ -100,7 +114,7 @@ def widest_fit(cluster: Cluster, gang: GangRequest, bounds: tuple[int, int],
                 work.avail[n, i] = min(int(work.avail[n, i]) + units(value, up=True), int(cluster.alloc[n, i]))
     if not any(is_worker(p) for p in gang.pods):
         return None
-    found = widest_in(work, lambda width: gang_at(gang, width), *bounds)
+    found = widest_in(work, widths(gang), *bounds)
     return None if found is None else found[0]
 
 

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from functools import partial
 from typing import Any
 
 from tfjob_operator import constants
@@ -20,7 +19,7 @@ from tfjob_operator.api import TFJob
 from tfjob_operator.gang import base, builtin
 from tfjob_operator.gang.builtin import domain_label, is_gated, job_key, release_patch, schedule_timed_out
 from tfjob_operator.gang.cluster import Cluster
-from tfjob_operator.gang.elastic import elastic_bounds, gang_at, rendered_sizes, worker_count
+from tfjob_operator.gang.elastic import elastic_bounds, rendered_sizes, widths, worker_count
 from tfjob_operator.gang.explain import GangWait, WaitKind
 from tfjob_operator.gang.placement import AdmissionPolicy, Elastic, admit_in
 from tfjob_operator.gang.request import GangRequest
@@ -234,7 +233,7 @@ def plan_pass_in(
         request = _kept_request(requests, gang, gated)
         queue.append(request)
         if bounds is not None and (width := worker_count(gated)):
-            elastic[key] = Elastic(*bounds, width=width, at=partial(gang_at, request))
+            elastic[key] = Elastic(*bounds, width=width, at=widths(request))
     if requests is not None:
         for key in [k for k in requests if k not in by_key]:
             del requests[key]
