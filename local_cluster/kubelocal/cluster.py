@@ -248,6 +248,7 @@ class LocalCluster:
         sockets = await asyncio.to_thread(self.network.start, self.apiserver.port)
         await self.apiserver.serve_socket(sockets.api_tls, sockets.ssl_context)
         await self.apiserver.serve_socket(sockets.api_local)
+        self.apiserver.webhooks.dial = self.network.net.plane_socket  # webhooks are pod IPs now
 
     async def _start_components(self) -> None:
         """On the components' loop: the controllers, the kubelet on its own loop (it registers the nodes), then
@@ -306,6 +307,7 @@ class LocalCluster:
             await self.apiserver.stop()
         finally:
             if self.network is not None:
+                self.apiserver.webhooks.dial = None
                 await asyncio.to_thread(self.network.stop)
                 self.network = None
 

@@ -161,10 +161,9 @@ def cmd_crd(args: argparse.Namespace) -> int:
 
 
 def local_pod_network(args: argparse.Namespace) -> str:
-    """--pod-network, else $TFJOB_LOCAL_POD_NETWORK, else `auto` for a job (one addressing wherever namespaces can
-    be made) and `off` for `up` (whose users run an operator on the host, which cannot reach pod IPs)."""
-    fallback = "off" if args.target == "up" else "auto"
-    return str(args.pod_network or os.environ.get("TFJOB_LOCAL_POD_NETWORK") or fallback)
+    """--pod-network, else $TFJOB_LOCAL_POD_NETWORK, else `auto`, for a job and for `up` alike: one addressing
+    (cluster DNS, the chart's default) wherever namespaces can be made."""
+    return str(args.pod_network or os.environ.get("TFJOB_LOCAL_POD_NETWORK") or "auto")
 
 
 def cmd_local(args: argparse.Namespace) -> int:
@@ -425,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pod-network", choices=("auto", "on", "off"),
                    help="give each pod its own network namespace, IP and cluster DNS (TF_CONFIG as on a cluster); "
                         "auto: where namespaces can be made (root on Linux), else loopback ports; off: loopback "
-                        "ports (default $TFJOB_LOCAL_POD_NETWORK, else auto for a job and off for `up`)")
+                        "ports (default $TFJOB_LOCAL_POD_NETWORK, else auto)")
     p.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
     p.add_argument("--kubeconfig", help="`up`: where to write the kubeconfig (default WORKDIR/kubeconfig)")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the live view")

@@ -39,14 +39,14 @@ KUBECTL = Path(sys.executable).parent / "kubectl"
 @contextlib.contextmanager
 def chart_cluster(workdir: Path) -> Iterator[Path]:
     """What `tfjob local up` starts (the CRD, the controllers, the image table mapping the chart's operator image
-    to the installed `tfjob`), as a kubeconfig path."""
+    to the installed `tfjob`, the pod network where namespaces can be made), as a kubeconfig path."""
     from kubelocal.apiserver import write_kubeconfig
     from kubelocal.cluster import LocalClusterThread
     from tfjob_operator.crd import CRD_PATH
     from tfjob_operator.local.image import local_images, worker_image_defaults
 
     with LocalClusterThread(workdir=workdir, crds=(CRD_PATH,), image=worker_image_defaults(),
-                            images=local_images()) as cluster:
+                            images=local_images(), pod_network="auto") as cluster:
         path = workdir / "kubeconfig"
         write_kubeconfig(path, cluster.url)
         yield path
@@ -59,3 +59,17 @@ def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None,
     if check and proc.returncode:
         raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr}")
     return proc
+
+
+def whoami(kubeconfig: Path, token: str) -> Any:
+    """Who the API server (at kubeconfig's address) says presents `token`: a SelfSubjectReview's userInfo.
+    (kubectl sends no bearer token to the plane's plain-HTTP address, so this is made with the Python client.)"""
+    import kubernetes
+    import yaml
+
+    config = kubernetes.client.Configuration()
+    config.host = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    config.api_key = {"authorization": f"Bearer {token}"}
+    with kubernetes.client.ApiClient(config) as client:
+        review = kubernetes.client.AuthenticationV1Api(client).create_self_subject_review({})
+    return client.sanitize_for_serialization(review.status.user_info)

@@ -13,10 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kubernetes
 import pytest
 import yaml
-from deployhelpers import chart_cluster, kubectl, renderer
+from deployhelpers import chart_cluster, kubectl, renderer, whoami
 from polling import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -57,12 +56,11 @@ def test_the_operator_pod_authenticates_with_its_service_account_token_and_runs_
     meta = pod["metadata"]
     pod_dir = workdir / "pods" / f"{NS}_{meta['name']}_{meta['uid']}"
     # The mounted token names the chart's ServiceAccount; the API server says so to whoever presents it.
-    assert (pod_dir / "serviceaccount" / "namespace").read_text() == NS
-    with kubernetes.config.new_client_from_config(str(pod_dir / "kubeconfig")) as client:
-        review = kubernetes.client.AuthenticationV1Api(client).create_self_subject_review({})
-    info = review.status.user_info
-    assert info.username == OPERATOR
-    assert info.extra["authentication.kubernetes.io/pod-name"] == [meta["name"]]
+    mount = pod_dir / "net" / "serviceaccount"  # the pod network's mount (`tfjob local up`'s default)
+    assert (mount / "namespace").read_text() == NS
+    info = whoami(config, (mount / "token").read_text())
+    assert info["username"] == OPERATOR
+    assert info["extra"]["authentication.kubernetes.io/pod-name"] == [meta["name"]]
 
     kubectl(config, "apply", "-f", "-", stdin=tfjob("allowed", 2))
     status = wait_for(lambda: (s := job_status(config, "allowed")).get("state") == "Succeeded" and s, 90,

@@ -69,7 +69,8 @@ class ApiServer:
         self.admission.register(BuiltinDefaults())
         self.admission.register(BuiltinValidation())
         self.admission.register(CelValidationRules())
-        self.admission.register(AdmissionWebhooks(self.store))
+        self.webhooks = AdmissionWebhooks(self.store)
+        self.admission.register(self.webhooks)
         self.admission.register(ResourceQuotaAdmission(self.store))  # last, as kube-apiserver orders them
         self.authorizers: list[Authorizer] = [RBACAuthorizer(self.store), AlwaysAllow()]
         #: ServiceAccount tokens: the TokenRequest API issues them, bearer authentication verifies them.

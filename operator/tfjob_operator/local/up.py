@@ -18,7 +18,7 @@ REQUEST_LOG = 10_000  # requests `tfjob local up` remembers (the test hook; noth
 
 
 def run_local_up(port: int, kubeconfig: Path, nodes: str | None, workdir: Path, *, kubeflow: bool = False,
-                 sim_speed: float = 1.0, pod_network: str = "off") -> int:
+                 sim_speed: float = 1.0, pod_network: str = "auto") -> int:
     """Start a LocalCluster with the TFJob CRD (and Kubeflow's, with `kubeflow`), write a kubeconfig for it, serve
     until SIGINT/SIGTERM."""
     crds = (CRD_PATH, KUBEFLOW_CRD_PATH) if kubeflow else (CRD_PATH,)
@@ -78,6 +78,9 @@ def _banner(cluster: LocalCluster, kubeconfig: Path) -> str:
         f"Kubeconfig written to {kubeconfig}; use it with:\n"
         f"  export KUBECONFIG={kubeconfig}\n"
         f"  kubectl get nodes\n"
-        f"  kubectl apply -f examples/mnist-cpu.yaml   # then run the operator: tfjob operator\n"
-        f"Press Ctrl-C to stop."
+        + ("  python examples/helm_local.py install       # the chart's operator, as a pod\n" if cluster.network
+           else "") +
+        "  kubectl apply -f examples/mnist-cpu.yaml"
+        + ("\n" if cluster.network else "   # then run the operator: tfjob operator\n") +
+        "Press Ctrl-C to stop."
     )

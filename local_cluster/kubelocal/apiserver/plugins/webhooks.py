@@ -4,8 +4,9 @@ For every write, each webhook of the installed Mutating/ValidatingWebhookConfigu
 (operations, apiGroups, apiVersions, resources with `resource/subresource`, scope), `namespaceSelector`
 and `objectSelector` match is sent an `admission.k8s.io/v1` AdmissionReview over HTTPS, verified
 against the webhook's `caBundle` (for a `service` reference against the name `<svc>.<ns>.svc`,
-reached on this host at the Service's targetPort, since pods of the process kubelet share the host's
-network). `allowed: false` refuses the write with the webhook's status; a mutating webhook's JSONPatch
+reached at the Service's targetPort: on this host when pods share its network, else at a ready endpoint
+pod's IP through `dial`, a socket factory of the pod network's plane namespace). `allowed: false` refuses
+the write with the webhook's status; a mutating webhook's JSONPatch
 is applied; `warnings` reach the client. A webhook that cannot be called (refused, TLS, `timeoutSeconds`)
 refuses the write with 500 under `failurePolicy: Fail` (the default) and is skipped under `Ignore`.
 
@@ -27,7 +28,7 @@ import json
 import socket
 import ssl
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -86,6 +87,7 @@ class Target:
     server_name: str
     path: str
     display: str
+    dial: Callable[[], socket.socket] | None = None  # an unconnected socket from which connect_host is reachable
 
 
 class AdmissionWebhooks:
@@ -94,6 +96,8 @@ class AdmissionWebhooks:
     name = "AdmissionWebhooks"
 
     def __init__(self, store: Store) -> None:
+        #: With a pod network: new sockets of its plane namespace; a Service's webhook is then a pod IP.
+        self.dial: Callable[[], socket.socket] | None = None
         self._store = store
 
     def handles(self, request: AdmissionRequest) -> bool:
@@ -164,12 +168,16 @@ class AdmissionWebhooks:
         for sp in (service.get("spec") or {}).get("ports") or []:
             if int(sp.get("port") or 0) == port:
                 target = sp.get("targetPort", port)
+        if self.dial is not None:
+            ip, pod_port = self._endpoint(service, str(target), display)
+            return Target(ip, pod_port, f"{name}.{ns}.svc", path, display, self.dial)
         if isinstance(target, str) and not target.isdigit():
-            target = self._named_port(service, target, display)
+            target = self._endpoint(service, target, display)[1]
         return Target("127.0.0.1", int(target), f"{name}.{ns}.svc", path, display)
 
-    def _named_port(self, service: Mapping[str, Any], port_name: str, display: str) -> int:
-        """A named targetPort: the port of that name on a ready pod the Service selects (its endpoint)."""
+    def _endpoint(self, service: Mapping[str, Any], port: str, display: str) -> tuple[str, int]:
+        """A ready pod the Service selects (its endpoint): its IP and the targetPort `port` (a number or the
+        name of one of its container ports)."""
         meta, selector = service["metadata"], (service.get("spec") or {}).get("selector") or {}
         for stored in self._store.items(POD_KEY, meta.get("namespace")):
             pod = stored.obj
@@ -178,10 +186,15 @@ class AdmissionWebhooks:
                 continue
             if pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get("phase") != "Running":
                 continue
+            ip = (pod.get("status") or {}).get("podIP") or ""
+            if self.dial is not None and not ip:
+                continue
+            if port.isdigit():
+                return ip, int(port)
             for container in (pod.get("spec") or {}).get("containers") or []:
                 for cp in container.get("ports") or []:
-                    if cp.get("name") == port_name:
-                        return int(cp["containerPort"])
+                    if cp.get("name") == port:
+                        return ip, int(cp["containerPort"])
         raise _CallFailed(f'Post "{display}": no endpoints available for service "{meta.get("name")}"')
 
     def _call(self, phase: Key, config: str, hook: Mapping[str, Any],
@@ -262,7 +275,16 @@ def _send(target: Target, hook: Mapping[str, Any], review: Mapping[str, Any]) ->
         context = ssl.create_default_context(cadata=base64.b64decode(ca).decode())
     raw = json.dumps(review).encode()
     try:
-        sock = socket.create_connection((target.connect_host, target.port), timeout=timeout)
+        if target.dial is None:
+            sock = socket.create_connection((target.connect_host, target.port), timeout=timeout)
+        else:
+            sock = target.dial()
+            sock.settimeout(timeout)
+            try:
+                sock.connect((target.connect_host, target.port))
+            except OSError:
+                sock.close()
+                raise
         tls = context.wrap_socket(sock, server_hostname=target.server_name)
         conn = http.client.HTTPConnection(target.server_name, target.port, timeout=timeout)
         conn.sock = tls
