@@ -20,6 +20,7 @@ from tfjob_operator.reconcile.actions import DeletePod
 from tfjob_operator.reconcile.conditions import Ctx, replica_statuses
 from tfjob_operator.reconcile.observe import ObservedPod
 from tfjob_operator.reconcile.reasons import Reason
+from tfjob_operator.render import pod_name
 from tfjob_operator.times import parse_time
 
 C = JobConditionType
@@ -47,6 +48,18 @@ def at_width(job: TFJob, status: TFJobStatus | None) -> TFJob:
     out.spec.tfReplicaSpecs[ReplicaType.WORKER].replicas = status.elastic.currentReplicas
     out.status = status
     return out
+
+
+def blocking(stale: list[ObservedPod]) -> list[ObservedPod]:
+    """Old-attempt pods the next attempt must wait for: all but those Terminating on a lost node, which stay so
+    until the node returns (no kubelet confirms); the next attempt may be narrower and not need their names."""
+    return [p for p in stale if not (p.terminating and p.disruption == Reason.NODE_LOST)]
+
+
+def blocks_names(job: TFJob, stale: list[ObservedPod]) -> bool:
+    """An old pod still there whose name the attempt at this width reuses, or one not yet on its way out."""
+    needed = {pod_name(job.name, t, i) for t, s in job.replica_specs() for i in range(s.replicas)}
+    return bool(blocking(stale)) or any(p.name in needed for p in stale)
 
 
 def summary(elastic: ElasticStatus) -> str:
