@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
 from tfjob_operator.jobs import Clients, connect, get_job, job_pods, submit, true_conditions
+from tfjob_operator.local.elastic import CapacityFaults, breakdown_text, width_text
 from tfjob_operator.local.view import JobSnapshot, make_view
 from tfjob_operator.observed import FINISHED_CONDITIONS
 from tfjob_operator.progress.chief_log import Progress, load_json, parse_log, plot_history
@@ -36,6 +37,12 @@ class LocalRunOptions:
     #: Likewise, but hang that worker's training loop (SIGUSR2 to its trainer; the process and TensorFlow's
     #: heartbeats stay alive): a stall only the stall watchdog notices.
     stall_worker_after: float | None = None
+    #: Seconds after the chief's first epoch at which the node of one worker is lost (local/elastic.py).
+    lose_node_after: float | None = None
+    #: Seconds after that loss at which the node comes back.
+    restore_node_after: float | None = None
+    #: Seconds after the chief's first epoch at which one worker's pod is deleted gracefully, as a drain does.
+    preempt_worker_after: float | None = None
     port: int = 0
     live: bool | None = None  # None: a rich live view on a terminal, plain lines otherwise
 
@@ -50,6 +57,10 @@ class JobResult:
     output_dir: Path | None
     #: Message of the condition the job ended with (why it failed, or who succeeded).
     message: str = ""
+    #: The elastic width at the end (`workers 3/4 (min 2)`), the resizes seen and the node-loss recovery split.
+    width: str | None = None
+    resizes: list[str] = field(default_factory=list)
+    recovery: dict[str, float] | None = None
 
 
 def operator_env(kubeconfig: Path) -> dict[str, str]:
@@ -197,7 +208,8 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     view.note("local mode: pods are processes on this machine; TF_CONFIG uses 127.0.0.1 with a port per pod")
     started = time.monotonic()
     with LocalClusterThread(nodes=options.nodes, workdir=workdir, port=options.port, crds=(CRD_PATH,),
-                            image=worker_image_defaults(), images=local_images()) as cluster:
+                            image=worker_image_defaults(), images=local_images(),
+                            controllers=_controller_settings(options)) as cluster:
         cluster.apiserver.manage_gc()  # full collections off the request path while the jobs run
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, cluster.url)
@@ -217,12 +229,27 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     return 0 if all(r.state == "Succeeded" for r in results) else 1
 
 
+#: Node monitor grace when --lose-node-after is given: a lost node is seen in seconds (kube's default is 40 s, which
+#: local mode keeps otherwise so a node busy with TensorFlow is never taken for lost).
+LOST_NODE_GRACE_SECONDS = 6.0
+
+
+def _controller_settings(options: LocalRunOptions) -> Any:
+    from kubelocal.controllers import ControllerSettings
+
+    if options.lose_node_after is None:
+        return None
+    return ControllerSettings(node_monitor_grace=LOST_NODE_GRACE_SECONDS)
+
+
 def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRunOptions, view: Any,
             started: float) -> list[JobResult]:
     deadline = started + options.timeout
     running_since: dict[str, float] = {}
     killed: set[str] = set()
     ended: dict[str, JobResult] = {}
+    faults = {job.name: CapacityFaults(options.lose_node_after, options.restore_node_after,
+                                       options.preempt_worker_after, view.note) for job in jobs}
     with view:
         while len(ended) < len(jobs):
             snapshots = []
@@ -250,9 +277,10 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
                         killed.add(job.name)
                         view.note(f"hung the training loop of {victim['metadata']['name']} (SIGUSR2 to its "
                                   "trainer, --stall-worker-after); it stays alive, only the stall watchdog can tell")
+                faults[job.name].tick(cluster, clients, obj, pods, progress)
                 done = [c for c in conds if c in FINISHED_CONDITIONS]
                 if done and job.name not in ended:
-                    ended[job.name] = _result(obj, progress, time.monotonic() - started)
+                    ended[job.name] = _result(obj, progress, time.monotonic() - started, faults=faults[job.name])
             view.update(snapshots)
             if time.monotonic() > deadline:
                 view.note(f"timed out after {options.timeout:g}s")
@@ -264,7 +292,8 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
     return [ended[job.name] for job in jobs]
 
 
-def _result(obj: dict[str, Any], progress: Progress, duration: float, state: str | None = None) -> JobResult:
+def _result(obj: dict[str, Any], progress: Progress, duration: float, state: str | None = None,
+            faults: CapacityFaults | None = None) -> JobResult:
     status = obj.get("status") or {}
     saved_model = progress.done.get("saved_model")
     state = state or next((c for c in reversed(true_conditions(obj)) if c in FINISHED_CONDITIONS), "Unknown")
@@ -277,6 +306,9 @@ def _result(obj: dict[str, Any], progress: Progress, duration: float, state: str
         progress=progress,
         output_dir=Path(saved_model).parent if saved_model else None,
         message=message,
+        width=width_text(obj),
+        resizes=list(faults.resizes) if faults else [],
+        recovery=faults.recovery.breakdown() if faults and faults.recovery else None,
     )
 
 
@@ -286,6 +318,12 @@ def _summarise(result: JobResult, workdir: Path) -> None:
           f"{result.restarts + 1} attempt{'s' if result.restarts else ''} ({result.restarts} gang restarts)")
     if result.state != "Succeeded" and result.message:
         print(f"  why                {result.message}")
+    if result.width:
+        print(f"  width              {result.width}")
+    for resize in result.resizes:
+        print(f"  resized            {resize}")
+    if result.recovery:
+        print(f"  node loss          training again {breakdown_text(result.recovery)}")
     if result.output_dir:
         data = load_json(result.output_dir / "result.json") or {}
         history = load_json(result.output_dir / "history.json") or []
@@ -293,6 +331,10 @@ def _summarise(result: JobResult, workdir: Path) -> None:
             print(f"  test accuracy      {float(data['test_accuracy']):.4f}")
         if data.get("resumed_from_epoch"):
             print(f"  resumed at epoch   {data['resumed_from_epoch']} (from the backup)")
+        for row in history:
+            if row.get("resized_from") is not None:
+                print(f"  resumed at width   epoch {row['epoch']}: "
+                      f"{row['resized_from']} → {row.get('replicas')} replicas")
         print(f"  SavedModel         {result.output_dir / 'saved_model'}")
         print(f"  checkpoints        {result.output_dir / 'checkpoints'}")
         if history:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tfjob_operator.jobs import pod_fields, pod_line, progress_text
+from tfjob_operator.local.elastic import width_text
 from tfjob_operator.progress.chief_log import Progress
 
 
@@ -23,8 +24,10 @@ def job_line(job: dict[str, Any]) -> str:
     conds = {c["type"]: c for c in status.get("conditions") or []}
     state = status.get("state") or "Pending"
     reason = (conds.get(state) or {}).get("message") or ""
+    width = width_text(job)
     return (f"TFJob {job['metadata']['name']}: {state}  workers {status.get('workers') or '-'}  "
-            f"restarts {status.get('restartCount', 0)}" + (f"  ({reason})" if reason else ""))
+            + (f"{width}  " if width else "")
+            + f"restarts {status.get('restartCount', 0)}" + (f"  ({reason})" if reason else ""))
 
 
 def status_progress_line(job: dict[str, Any]) -> str | None:
@@ -34,7 +37,10 @@ def status_progress_line(job: dict[str, Any]) -> str | None:
 
 
 def progress_line(progress: Progress) -> str:
-    resumed = f" (resumed from backup at epoch {progress.resumed_at})" if progress.resumed_at else ""
+    resumed = f" (resumed from backup at epoch {progress.resumed_at}" if progress.resumed_at else ""
+    if resumed and progress.resized:
+        resumed += f", saved at {progress.resized[0]} replicas, now {progress.resized[1]}"
+    resumed += ")" if resumed else ""
     if progress.done:
         return "chief: done " + " ".join(f"{k}={v}" for k, v in progress.done.items() if k != "saved_model")
     if progress.epochs:
