@@ -125,3 +125,23 @@ def test_a_node_lost_as_a_cluster_shows_it_peers_first_then_the_node_shrinks_wit
     assert (cluster.width, attempt1, status["state"]) == (3, ["j-worker-0", "j-worker-1", "j-worker-2"], "Running")
     assert (status["restartCount"], status["failureRestarts"]) == (1, 0)
     assert "Resized: 4 → 3 workers: node gpu-3 lost" in cluster.events
+
+
+def test_a_short_cooldown_widens_as_soon_as_it_is_over_not_after_the_60_s_window() -> None:
+    """resizeCooldownSeconds 20 (as examples/mnist-elastic.yaml): room that has lasted 20 s, 20 s after the last
+    resize, widens; the job looks again within 20 s while narrower."""
+    cluster = Cluster()
+    cluster.job["spec"]["elasticPolicy"]["resizeCooldownSeconds"] = 20
+    cluster.settle(0)
+    cluster.fits = 3
+    cluster.lose_node("j-worker-3")
+    cluster.settle(100)
+    assert cluster.width == 3
+    decision = cluster.step(105)
+    assert decision.requeue_after is not None and decision.requeue_after <= 20
+    cluster.fits = 4
+    cluster.settle(120)  # room first seen
+    assert cluster.width == 3
+    cluster.settle(141)
+    assert cluster.width == 4
+    assert any(e.startswith("Resized: 3 → 4 workers: room for 4 workers for 21 s") for e in cluster.events)
