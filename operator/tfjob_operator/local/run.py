@@ -57,6 +57,8 @@ class JobResult:
     output_dir: Path | None
     #: Message of the condition the job ended with (why it failed, or who succeeded).
     message: str = ""
+    #: Gang restarts caused by failures (status.failureRestarts); disruptions and resizes are not among them.
+    failure_restarts: int = 0
     #: The elastic width at the end (`workers 3/4 (min 2)`), the resizes seen and the node-loss recovery split.
     width: str | None = None
     resizes: list[str] = field(default_factory=list)
@@ -303,6 +305,7 @@ def _result(obj: dict[str, Any], progress: Progress, duration: float, state: str
         state=state,
         duration=duration,
         restarts=int(status.get("restartCount", 0)),
+        failure_restarts=int(status.get("failureRestarts", 0)),
         progress=progress,
         output_dir=Path(saved_model).parent if saved_model else None,
         message=message,
@@ -316,6 +319,9 @@ def _summarise(result: JobResult, workdir: Path) -> None:
     print()
     print(f"TFJob {result.name}: {result.state} in {result.duration:.1f}s, "
           f"{result.restarts + 1} attempt{'s' if result.restarts else ''} ({result.restarts} gang restarts)")
+    if result.restarts:
+        print(f"  failure restarts   {result.failure_restarts} (counted towards backoffLimit; disruptions and "
+              "resizes are not)")
     if result.state != "Succeeded" and result.message:
         print(f"  why                {result.message}")
     if result.width:

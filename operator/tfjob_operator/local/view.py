@@ -24,10 +24,12 @@ def job_line(job: dict[str, Any]) -> str:
     conds = {c["type"]: c for c in status.get("conditions") or []}
     state = status.get("state") or "Pending"
     reason = (conds.get(state) or {}).get("message") or ""
+    # An elastic job: the width (`workers 3/4 (min 2)`), and its pods running of that width.
     width = width_text(job)
-    return (f"TFJob {job['metadata']['name']}: {state}  workers {status.get('workers') or '-'}  "
-            + (f"{width}  " if width else "")
-            + f"restarts {status.get('restartCount', 0)}" + (f"  ({reason})" if reason else ""))
+    pods = status.get("workers") or "-"
+    running = f"{width}  pods {pods}" if width else f"workers {pods}"
+    return (f"TFJob {job['metadata']['name']}: {state}  {running}  "
+            f"restarts {status.get('restartCount', 0)}" + (f"  ({reason})" if reason else ""))
 
 
 def status_progress_line(job: dict[str, Any]) -> str | None:
