@@ -42,6 +42,15 @@ def worker_victim(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(workers, key=lambda p: int(p["metadata"]["labels"][constants.LABEL_REPLICA_INDEX]), default=None)
 
 
+def evict(clients: Any, pod: str) -> None:
+    """The Eviction API, as `kubectl drain` uses it: the pod is marked DisruptionTarget, then deleted with its
+    grace period (SIGTERM first)."""
+    from kubernetes import client
+
+    body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace=clients.namespace))
+    clients.core.create_namespaced_pod_eviction(pod, clients.namespace, body)
+
+
 @dataclass
 class Recovery:
     """From a node lost to training again: wall times (unix) seen by `tfjob local` and the new chief's start-up."""
@@ -111,10 +120,10 @@ class CapacityFaults:
         if self.preempt_worker_after is not None and not self.preempted and since >= self.preempt_worker_after:
             victim = worker_victim(pods)
             if victim:
-                clients.core.delete_namespaced_pod(victim["metadata"]["name"], clients.namespace)
+                evict(clients, victim["metadata"]["name"])
                 self.preempted = True
-                self.note(f"preempted {victim['metadata']['name']}: deleted with its grace period, as a drain does "
-                          "(SIGTERM: it finishes its step, the chief saves; --preempt-worker-after)")
+                self.note(f"preempted {victim['metadata']['name']}: evicted as a drain does, with its grace period "
+                          "(SIGTERM: the workers finish the step, the chief saves; --preempt-worker-after)")
 
     def _watch(self, job: dict[str, Any], progress: Progress) -> None:
         for cond in restart_conditions(job):
