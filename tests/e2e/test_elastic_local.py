@@ -17,7 +17,7 @@ from e2e_helpers import REPO
 NODES = "4x{cpu:1,memory:2Gi}"
 #: test_accuracy of examples/mnist-elastic.yaml undisturbed (4 workers throughout, seed 42, tfjob local on this
 #: machine). ConstantGlobalBatch keeps the global batch and the data order, so a resumed run follows the same path.
-UNDISTURBED_ACCURACY = 0.9806
+UNDISTURBED_ACCURACY = 0.9750
 RECOVERY = re.compile(r"training again ([\d.]+)s after the loss \(detection ([\d.]+)s, restart ([\d.]+)s, "
                       r"TF start ([\d.]+)s, restore ([\d.]+)s\)")
 
@@ -39,7 +39,7 @@ def test_a_lost_node_shrinks_the_gang_to_3_and_its_return_widens_it_to_4_with_no
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-2000:]
     lines = out.splitlines()
-    shrink = next(i for i, line in enumerate(lines) if "Resized: 4 → 3 workers: node node-3 lost" in line)
+    shrink = next(i for i, line in enumerate(lines) if re.search(r"Resized: 4 → 3 workers: node node-\d lost", line))
     widen = next(i for i, line in enumerate(lines) if re.search(r"Resized: 3 → 4 workers: room for 4 workers", line))
     assert shrink < widen
     assert any("with 3 replicas (the backup was saved at 4)" in line for line in lines[shrink:widen])
