@@ -6,7 +6,8 @@ epoch. `tfjob local` notes the loss, the operator's restart (the gang's Restarti
 the resumed chief's `[tfjob] ready` line, and splits the time from the loss to the first step at 3 workers into
   - detection: node lost -> the operator restarts the gang (the peers exit 'peer lost' at once; the operator
     waits for the cause, the node found lost after the node monitor grace tfjob local uses, 6 s),
-  - restart: the gang restarted -> the new chief's process started (pods deleted, created at 3, admitted, run),
+  - restart: the gang restarted -> the new chief's process started (pods deleted, created at 3, admitted, run;
+    0 when it is under tfjob local's 0.5 s poll tick: the survivors had exited already),
   - TF start: that process -> its first step, less the restore (TensorFlow import, peers, model build),
   - restore: the backup read (model, optimizer, progress) and the input made.
 It stops `tfjob local` once training runs again (the rest of the job is not measured).
