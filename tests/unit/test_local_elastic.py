@@ -50,12 +50,13 @@ def test_the_width_reads_as_current_of_max_with_min_in_the_job_line() -> None:
 
 
 def test_the_chief_log_gives_the_resized_width_and_the_start_up_split() -> None:
-    progress = parse_log("[tfjob] resumed from backup at epoch 2 samples 1000\n"
+    progress = parse_log("[tfjob] resumed from backup at epoch 2 step 10 samples 1000\n"
                          "[tfjob] resized from 4 to 3 replicas at samples 1000 policy=ConstantGlobalBatch "
                          "global_batch=96 lr=0.001\n"
                          "[tfjob] ready launch=0.30s tensorflow=20.00s restore=1.10s first_step=2.00s total=23.40s "
                          "began=1000.500\n")
     assert progress.resized == (4, 3)
+    assert (progress.resumed_at, progress.resumed_step) == (2, 10)
     assert progress.ready["restore"] == 1.1 and progress.ready["began"] == 1000.5 and progress.ready["total"] == 23.4
 
 

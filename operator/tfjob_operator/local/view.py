@@ -40,6 +40,7 @@ def status_progress_line(job: dict[str, Any]) -> str | None:
 
 def progress_line(progress: Progress) -> str:
     resumed = f" (resumed from backup at epoch {progress.resumed_at}" if progress.resumed_at else ""
+    resumed += f" step {progress.resumed_step}" if resumed and progress.resumed_step else ""
     if resumed and progress.resized:
         resumed += f", saved at {progress.resized[0]} replicas, now {progress.resized[1]}"
     resumed += ")" if resumed else ""

@@ -15,7 +15,7 @@ from typing import Any
 _PREFIX = "[tfjob] "
 _EPOCH = re.compile(r"^epoch (\d+)/(\d+)\b(.*)$")
 _STEP = re.compile(r"^step (\d+)/(\d+) epoch=(\d+)/(\d+)(.*)$")
-_RESUMED = re.compile(r"^resumed from backup at epoch (\d+)")
+_RESUMED = re.compile(r"^resumed from backup at epoch (\d+)(?: step (\d+))?")
 _RESIZED = re.compile(r"^resized from (\d+) to (\d+) replicas")
 _READY = re.compile(r"(\w+)=([0-9.]+)s?")
 _KV = re.compile(r"(\w+)=(\S+)")
@@ -36,6 +36,8 @@ class Progress:
     steps: int = 0
     metrics: dict[str, str] = field(default_factory=dict)
     resumed_at: int | None = None
+    #: Steps of that epoch already done when it resumed (a graceful stop saves mid-epoch).
+    resumed_step: int = 0
     #: (saved at, now) replicas, when this attempt resumed a backup saved at another width.
     resized: tuple[int, int] | None = None
     #: The start-up split of this attempt (`ready` line): phase → seconds, with `total` and `began` (unix time).
@@ -59,7 +61,7 @@ class Progress:
             self.step, self.steps = int(m.group(1)), int(m.group(2))
             self.metrics = {**self.metrics, **_values(m.group(5))}
         elif m := _RESUMED.match(body):
-            self.resumed_at = int(m.group(1))
+            self.resumed_at, self.resumed_step = int(m.group(1)), int(m.group(2) or 0)
         elif m := _RESIZED.match(body):
             self.resized = (int(m.group(1)), int(m.group(2)))
         elif body.startswith("ready "):
