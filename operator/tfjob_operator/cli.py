@@ -183,6 +183,9 @@ def cmd_local(args: argparse.Namespace) -> int:
         return _refuse(exc)
     from tfjob_operator.local.run import LocalRunOptions, run_local, stall_needs_a_timeout
 
+    if args.restore_node_after is not None and args.lose_node_after is None:
+        print("error: --restore-node-after needs --lose-node-after (it counts from the loss)", file=sys.stderr)
+        return EXIT_INVALID
     if args.stall_worker_after is not None and (problems := stall_needs_a_timeout(jobs)):
         print("error: --stall-worker-after: " + "; ".join(problems), file=sys.stderr)
         return EXIT_INVALID
@@ -194,6 +197,8 @@ def cmd_local(args: argparse.Namespace) -> int:
                               kill_worker_after=args.kill_worker_after, stall_worker_after=args.stall_worker_after,
                               partition_worker_after=args.partition_worker_after,
                               heal_partition_after=args.heal_partition_after, pod_network=args.pod_network,
+                              lose_node_after=args.lose_node_after, restore_node_after=args.restore_node_after,
+                              preempt_worker_after=args.preempt_worker_after,
                               port=args.port, live=False if args.plain else None)
     try:
         return run_local(jobs, options)
@@ -425,6 +430,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give each pod its own network namespace, IP and cluster DNS (TF_CONFIG as on a cluster); "
                         "auto: where namespaces can be made (root on Linux), else loopback ports; off: loopback "
                         "ports (default $TFJOB_LOCAL_POD_NETWORK, else auto)")
+    p.add_argument("--lose-node-after", type=float, metavar="SECONDS",
+                   help="lose the node of one worker this long after the chief's first epoch (its processes die, "
+                        "its kubelet goes silent), to watch an elastic gang shrink and resume narrower")
+    p.add_argument("--restore-node-after", type=float, metavar="SECONDS",
+                   help="with --lose-node-after: bring the lost node back this long after the loss, to watch the "
+                        "gang widen again after its cooldown")
+    p.add_argument("--preempt-worker-after", type=float, metavar="SECONDS",
+                   help="delete one worker's pod with its grace period this long after the chief's first epoch, as a "
+                        "drain does (SIGTERM: the workers finish the step, the chief saves), to watch a graceful stop")
     p.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
     p.add_argument("--kubeconfig", help="`up`: where to write the kubeconfig (default WORKDIR/kubeconfig)")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the live view")

@@ -98,3 +98,50 @@ def test_lose_a_node_shrink_to_3_then_widen_back_to_4_after_the_cooldown() -> No
 
     text = describe({**cluster.job, "metadata": {**cluster.job["metadata"]}}, [])
     assert "elastic: 4/4 workers (min 2), 2 resizes, last 2026-01-01T12:07:20Z" in text
+
+
+def test_a_node_lost_as_a_cluster_shows_it_peers_first_then_the_node_shrinks_with_no_backoff_used() -> None:
+    """On a real node loss the peers notice first (exit 200 'peer lost' within a second), the node is found lost
+    seconds later, and its pod then stays Terminating (no kubelet confirms): the gang still goes 4 → 3 as a
+    disruption, without waiting for that pod, and backoffLimit 0 is not touched."""
+    cluster = Cluster()
+    cluster.settle(0)
+    finished = (T0 + timedelta(seconds=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for i in range(3):
+        cluster.pods[f"j-worker-{i}"]["status"] = {"phase": "Failed", "containerStatuses": [{
+            "name": "tensorflow", "state": {"terminated": {"exitCode": 200, "finishedAt": finished}}}]}
+    cluster.settle(10.5)
+    status = cluster.job["status"]
+    assert (status["state"], status.get("failureRestarts", 0)) == ("Running", 0)  # waiting for the cause
+
+    cluster.fits = 3
+    lost = cluster.pods["j-worker-3"]
+    lost["metadata"]["deletionTimestamp"] = (T0 + timedelta(seconds=16)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    lost["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
+                                     "lastTransitionTime": (T0 + timedelta(seconds=16)).strftime("%Y-%m-%dT%H:%M:%SZ")}]
+    cluster.settle(16)
+    status = cluster.job["status"]
+    attempt1 = sorted(n for n, p in cluster.pods.items() if p["metadata"]["labels"][constants.LABEL_ATTEMPT] == "1")
+    assert (cluster.width, attempt1, status["state"]) == (3, ["j-worker-0", "j-worker-1", "j-worker-2"], "Running")
+    assert (status["restartCount"], status["failureRestarts"]) == (1, 0)
+    assert "Resized: 4 → 3 workers: node gpu-3 lost" in cluster.events
+
+
+def test_a_short_cooldown_widens_as_soon_as_it_is_over_not_after_the_60_s_window() -> None:
+    """resizeCooldownSeconds 20 (as examples/mnist-elastic.yaml): room that has lasted 20 s, 20 s after the last
+    resize, widens; the job looks again within 20 s while narrower."""
+    cluster = Cluster()
+    cluster.job["spec"]["elasticPolicy"]["resizeCooldownSeconds"] = 20
+    cluster.settle(0)
+    cluster.fits = 3
+    cluster.lose_node("j-worker-3")
+    cluster.settle(100)
+    assert cluster.width == 3
+    decision = cluster.step(105)
+    assert decision.requeue_after is not None and decision.requeue_after <= 20
+    cluster.fits = 4
+    cluster.settle(120)  # room first seen
+    assert cluster.width == 3
+    cluster.settle(141)
+    assert cluster.width == 4
+    assert any(e.startswith("Resized: 3 → 4 workers: room for 4 workers for 21 s") for e in cluster.events)

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
 from tfjob_operator.jobs import Clients, connect, get_job, job_pods, submit, true_conditions
+from tfjob_operator.local.elastic import CapacityFaults, breakdown_text, width_text
 from tfjob_operator.local.view import JobSnapshot, make_view
 from tfjob_operator.observed import FINISHED_CONDITIONS
 from tfjob_operator.progress.chief_log import Progress, load_json, parse_log, plot_history
@@ -45,6 +46,12 @@ class LocalRunOptions:
     heal_partition_after: float | None = None
     #: `auto` (a pod network where namespaces can be made), `on` or `off` (loopback ports).
     pod_network: str = "off"
+    #: Seconds after the chief's first epoch at which the node of one worker is lost (local/elastic.py).
+    lose_node_after: float | None = None
+    #: Seconds after that loss at which the node comes back.
+    restore_node_after: float | None = None
+    #: Seconds after the chief's first epoch at which one worker's pod is deleted gracefully, as a drain does.
+    preempt_worker_after: float | None = None
     port: int = 0
     live: bool | None = None  # None: a rich live view on a terminal, plain lines otherwise
 
@@ -59,6 +66,12 @@ class JobResult:
     output_dir: Path | None
     #: Message of the condition the job ended with (why it failed, or who succeeded).
     message: str = ""
+    #: Gang restarts caused by failures (status.failureRestarts); disruptions and resizes are not among them.
+    failure_restarts: int = 0
+    #: The elastic width at the end (`workers 3/4 (min 2)`), the resizes seen and the node-loss recovery split.
+    width: str | None = None
+    resizes: list[str] = field(default_factory=list)
+    recovery: dict[str, float] | None = None
 
 
 def operator_env(kubeconfig: Path, addressing: str = "loopback") -> dict[str, str]:
@@ -215,7 +228,8 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     started = time.monotonic()
     with LocalClusterThread(nodes=options.nodes, workdir=workdir, port=options.port, crds=(CRD_PATH,),
                             image=worker_image_defaults(), images=local_images(),
-                            pod_network="on" if networked else "off") as cluster:
+                            pod_network="on" if networked else "off",
+                            controllers=_controller_settings(options)) as cluster:
         cluster.apiserver.manage_gc()  # full collections off the request path while the jobs run
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, cluster.url)
@@ -243,6 +257,17 @@ def addressing_line(networked: bool, why_not: str) -> str:
         return ("addressing: dns (pod network: each pod has its own IP and cluster DNS; TF_CONFIG names peers "
                 "<job>-<type>-<i>.<job>.<ns>.svc:2222, as on a cluster)")
     return f"addressing: loopback (127.0.0.1, a port per pod; {why_not})"
+#: Node monitor grace when --lose-node-after is given: a lost node is seen in seconds (kube's default is 40 s, which
+#: local mode keeps otherwise so a node busy with TensorFlow is never taken for lost).
+LOST_NODE_GRACE_SECONDS = 6.0
+
+
+def _controller_settings(options: LocalRunOptions) -> Any:
+    from kubelocal.controllers import ControllerSettings
+
+    if options.lose_node_after is None:
+        return None
+    return ControllerSettings(node_monitor_grace=LOST_NODE_GRACE_SECONDS)
 
 
 def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRunOptions, view: Any,
@@ -252,6 +277,8 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
     killed: set[str] = set()
     cut: dict[str, tuple[str, float]] = {}  # job → (its partitioned pod, when)
     ended: dict[str, JobResult] = {}
+    faults = {job.name: CapacityFaults(options.lose_node_after, options.restore_node_after,
+                                       options.preempt_worker_after, view.note) for job in jobs}
     with view:
         while len(ended) < len(jobs):
             snapshots = []
@@ -293,9 +320,10 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
                                   "running, its peers hear nothing until their peer-loss timeout")
                 if job.name in cut and options.heal_partition_after is not None:
                     _heal_when_due(cluster, clients.namespace, cut, job.name, options.heal_partition_after, view)
+                faults[job.name].tick(cluster, clients, obj, pods, progress)
                 done = [c for c in conds if c in FINISHED_CONDITIONS]
                 if done and job.name not in ended:
-                    ended[job.name] = _result(obj, progress, time.monotonic() - started)
+                    ended[job.name] = _result(obj, progress, time.monotonic() - started, faults=faults[job.name])
             view.update(snapshots)
             if time.monotonic() > deadline:
                 view.note(f"timed out after {options.timeout:g}s")
@@ -321,7 +349,8 @@ def _heal_when_due(cluster: Any, namespace: str, cut: dict[str, tuple[str, float
         view.note(f"{name} is gone (the gang restart replaced it): no link left to heal")
 
 
-def _result(obj: dict[str, Any], progress: Progress, duration: float, state: str | None = None) -> JobResult:
+def _result(obj: dict[str, Any], progress: Progress, duration: float, state: str | None = None,
+            faults: CapacityFaults | None = None) -> JobResult:
     status = obj.get("status") or {}
     saved_model = progress.done.get("saved_model")
     state = state or next((c for c in reversed(true_conditions(obj)) if c in FINISHED_CONDITIONS), "Unknown")
@@ -331,9 +360,13 @@ def _result(obj: dict[str, Any], progress: Progress, duration: float, state: str
         state=state,
         duration=duration,
         restarts=int(status.get("restartCount", 0)),
+        failure_restarts=int(status.get("failureRestarts", 0)),
         progress=progress,
         output_dir=Path(saved_model).parent if saved_model else None,
         message=message,
+        width=width_text(obj),
+        resizes=list(faults.resizes) if faults else [],
+        recovery=faults.recovery.breakdown() if faults and faults.recovery else None,
     )
 
 
@@ -341,8 +374,17 @@ def _summarise(result: JobResult, workdir: Path) -> None:
     print()
     print(f"TFJob {result.name}: {result.state} in {result.duration:.1f}s, "
           f"{result.restarts + 1} attempt{'s' if result.restarts else ''} ({result.restarts} gang restarts)")
+    if result.restarts:
+        print(f"  failure restarts   {result.failure_restarts} (counted towards backoffLimit; disruptions and "
+              "resizes are not)")
     if result.state != "Succeeded" and result.message:
         print(f"  why                {result.message}")
+    if result.width:
+        print(f"  width              {result.width}")
+    for resize in result.resizes:
+        print(f"  resized            {resize}")
+    if result.recovery:
+        print(f"  node loss          training again {breakdown_text(result.recovery)}")
     if result.output_dir:
         data = load_json(result.output_dir / "result.json") or {}
         history = load_json(result.output_dir / "history.json") or []
@@ -350,6 +392,10 @@ def _summarise(result: JobResult, workdir: Path) -> None:
             print(f"  test accuracy      {float(data['test_accuracy']):.4f}")
         if data.get("resumed_from_epoch"):
             print(f"  resumed at epoch   {data['resumed_from_epoch']} (from the backup)")
+        for row in history:
+            if row.get("resized_from") is not None:
+                print(f"  resumed at width   epoch {row['epoch']}: "
+                      f"{row['resized_from']} → {row.get('replicas')} replicas")
         print(f"  SavedModel         {result.output_dir / 'saved_model'}")
         print(f"  checkpoints        {result.output_dir / 'checkpoints'}")
         if history:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tfjob_operator.jobs import pod_fields, pod_line, progress_text
+from tfjob_operator.local.elastic import width_text
 from tfjob_operator.progress.chief_log import Progress
 
 
@@ -23,7 +24,11 @@ def job_line(job: dict[str, Any]) -> str:
     conds = {c["type"]: c for c in status.get("conditions") or []}
     state = status.get("state") or "Pending"
     reason = (conds.get(state) or {}).get("message") or ""
-    return (f"TFJob {job['metadata']['name']}: {state}  workers {status.get('workers') or '-'}  "
+    # An elastic job: the width (`workers 3/4 (min 2)`), and its pods running of that width.
+    width = width_text(job)
+    pods = status.get("workers") or "-"
+    running = f"{width}  pods {pods}" if width else f"workers {pods}"
+    return (f"TFJob {job['metadata']['name']}: {state}  {running}  "
             f"restarts {status.get('restartCount', 0)}" + (f"  ({reason})" if reason else ""))
 
 
@@ -34,7 +39,11 @@ def status_progress_line(job: dict[str, Any]) -> str | None:
 
 
 def progress_line(progress: Progress) -> str:
-    resumed = f" (resumed from backup at epoch {progress.resumed_at})" if progress.resumed_at else ""
+    resumed = f" (resumed from backup at epoch {progress.resumed_at}" if progress.resumed_at else ""
+    resumed += f" step {progress.resumed_step}" if resumed and progress.resumed_step else ""
+    if resumed and progress.resized:
+        resumed += f", saved at {progress.resized[0]} replicas, now {progress.resized[1]}"
+    resumed += ")" if resumed else ""
     if progress.done:
         return "chief: done " + " ".join(f"{k}={v}" for k, v in progress.done.items() if k != "saved_model")
     if progress.epochs:

@@ -15,7 +15,9 @@ from typing import Any
 _PREFIX = "[tfjob] "
 _EPOCH = re.compile(r"^epoch (\d+)/(\d+)\b(.*)$")
 _STEP = re.compile(r"^step (\d+)/(\d+) epoch=(\d+)/(\d+)(.*)$")
-_RESUMED = re.compile(r"^resumed from backup at epoch (\d+)")
+_RESUMED = re.compile(r"^resumed from backup at epoch (\d+)(?: step (\d+))?")
+_RESIZED = re.compile(r"^resized from (\d+) to (\d+) replicas")
+_READY = re.compile(r"(\w+)=([0-9.]+)s?")
 _KV = re.compile(r"(\w+)=(\S+)")
 
 
@@ -34,6 +36,12 @@ class Progress:
     steps: int = 0
     metrics: dict[str, str] = field(default_factory=dict)
     resumed_at: int | None = None
+    #: Steps of that epoch already done when it resumed (a graceful stop saves mid-epoch).
+    resumed_step: int = 0
+    #: (saved at, now) replicas, when this attempt resumed a backup saved at another width.
+    resized: tuple[int, int] | None = None
+    #: The start-up split of this attempt (`ready` line): phase → seconds, with `total` and `began` (unix time).
+    ready: dict[str, float] = field(default_factory=dict)
     done: dict[str, str] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
 
@@ -53,7 +61,11 @@ class Progress:
             self.step, self.steps = int(m.group(1)), int(m.group(2))
             self.metrics = {**self.metrics, **_values(m.group(5))}
         elif m := _RESUMED.match(body):
-            self.resumed_at = int(m.group(1))
+            self.resumed_at, self.resumed_step = int(m.group(1)), int(m.group(2) or 0)
+        elif m := _RESIZED.match(body):
+            self.resized = (int(m.group(1)), int(m.group(2)))
+        elif body.startswith("ready "):
+            self.ready = {k: float(v) for k, v in _READY.findall(body[len("ready "):])}
         elif body.startswith("done"):
             self.done = _values(body)
         return True
@@ -74,7 +86,8 @@ def load_json(path: Path) -> Any:
 
 
 def plot_history(history: list[dict[str, Any]], out: Path, title: str) -> Path:
-    """Loss and accuracy per epoch (train and validation) as a PNG."""
+    """Loss and accuracy per epoch (train and validation) as a PNG. An epoch resumed at another width (its row
+    has `resized_from` and `replicas`) gets a dotted line and an "N→M" label; the curves run on through it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,6 +101,11 @@ def plot_history(history: list[dict[str, Any]], out: Path, title: str) -> Path:
             if any(v is not None for v in values):
                 ax.plot(epochs, [v if v is not None else float("nan") for v in values], style,
                         label=(prefix + key).replace("_", " "))
+        for h, epoch in zip(history, epochs, strict=True):
+            if h.get("resized_from") is not None:
+                ax.axvline(epoch - 0.5, color="grey", linestyle=":", linewidth=1)
+                ax.annotate(f"{h['resized_from']}→{h.get('replicas', '?')}", (epoch - 0.5, 1.0),
+                            xycoords=("data", "axes fraction"), ha="center", va="bottom", fontsize=8, color="grey")
         ax.set_xlabel("epoch")
         ax.set_title(key)
         ax.grid(alpha=0.3)

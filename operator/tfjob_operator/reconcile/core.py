@@ -147,7 +147,7 @@ def _lifecycle(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
     current = [p for p in observed if p.attempt == attempt]
     stale = [p for p in observed if p.attempt != attempt]
     spec_job = job
-    if elastic.is_elastic(job) and not current and not stale:
+    if elastic.is_elastic(job) and not current and not elastic.blocking(stale):
         elastic.start_attempt(ctx, job)  # the width of an attempt is chosen before its pods exist
     job, refusal = effective_job(job, status)
     replica_statuses(ctx, job, current)
@@ -159,7 +159,8 @@ def _lifecycle(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
     if stale:
         # The next attempt reuses these names: wait until the old pods are gone.
         ctx.actions.extend(DeletePod(p.name) for p in stale if not p.terminating)
-        return
+        if not elastic.is_elastic(spec_job) or elastic.blocks_names(job, stale):
+            return
     if ctx.options.pod_create_error:
         finish(ctx, C.FAILED, Reason.POD_CREATION_FAILED, ctx.options.pod_create_error, "Warning", observed,
                job.spec.runPolicy.cleanPodPolicy)

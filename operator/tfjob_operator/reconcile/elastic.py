@@ -5,8 +5,9 @@ attempt's width is chosen before its pods exist and kept while it runs (MultiWor
 membership): a resize is "delete the gang gracefully (SIGTERM: the runtime saves), recreate it at M".
 - Shrink: a restart after a disruption starts narrower when the old width no longer fits (never below min: the
   gang then waits at min). The restart itself is a disruption, never counted towards backoffLimit.
-- Widen: while Running, room for more workers that lasts WIDEN_STABLE_SECONDS, and never within
-  resizeCooldownSeconds of the last resize (or the start), restarts the gang wider: a resize, not a failure.
+- Widen: while Running, room for more workers that lasts WIDEN_STABLE_SECONDS (or the cooldown, if shorter), and
+  never within resizeCooldownSeconds of the last resize (or the start), restarts the gang wider: a resize, not a
+  failure.
 - Worker.replicas is the initial width; a change on a running job restarts the gang at that width (if it fits).
 """
 
@@ -20,6 +21,7 @@ from tfjob_operator.reconcile.actions import DeletePod
 from tfjob_operator.reconcile.conditions import Ctx, replica_statuses
 from tfjob_operator.reconcile.observe import ObservedPod
 from tfjob_operator.reconcile.reasons import Reason
+from tfjob_operator.render import pod_name
 from tfjob_operator.times import parse_time
 
 C = JobConditionType
@@ -28,6 +30,8 @@ C = JobConditionType
 WIDEN_STABLE_SECONDS = 60
 #: While a gang runs narrower than max, it is reconciled this often to see whether room has returned.
 RECHECK_SECONDS = 30
+#: ... but never more often than this (a cooldown of 0).
+MIN_RECHECK_SECONDS = 5
 
 
 def is_elastic(job: TFJob) -> bool:
@@ -47,6 +51,18 @@ def at_width(job: TFJob, status: TFJobStatus | None) -> TFJob:
     out.spec.tfReplicaSpecs[ReplicaType.WORKER].replicas = status.elastic.currentReplicas
     out.status = status
     return out
+
+
+def blocking(stale: list[ObservedPod]) -> list[ObservedPod]:
+    """Old-attempt pods the next attempt must wait for: all but those Terminating on a lost node, which stay so
+    until the node returns (no kubelet confirms); the next attempt may be narrower and not need their names."""
+    return [p for p in stale if not (p.terminating and p.disruption == Reason.NODE_LOST)]
+
+
+def blocks_names(job: TFJob, stale: list[ObservedPod]) -> bool:
+    """An old pod still there whose name the attempt at this width reuses, or one not yet on its way out."""
+    needed = {pod_name(job.name, t, i) for t, s in job.replica_specs() for i in range(s.replicas)}
+    return bool(blocking(stale)) or any(p.name in needed for p in stale)
 
 
 def summary(elastic: ElasticStatus) -> str:
@@ -114,16 +130,18 @@ def _maybe_widen(ctx: Ctx, job: TFJob, current: list[ObservedPod]) -> bool:
     if el.currentReplicas >= policy.maxReplicas or not ctx.is_true(C.RUNNING):
         el.widerSince = None
         return False
+    # A cooldown shorter than the stable window shortens it (and the look-again period): the user asked to widen soon.
+    stable = min(WIDEN_STABLE_SECONDS, policy.resizeCooldownSeconds)
     if fits is None or fits <= el.currentReplicas:
         el.widerSince = None
         # Room returning is no event of this job's: look again now and then while it runs narrower than max.
-        ctx.requeue_at(ctx.now + timedelta(seconds=RECHECK_SECONDS))
+        ctx.requeue_at(ctx.now + timedelta(seconds=max(min(RECHECK_SECONDS, stable), MIN_RECHECK_SECONDS)))
         return False
     since = parse_time(el.widerSince)
     if since is None:
         el.widerSince, since = ctx.stamp, ctx.now
     last = parse_time(el.lastResizeTime) or parse_time(ctx.status.startTime) or ctx.now
-    ready = max(since + timedelta(seconds=WIDEN_STABLE_SECONDS), last + timedelta(seconds=policy.resizeCooldownSeconds))
+    ready = max(since + timedelta(seconds=stable), last + timedelta(seconds=policy.resizeCooldownSeconds))
     if ctx.now < ready:
         ctx.requeue_at(ready)
         return False

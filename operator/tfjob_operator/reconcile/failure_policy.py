@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
 
 from tfjob_operator.api import JobConditionType, ReplicaType, RestartPolicy, TFJob, TFJobStatus
@@ -37,17 +38,17 @@ class Failure:
     def gang(self) -> bool:
         return self.pod.rtype in (ReplicaType.CHIEF, ReplicaType.WORKER)
 
-    def order(self) -> tuple[float, int, str]:
-        """Earliest first; at equal times the cause before its consequence (a peer's 'peer lost' exit)."""
+    @property
+    def consequence(self) -> bool:
+        """A peer's 'peer lost' (or start-up timeout) exit: the effect of another pod's failure, never its cause."""
+        return self.kind != "disruption" and self.pod.exit_code in exit_codes.PEER_FAILURE
+
+    def order(self) -> tuple[bool, float, int, str]:
+        """Causes before consequences (a peer's 'peer lost' exit, even an earlier one: a lost node shows only
+        after its peers noticed), then earliest first; at equal times a disruption, then a permanent failure."""
         t = self.pod.finished_at.timestamp() if self.pod.finished_at else math.inf
-        code = self.pod.exit_code
-        if self.kind == "disruption":
-            rank = 0
-        elif code in exit_codes.PEER_FAILURE:
-            rank = 3
-        else:
-            rank = 1 if self.kind == "permanent" else 2
-        return (t, rank, self.pod.name)
+        rank = 0 if self.kind == "disruption" else 1 if self.kind == "permanent" else 2
+        return (self.consequence, t, rank, self.pod.name)
 
 
 def _describe_exit(pod: ObservedPod) -> str:
@@ -115,6 +116,8 @@ def handle_failures(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: 
                 for p in current if p.failed and p.rtype in job.spec.tfReplicaSpecs]
     if ctx.is_true(C.RUNNING):
         failures.extend(_vanished(job, current))
+    if elastic.is_elastic(job) and _cause_pending(ctx, failures, current):
+        return True
     for failure in sorted(failures, key=Failure.order):
         if failure.kind == "permanent":
             finish(ctx, C.FAILED, failure.reason, failure.message, "Warning", observed,
@@ -124,6 +127,28 @@ def handle_failures(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: 
             return _restart_gang(ctx, job, current, observed, failure)
         _restart_alone(ctx, failure)
     return False
+
+
+#: How long an elastic gang whose only failures are peers' 'peer lost' exits waits for the cause to show (a peer
+#: evicted, preempted, deleted, crashed, or its node found lost): its width, and whether backoffLimit counts, follow it.
+PEER_CAUSE_WAIT_SECONDS = 15
+
+
+def _cause_pending(ctx: Ctx, failures: list[Failure], current: list[ObservedPod]) -> bool:
+    """Only consequences so far, and a gang pod still up as the API says: wait (bounded) for its fate."""
+    gang = [f for f in failures if f.gang]
+    if not gang or not all(f.consequence for f in gang):
+        return False
+    failed = {f.pod.name for f in gang}
+    if not any(p.rtype in (ReplicaType.CHIEF, ReplicaType.WORKER) and p.name not in failed and not p.failed
+               and not p.terminating for p in current):
+        return False
+    first = min((f.pod.finished_at for f in gang if f.pod.finished_at), default=ctx.now)
+    until = first + timedelta(seconds=PEER_CAUSE_WAIT_SECONDS)
+    if ctx.now >= until:
+        return False
+    ctx.requeue_at(until)
+    return True
 
 
 def _vanished(job: TFJob, current: list[ObservedPod]) -> list[Failure]:

@@ -1,0 +1,147 @@
+"""`tfjob local`'s capacity faults and what it shows of an elastic gang (docs/elastic.md, "Trying it locally").
+
+- `--lose-node-after S`: S seconds after the chief's first epoch, the node of one worker is lost (the kubelet's
+  `lose_node` fault: its processes die, its Lease stops). `--restore-node-after S`: S seconds later it returns.
+- `--preempt-worker-after S`: S seconds after the first epoch, one worker's pod is deleted with its grace
+  period, as a drain does: SIGTERM, the runtime's graceful stop (finish the step, save), then exit.
+- The width (`workers 3/4 (min 2)`), each resize (the `Resized` message) and where training resumed, and the
+  time from the node loss to training again split into detection, restart, TF start and restore.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfjob_operator import constants
+from tfjob_operator.progress.chief_log import Progress
+
+
+def width_text(job: dict[str, Any]) -> str | None:
+    """`workers 3/4 (min 2)` of an elastic job (status.elastic), else None."""
+    el = (job.get("status") or {}).get("elastic") or {}
+    if not el.get("currentReplicas"):
+        return None
+    return f"workers {el['currentReplicas']}/{el.get('maxReplicas', '?')} (min {el.get('minReplicas', '?')})"
+
+
+def restart_conditions(job: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(time, reason, message) of the job's Restarting condition: each gang restart and resize says why there."""
+    return [(c.get("lastTransitionTime") or "", c.get("reason") or "", c.get("message") or "")
+            for c in (job.get("status") or {}).get("conditions") or []
+            if c.get("type") == "Restarting" and c.get("status") == "True"]
+
+
+def worker_victim(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The running worker (not the chief) with the highest index: the one a fault hits."""
+    workers = [p for p in pods if p["metadata"]["labels"].get(constants.LABEL_REPLICA_TYPE) == "worker"
+               and p["metadata"]["labels"].get(constants.LABEL_JOB_ROLE) != constants.ROLE_CHIEF
+               and (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+    return max(workers, key=lambda p: int(p["metadata"]["labels"][constants.LABEL_REPLICA_INDEX]), default=None)
+
+
+def evict(clients: Any, pod: str) -> None:
+    """The Eviction API, as `kubectl drain` uses it: the pod is marked DisruptionTarget, then deleted with its
+    grace period (SIGTERM first)."""
+    from kubernetes import client
+
+    body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace=clients.namespace))
+    clients.core.create_namespaced_pod_eviction(pod, clients.namespace, body)
+
+
+@dataclass
+class Recovery:
+    """From a node lost to training again: wall times (unix) seen by `tfjob local` and the new chief's start-up."""
+
+    lost_at: float
+    #: When the job first showed a gang restart after the loss (the operator saw it), as polled (±0.5 s).
+    detected_at: float | None = None
+    #: The resumed chief's `ready` split (began, phases, total), once it printed it.
+    ready: dict[str, float] = field(default_factory=dict)
+    width: int | None = None
+
+    def breakdown(self) -> dict[str, float] | None:
+        """detection, restart, tf_start, restore, total seconds; None until training runs again."""
+        if self.detected_at is None or not self.ready.get("began"):
+            return None
+        began, total = self.ready["began"], self.ready.get("total", 0.0)
+        restore = self.ready.get("restore", 0.0)
+        return {"detection": self.detected_at - self.lost_at, "restart": max(began - self.detected_at, 0.0),
+                "tf_start": total - restore, "restore": restore, "total": began + total - self.lost_at}
+
+
+def breakdown_text(parts: dict[str, float]) -> str:
+    return (f"{parts['total']:.1f}s after the loss (detection {parts['detection']:.1f}s, restart "
+            f"{parts['restart']:.1f}s, TF start {parts['tf_start']:.1f}s, restore {parts['restore']:.1f}s)")
+
+
+@dataclass
+class CapacityFaults:
+    """The fault flags of one job, driven once per view tick; `note` says what happened in the view."""
+
+    lose_node_after: float | None
+    restore_node_after: float | None
+    preempt_worker_after: float | None
+    note: Callable[[str], None]
+    first_epoch_at: float | None = None
+    lost_node: str | None = None
+    lost_mono: float = 0.0
+    restored: bool = False
+    preempted: bool = False
+    recovery: Recovery | None = None
+    resizes: list[str] = field(default_factory=list)
+    _seen: set[tuple[str, str, str]] = field(default_factory=set)
+    _resumed: tuple[int, int] | None = None
+
+    def tick(self, cluster: Any, clients: Any, job: dict[str, Any], pods: list[dict[str, Any]],
+             progress: Progress) -> None:
+        """One view tick: inject what is due, and note what changed (resizes, the resumed width, the recovery)."""
+        now = time.monotonic()
+        if self.first_epoch_at is None and progress.epoch >= 1:
+            self.first_epoch_at = now
+        self._watch(job, progress)
+        if self.first_epoch_at is None:
+            return
+        since = now - self.first_epoch_at
+        if self.lose_node_after is not None and self.lost_node is None and since >= self.lose_node_after:
+            victim = worker_victim(pods)
+            if victim and (node := (victim.get("spec") or {}).get("nodeName")):
+                cluster.call(cluster.kubelet.lose_node(node))
+                self.lost_node, self.recovery = node, Recovery(lost_at=time.time())
+                self.lost_mono = now
+                self.note(f"node {node} lost (its worker {victim['metadata']['name']} with it; --lose-node-after)")
+        if (self.restore_node_after is not None and self.lost_node and not self.restored
+                and now - self.lost_mono >= self.restore_node_after):
+            cluster.call(cluster.kubelet.restore_node(self.lost_node))
+            self.restored = True
+            self.note(f"node {self.lost_node} restored (--restore-node-after)")
+        if self.preempt_worker_after is not None and not self.preempted and since >= self.preempt_worker_after:
+            victim = worker_victim(pods)
+            if victim:
+                evict(clients, victim["metadata"]["name"])
+                self.preempted = True
+                self.note(f"preempted {victim['metadata']['name']}: evicted as a drain does, with its grace period "
+                          "(SIGTERM: the workers finish the step, the chief saves; --preempt-worker-after)")
+
+    def _watch(self, job: dict[str, Any], progress: Progress) -> None:
+        for cond in restart_conditions(job):
+            if cond not in self._seen:
+                self._seen.add(cond)
+                if cond[1] == "Resized":
+                    self.resizes.append(cond[2])
+                self.note(f"{cond[1]}: {cond[2]}")
+                rec = self.recovery
+                if rec is not None and rec.detected_at is None:
+                    rec.detected_at = time.time()
+        rec = self.recovery
+        if rec and rec.detected_at is not None and not rec.ready and progress.ready.get("began", 0) > rec.lost_at:
+            rec.ready, rec.width = dict(progress.ready), progress.resized[1] if progress.resized else None
+            parts = rec.breakdown()
+            if parts:
+                self.note(f"training again {breakdown_text(parts)}")
+        if progress.resized and progress.resized != self._resumed and progress.resumed_at:
+            self._resumed = progress.resized
+            self.note(f"resumed at epoch {progress.resumed_at} with {progress.resized[1]} replicas "
+                      f"(the backup was saved at {progress.resized[0]})")
