@@ -85,9 +85,9 @@ class Figure:
 BENCHES: tuple[Bench, ...] = (
     Bench("worker_metrics", (), 15, "2000 scrapes, 200,000 steps"),
     Bench("emulator_throughput", (), 25, "1000 objects, 10 watchers"),
-    Bench("gang_replay", ("--png", "{results}/gang_replay.png"), 50,
+    Bench("gang_replay", ("--png", "{results}/gang_replay.png"), 55,
           "ITP cluster03 (3,011 jobs) on 64 x 8 GPUs; admission pass 1000 jobs x 1000 nodes"),
-    Bench("elastic_replay", ("--limit", "1000", "--png", "{results}/elastic_replay.png"), 25,
+    Bench("elastic_replay", ("--limit", "1000", "--png", "{results}/elastic_replay.png"), 20,
           "ITP cluster03 jobs 0-999 on 64 x 8 GPUs, G=1: rigid vs elastic (min = W/2), without and with seeded "
           "node preemptions"),
     Bench("taint_manager", ("--pods", "4000", "--window", "5"), 25,
