@@ -33,8 +33,13 @@ def enter_argv(
         if not str(dst).startswith("/"):
             raise ValueError(f"bind {src} -> {dst}: the pod path must be absolute")
         if src_path.is_dir():
-            # The mount point is made in the host's tree (an empty directory); what is mounted stays private.
-            script.append(f"[ -d {shlex.quote(dst)} ] || mkdir -p {shlex.quote(dst)}")
+            # A missing mount point under /run (the ServiceAccount's /var/run/secrets/...) is made in a tmpfs of
+            # the pod's own over /run, never in the host's tree: an empty /var/run/secrets/kubernetes.io there
+            # tells host tools (Kubeflow's SDK, client libraries) that they run in a pod.
+            q = shlex.quote(dst)
+            script.append(f'if [ ! -d {q} ]; then case "$(realpath -m {q})" in /run/*) '
+                          '[ -n "$run_tmpfs" ] || { mount -t tmpfs -o mode=755 tmpfs /run; run_tmpfs=1; };; esac; '
+                          f'mkdir -p {q}; fi')
         script.append(f"mount --bind {shlex.quote(str(src_path.resolve()))} {shlex.quote(dst)}")
     if hostname:
         script.append(f"printf %s {shlex.quote(hostname)} > /proc/sys/kernel/hostname")  # this UTS namespace's
