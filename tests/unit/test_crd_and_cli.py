@@ -96,7 +96,7 @@ def test_an_elastic_example_as_a_kubeflow_manifest_is_refused_naming_the_field()
     for stem in TFJOB_DEV_ONLY:
         manifest = yaml.safe_load((ROOT / "examples" / f"{stem}.yaml").read_text())
         manifest["apiVersion"] = "kubeflow.org/v1"
-        with pytest.raises(InvalidSpec, match="spec.elasticPolicy: only on tfjob.dev/v1"):
+        with pytest.raises(InvalidSpec, match=r"spec\.elasticPolicy: only on tfjob\.dev/v1"):
             parse_tfjob(manifest)
 
 
