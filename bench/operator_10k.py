@@ -301,7 +301,9 @@ def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
             operators.append(op)
             peak = [0]
 
-            total = len(pool.apply(census)[0])  # the jobs counted on the wire are in the cluster too
+            states, pods_now = pool.apply(census)  # the jobs counted on the wire are in the cluster too
+            # Settled jobs (finished, no pod left, no TTL here) are not reconciled at start.
+            total = sum(1 for n, s in states.items() if s not in ("Succeeded", "Failed") or pods_now.get(n, 0))
 
             def reconciled() -> bool:
                 with_rss(op, peak)

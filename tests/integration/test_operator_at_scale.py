@@ -172,3 +172,30 @@ def test_a_watch_expiring_while_jobs_are_created_misses_none_and_acts_on_none_tw
         assert [r.path for r in writes(sim, since) if settled in r.path] == []  # nothing for the unchanged job
     finally:
         op.stop()
+
+
+def test_a_restarted_operator_skips_settled_jobs_and_starts_a_job_submitted_meanwhile(
+        sim: Cluster, tmp_path: Path) -> None:
+    op = operator(sim, tmp_path / "first.log").start()
+    try:
+        # Finished with no pod left (cleanPodPolicy All, no TTL): settled, nothing a reconcile could do.
+        settled = [sim.submit({"Worker": sim_worker(duration="0")}, name=f"settled-{i:02d}", cleanPodPolicy="All")
+                   for i in range(30)]
+        wait_for(lambda: all(sim.status(n).get("state") == "Succeeded" for n in settled), 60,
+                 what="the jobs finished")
+        wait_for(lambda: not any(pods_of(sim, settled).values()), 30, what="the finished jobs' pods deleted")
+    finally:
+        op.stop()
+    fresh = sim.submit({"Worker": sim_worker()}, name="zz-fresh")  # listed last, in name order
+    jobs = sim.custom.list_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs")["items"]
+    others = len(jobs) - len(settled)
+    again = operator(sim, tmp_path / "second.log").start()
+    try:
+        wait_for(lambda: pods_of(sim, [fresh])[fresh] == WORKERS, 30, what="the fresh job's pods")
+        wait_for(lambda: metric(again, "tfjob_reconcile_duration_seconds_count") >= others, 30,
+                 what=f"a reconcile of each of the {others} jobs not settled")
+        sim.wait_state(fresh, "Running")
+        # Each job that is not settled once, the fresh one a few times as its pods start; none of the settled.
+        assert metric(again, "tfjob_reconcile_duration_seconds_count") < others + len(settled) // 2
+    finally:
+        again.stop()

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes import watch
 from operator_harness import Cluster, Operator, py, replica, wait_for
 
 from tfjob_operator import kube
@@ -20,6 +21,9 @@ pytestmark = pytest.mark.timeout(120)
 
 WORKERS = 4
 QUICK = py("import time; time.sleep(0.5)")
+#: Worker 0 decides the outcome at once; the others would run on, until the clean-up deletes them.
+ZERO_QUICK = py("import json, os, time; time.sleep(0.5 if json.loads(os.environ['TF_CONFIG'])['task']['index'] == 0"
+                " else 120)")
 
 
 @pytest.fixture(params=["builtin", "none"])
@@ -74,3 +78,24 @@ def test_one_job_costs_its_pods_one_service_two_events_and_at_most_three_status_
     reads = {k: v for k, v in counts.items() if k.startswith(("get ", "list "))}
     assert reads == {}
     assert sum(counts.values()) <= releases + WORKERS + 1 + 2 + 3, counts
+
+
+def test_the_outcome_is_written_with_the_counts_the_clean_up_leaves(cluster: Cluster, backend: str) -> None:
+    name = cluster.submit({"Worker": replica(ZERO_QUICK, WORKERS)}, cleanPodPolicy="Running")
+    outcome = None
+    for event in watch.Watch().stream(cluster.custom.list_namespaced_custom_object, "tfjob.dev", "v1", "default",
+                                      "tfjobs", timeout_seconds=60):
+        obj = event["object"]
+        if obj["metadata"]["name"] == name and (obj.get("status") or {}).get("state") == "Succeeded":
+            outcome = obj["status"]
+            break
+    assert outcome is not None, "no Succeeded status within 60 s"
+    # The first status that says Succeeded already counts the workers still running as gone (cleanPodPolicy
+    # Running deletes them): no write of the last counts follows the deletes.
+    counts = outcome["replicaStatuses"]["Worker"]
+    assert (counts.get("active", 0), counts.get("ready", 0), counts.get("succeeded", 0)) == (0, 0, 1), outcome
+    assert outcome["workers"] == f"0/{WORKERS}"
+    wait_for(lambda: [p.metadata.name for p in cluster.core.list_namespaced_pod(
+        "default", label_selector=f"tfjob.dev/job-name={name}").items] == [f"{name}-worker-0"], 60,
+             what="the running workers deleted")
+    assert cluster.status(name)["replicaStatuses"]["Worker"] == counts

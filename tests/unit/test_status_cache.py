@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator.controller.status_cache import HOLD_SECONDS, JobRecord, StatusCache
+from tfjob_operator.controller.status_cache import HOLD_MOST_SECONDS, HOLD_SECONDS, JobRecord, StatusCache
 from tfjob_operator.observed import view_job
 
 
@@ -70,6 +70,38 @@ def test_a_change_of_pod_counts_alone_waits_for_company_at_most_the_hold() -> No
     record.wrote("uid-1", counts)
     clock.now += 0.1
     assert record.plan_write("uid-1", {**counts, "workers": "2/2"}).held == HOLD_SECONDS  # a new hold
+
+
+def test_a_hold_lasts_while_the_jobs_pods_move_and_ends_a_second_after_their_last_event() -> None:
+    clock = Clock()
+    record = written_as({}, clock)
+    assert record.plan_write("uid-1", CREATED).held == HOLD_SECONDS
+    for _ in range(3):  # created, scheduled, released: each a pod event under a second apart
+        clock.now += 0.8
+        record.pod_event()
+        plan = record.plan_write("uid-1", CREATED)
+        assert not plan.write and plan.held == pytest.approx(HOLD_SECONDS)
+    clock.now += HOLD_SECONDS  # the pods stopped moving (still Pending): Created is written alone
+    assert record.plan_write("uid-1", CREATED).write
+
+
+def test_pods_that_keep_moving_hold_a_change_at_most_the_longest_hold() -> None:
+    clock = Clock()
+    record = written_as({}, clock)
+    record.plan_write("uid-1", CREATED)
+    while clock.now < 100.0 + HOLD_MOST_SECONDS - 0.5:
+        clock.now += 0.5
+        record.pod_event()
+        assert not record.plan_write("uid-1", CREATED).write
+    clock.now += 0.5
+    record.pod_event()
+    assert record.plan_write("uid-1", CREATED).write
+
+
+def test_a_pod_event_of_a_job_without_a_record_creates_none() -> None:
+    cache = StatusCache()
+    cache.pod_event(("ns", "j"))
+    assert len(cache) == 0
 
 
 def test_the_created_condition_and_start_fields_alone_are_held_even_on_a_first_write() -> None:

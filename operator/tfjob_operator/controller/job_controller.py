@@ -52,6 +52,11 @@ T = TypeVar("T")
 RECONCILE_DEBOUNCE_SECONDS = 0.05
 #: Timers fire this much past the instant asked for, so a deadline computed at second precision has surely passed.
 TIMER_SLACK_SECONDS = 0.05
+#: A listed job that has run (Running or finished) has its first reconcile's work queued as if it started this much
+#: later (`dispatch`): at start, or on a standby taking over, just-submitted jobs go first.
+LISTED_LAG_SECONDS = 5.0
+#: States of a job that has run: its listing at start can wait behind the just-submitted jobs.
+_HAS_RUN = frozenset({"Running", "Succeeded", "Failed"})
 
 
 class JobController:
@@ -77,6 +82,8 @@ class JobController:
         self._views: dict[JobKey, tuple[tuple[str | None, str | None], JobView]] = {}
         #: Each job's resourceVersion as last seen on the watch (a relist skips the unchanged: `job_event`).
         self._versions: dict[JobKey, str | None] = {}
+        #: Listed jobs that have run, whose next reconcile yields to just-submitted jobs' (LISTED_LAG_SECONDS).
+        self._lagging: set[JobKey] = set()
         self._resync_task: asyncio.Task[None] | None = None
         #: The threads of reconciles' CPU work (parsing, rendering, deciding), a reconcile's steps ahead of later
         #: reconciles': a few suffice, the GIL serialises the work anyway; more would only interleave it.
@@ -154,6 +161,7 @@ class JobController:
         if self.admission is not None:
             self.admission.notice_pod(event_type, pod)
         self.actuator.pods_changed(key)
+        self.status.pod_event(key)
         if key in self.jobs:
             self.trigger(key)
 
@@ -180,15 +188,26 @@ class JobController:
         """A TFJob event from the watch (`listed`: from a list, at start or after an expired watch): reconcile,
         unless a relist shows a job at the resourceVersion an earlier event had (nothing changed: client-go's
         controllers skip such an update too). At ten thousand jobs a 410 thus costs a paged list, not a
-        reconcile of every job."""
+        reconcile of every job.
+
+        A listed job that is settled (`settled`) is not reconciled at all, as the resync skips it; one that has
+        run is reconciled after the just-submitted ones (LISTED_LAG_SECONDS): a new leader's first writes are for
+        the jobs waiting to start, not behind a reconcile of every listed job."""
         seen = self._versions.get(key)
         self._versions[key] = version
         if listed and version is not None and seen == version:
             return
+        if listed:
+            if self.settled(key):
+                return
+            body = latest(self.jobs.get(key)) or {}
+            if (body.get("status") or {}).get("state") in _HAS_RUN:
+                self._lagging.add(key)
         self.trigger(key)
 
     def forget(self, key: JobKey) -> None:
         self._versions.pop(key, None)
+        self._lagging.discard(key)
         self._views.pop(key, None)
         self.queue.forget(key)
         self.status.forget(key)
@@ -217,7 +236,9 @@ class JobController:
     async def _reconcile(self, key: JobKey) -> float | None:
         # This reconcile's work (and the tasks and threads it starts) queues by its start: ahead of later
         # reconciles' (tfjob_operator.dispatch).
-        dispatch.reconcile_started.set(time.monotonic())
+        lag = LISTED_LAG_SECONDS if key in self._lagging else 0.0
+        self._lagging.discard(key)
+        dispatch.reconcile_started.set(time.monotonic() + lag)
         return await self.reconcile_once(key)
 
     async def _on_error(self, key: JobKey, exc: Exception, failures: int, delay: float) -> float | None:

@@ -7,11 +7,13 @@ when the decided status differs from the written one (:meth:`JobRecord.plan_writ
 the job's uid: a job deleted and created again under its name starts afresh. Lost on restart, by design: the
 watch then holds everything the controller wrote.
 
-The hold: a change of only the fields that follow the pods (counts, `state`, Created...) waits up to
-HOLD_SECONDS for company. No decision that must survive a crash (an attempt number, an outcome, Queued) is ever
-held; a crash within the hold loses only counts the next reconcile recomputes and the Created condition (its
-Event is posted anyway). A job that goes well thus writes its status about three times (Running, Succeeded, the
-last counts), not once per pod transition.
+The hold: a change of only the fields that follow the pods (counts, `state`, Created...) waits for company until
+HOLD_SECONDS have passed since it was first held and since the job's last pod event (pods still moving: being
+created, scheduled, started, deleted; their next step will be news too), at most HOLD_MOST_SECONDS. No decision
+that must survive a crash (an attempt number, an outcome, Queued) is ever held; a crash within the hold loses only
+counts the next reconcile recomputes and the Created condition (its Event is posted anyway). A job that goes well
+thus writes its status about twice (Created with Running, Succeeded with the counts the clean-up leaves), not once
+per pod transition.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from tfjob_operator.observed import JobView, view_job
 HOLDABLE_FIELDS = frozenset({"replicaStatuses", "workers", "lastReconcileTime", "startTime", "observedGeneration",
                              "state"})
 HOLD_SECONDS = 1.0
+#: A held change is written at the latest this long after it was first held, however its pods keep moving.
+HOLD_MOST_SECONDS = 10.0
 
 Status = dict[str, Any]
 
@@ -61,6 +65,8 @@ class JobRecord:
         self.held_since: float | None = None
         #: (uid, annotations) last written (a kubeflow.org job's gang counters live there).
         self.annotations: tuple[str | None, dict[str, str | None]] | None = None
+        #: When an event of one of the job's pods was last seen (the clock's time): a hold lasts past it.
+        self.pods_moved: float | None = None
 
     def read(self, uid: str | None, watched: Callable[[], Status]) -> None:
         """Before a reconcile: until this controller writes a job's status, what the server holds is the
@@ -92,8 +98,15 @@ class JobRecord:
         now = self._clock()
         if self.held_since is None:
             self.held_since = now
-        left = self.held_since + HOLD_SECONDS - now
+        until = self.held_since + HOLD_SECONDS
+        if self.pods_moved is not None:
+            until = min(max(until, self.pods_moved + HOLD_SECONDS), self.held_since + HOLD_MOST_SECONDS)
+        left = until - now
         return WritePlan(write=False, held=left) if left > 0 else WritePlan(write=True)
+
+    def pod_event(self) -> None:
+        """One of the job's pods changed: a held change waits HOLD_SECONDS more for its news."""
+        self.pods_moved = self._clock()
 
     def wrote(self, uid: str | None, status: Status) -> None:
         """The status was written to the server."""
@@ -134,6 +147,12 @@ class StatusCache:
 
     def forget(self, key: JobKey) -> None:
         self._records.pop(key, None)
+
+    def pod_event(self, key: JobKey) -> None:
+        """One of the job's pods changed (a job with no record yet has nothing held)."""
+        record = self._records.get(key)
+        if record is not None:
+            record.pod_event()
 
     def __len__(self) -> int:
         return len(self._records)

@@ -27,13 +27,37 @@ def finish(ctx: Ctx, ctype: JobConditionType, reason: Reason, message: str,
     if ctype == C.SUCCEEDED and ctx.status.progress is not None:
         # The chief's endpoint is gone with it: say so rather than show the last figures read as current.
         ctx.status.progress = ctx.status.progress.model_copy(update={"summary": "done"})
+    # The counts written with the outcome are those the clean-up leaves: no second write once the pods are gone.
+    _uncount(ctx, _cleaned_up(ctx, observed, policy))
+
+
+def _cleaned_up(ctx: Ctx, observed: list[ObservedPod], policy: CleanPodPolicy) -> list[ObservedPod]:
+    """`cleanup`, returning the pods it deletes that are not terminating yet (counted until they are gone)."""
+    before = len(ctx.actions)
     cleanup(ctx, observed, policy)
+    leaving = {a.name for a in ctx.actions[before:] if isinstance(a, DeletePod) and not a.force}
+    return [p for p in observed if p.name in leaving and not p.terminating]
+
+
+def _uncount(ctx: Ctx, pods: list[ObservedPod]) -> None:
+    """Take these pods (of the current attempt) out of the status's pod counts and Workers column."""
+    for pod in pods:
+        counts = ctx.status.replicaStatuses.get(pod.rtype.value) if pod.rtype is not None else None
+        if counts is None or pod.attempt != ctx.status.restartCount:
+            continue
+        counts.active = max(0, counts.active - pod.active)
+        counts.ready = max(0, counts.ready - pod.ready)
+        counts.succeeded = max(0, counts.succeeded - (pod.phase == "Succeeded"))
+        counts.failed = max(0, counts.failed - (pod.phase in ("Failed", "Unknown")))
+    if pods and ctx.status.workers and "/" in ctx.status.workers:
+        ready = sum(s.ready for s in ctx.status.replicaStatuses.values())
+        ctx.status.workers = f"{ready}/{ctx.status.workers.split('/', 1)[1]}"
 
 
 def after_finish(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
     """A finished job: pods are cleaned up per cleanPodPolicy, never recreated; TTL deletes the job."""
-    cleanup(ctx, observed, job.spec.runPolicy.cleanPodPolicy)
-    replica_statuses(ctx, job, [p for p in observed if p.attempt == ctx.status.restartCount])
+    leaving = {p.name for p in _cleaned_up(ctx, observed, job.spec.runPolicy.cleanPodPolicy)}
+    replica_statuses(ctx, job, [p for p in observed if p.attempt == ctx.status.restartCount and p.name not in leaving])
     ttl_after_finished(ctx, job.spec.runPolicy.ttlSecondsAfterFinished)
 
 
