@@ -39,8 +39,9 @@ def get(config: Path, *args: str) -> dict[str, Any]:
 
 
 def tfjob(name: str, replicas: int) -> str:
+    # AllWorkers: the job succeeds once every worker has (by default worker 0 decides, and the other may still run).
     return yaml.safe_dump({"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": name}, "spec": {
-        "tfReplicaSpecs": {"Worker": {"replicas": replicas, "template": {"spec": {"containers": [
+        "successPolicy": "AllWorkers", "tfReplicaSpecs": {"Worker": {"replicas": replicas, "template": {"spec": {"containers": [
             {"name": "tensorflow", "image": "local", "command": ["python", "-c", "print('ok')"]}]}}}}}})
 
 
