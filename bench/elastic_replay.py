@@ -42,6 +42,7 @@ from decimal import Decimal
 from functools import partial
 from pathlib import Path
 
+import figures
 import numpy as np
 from gang_replay import HOUR, RESULTS, TRACE, GangReplay, Job, load_trace, make_jobs, pod_dict, pod_requests
 
@@ -355,12 +356,7 @@ def replay(rows: list[tuple[float, float, int]], knobs: Knobs, losses: Sequence[
 
 
 def plot(results: dict[str, Result], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (cdf, util) = plt.subplots(1, 2, figsize=(13, 4.5))
+    fig, (cdf, util) = figures.subplots(1, 2, figsize=(13, 4.5))
     styles = {"rigid": ("tab:blue", "-"), "elastic": ("tab:green", "-"),
               "rigid+loss": ("tab:blue", "--"), "elastic+loss": ("tab:green", "--")}
     for name, res in results.items():
@@ -385,11 +381,7 @@ def plot(results: dict[str, Result], path: Path, title: str) -> None:
     util.set_ylim(0, 105)
     util.set_title("with node preemptions: utilisation (hourly)")
     util.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figures.save(fig, path, title)
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import figures
 import numpy as np
 
 from tfjob_operator.gang.cluster import Cluster, ClusterState
@@ -391,13 +392,8 @@ def admission_pass_time(
 
 
 def plot(outcomes: dict[int, dict[str, Outcome]], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     colours = {"builtin": "tab:green", "fifo-gang": "tab:blue", "no-gang": "tab:red"}
-    fig, axes = plt.subplots(len(outcomes), 3, figsize=(15, 4.2 * len(outcomes)), squeeze=False)
+    fig, axes = figures.subplots(len(outcomes), 3, figsize=(15, 4.2 * len(outcomes)), squeeze=False)
     for row, (g, by_policy) in enumerate(sorted(outcomes.items(), reverse=True)):
         cdf, bars, queue = axes[row]
         for policy, out in by_policy.items():
@@ -427,11 +423,7 @@ def plot(outcomes: dict[int, dict[str, Outcome]], path: Path, title: str) -> Non
         queue.set_ylabel("jobs waiting")
         queue.set_title(f"G={g}: queue length")
         queue.legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figures.save(fig, path, title)
 
 
 def main() -> None:

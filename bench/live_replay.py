@@ -33,7 +33,6 @@ import heapq
 import itertools
 import multiprocessing
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -46,6 +45,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import figures
 import psutil
 from gang_replay import HOUR, TRACE, GangReplay, Job, Outcome, load_trace, make_jobs, replay
 from kubernetes import client, config, watch
@@ -55,6 +55,7 @@ from kubelocal.cluster import LocalClusterThread
 from tfjob_operator.crd import CRD_PATH
 from tfjob_operator.gang.admission import ADMISSION_PERIOD_SECONDS
 from tfjob_operator.gang.placement import AdmissionPolicy
+from tfjob_operator.local.processes import stop_process
 
 RESULTS = Path(__file__).resolve().parent / "results"
 G = 8
@@ -221,12 +222,7 @@ def run_live(jobs: list[Job], speed: float, nodes: int,
                 if r.user_agent.startswith(("tfjob-operator", "kopf")))
             measurer.join(10)
         finally:
-            os.killpg(operator.pid, signal.SIGTERM)
-            try:
-                operator.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(operator.pid, signal.SIGKILL)
-                operator.wait()
+            stop_process(operator, 20)  # a loaded machine: do not let it outlive the bench
             log.close()
     return seen, (cpu, plane), requests
 
@@ -312,13 +308,9 @@ def mean_or_nan(values: list[float]) -> float:
 def plot(path: Path, jobs: list[Job], pure: Outcome, clocked: Outcome, resubmitted: Outcome,
          live: dict[int, LiveJob], title: str) -> None:
     """JCT CDFs of the pure replays and the live run; per job, live JCT against replay 3's."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, (cdf, scatter) = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, (cdf, scatter) = figures.subplots(1, 2, figsize=(12, 4.6))
     series = {
         "1 pure replay (waits per event)": sorted(pure.jct_hours()),
         "2 pure, waits per period of wall time": sorted(clocked.jct_hours()),
@@ -349,11 +341,7 @@ def plot(path: Path, jobs: list[Job], pure: Outcome, clocked: Outcome, resubmitt
     scatter.set_xlabel("JCT, pure replay 3 (h)")
     scatter.set_ylabel("JCT, live operator (h)")
     scatter.set_title("per job (red: gangs of > 1 pod)")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figures.save(fig, path, title, fontsize=10)
 
 
 def main(argv: list[str] | None = None) -> int:

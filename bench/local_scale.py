@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -45,8 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import figures
 import psutil
 from kubernetes import client, config, watch
+
+from tfjob_operator.local.processes import stop_process
 
 NODES = "4x{cpu:64,memory:256Gi,pods:5000}"
 NAMESPACE = "default"
@@ -85,11 +87,7 @@ def control_plane(workdir: Path) -> Iterator[tuple[client.ApiClient, Path, psuti
         yield api, kubeconfig, psutil.Process(proc.pid)
         api.close()
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_process(proc, 60)
         log.close()
 
 
@@ -240,12 +238,7 @@ def run_to_completion(api: client.ApiClient, prefix: str, jobs: int, workers: in
 
 
 def plot(path: Path, bucket: int, fresh: Creates, after: Creates, finished: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (wall, cpu) = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
+    fig, (wall, cpu) = figures.subplots(1, 2, figsize=(11, 4), sharex=True)
     for ax, what, label in ((wall, "wall", "ms per create, as the client sees it"),
                             (cpu, "cpu", "control plane CPU ms per create")):
         for run, name, marker in ((fresh, "fresh control plane", "o"),
@@ -259,10 +252,7 @@ def plot(path: Path, bucket: int, fresh: Creates, after: Creates, finished: int)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     wall.legend(loc="best")
-    fig.suptitle(f"Local control plane: one pod create vs objects stored (mean per bucket of {bucket})")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    figures.save(fig, path, f"Local control plane: one pod create vs objects stored (mean per bucket of {bucket})")
 
 
 def main(argv: list[str] | None = None) -> int:

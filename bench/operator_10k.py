@@ -49,6 +49,7 @@ from kubernetes import client, config
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
 from tfjob_operator.crd import CRD_PATH
+from tfjob_operator.local.processes import stop_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from wire_proxy import WireProxy
@@ -181,13 +182,7 @@ class Operator:
         return float(times.user + times.system)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop_process(self.proc, 30, sig)
 
 
 def until(check: Callable[[], Any], timeout: float, every: float = 1.0) -> Any:

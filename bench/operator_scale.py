@@ -35,12 +35,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import figures
 import psutil
 from kubernetes import client, config, watch
 
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
 from tfjob_operator.crd import CRD_PATH
+from tfjob_operator.local.processes import stop_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from wire_proxy import WireProxy
@@ -326,12 +328,7 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
             seen: Measured = ours.recv()
             measurer.join(10)
         finally:
-            os.killpg(operator.pid, signal.SIGTERM)
-            try:
-                operator.wait(20)
-            except subprocess.TimeoutExpired:  # a loaded machine: do not let it outlive the bench
-                os.killpg(operator.pid, signal.SIGKILL)
-                operator.wait()
+            stop_process(operator, 20)  # a loaded machine: do not let it outlive the bench
         teardown_started = time.monotonic()
     teardown = time.monotonic() - teardown_started
 
@@ -392,13 +389,8 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
 
 def plot(results: list[Result], path: Path) -> None:
     """Latency (created p50/p99, Succeeded p99) and operator peak RSS against the number of jobs."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     xs = [r.jobs for r in results]
-    fig, (lat, mem) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (lat, mem) = figures.subplots(1, 2, figsize=(11, 4.2))
     lat.plot(xs, [r.created_p50 for r in results], "o-", label="submit → all pods created, p50")
     lat.plot(xs, [r.created_p99 for r in results], "o-", label="submit → all pods created, p99")
     lat.plot(xs, [r.succeeded_p99 for r in results], "s--", label="submit → Succeeded, p99")
@@ -420,12 +412,8 @@ def plot(results: list[Result], path: Path) -> None:
         ax.set_xticks(xs)
         ax.set_ylim(bottom=0)
     w = results[0].workers
-    fig.suptitle(f"operator_scale: N TFJobs x {w} workers, pods exit at once; {os.cpu_count()} CPUs, "
-                 f"load average {os.getloadavg()[0]:.1f} at the end")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figures.save(fig, path, f"operator_scale: N TFJobs x {w} workers, pods exit at once; {os.cpu_count()} CPUs, "
+                            f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 def sizes(text: str) -> list[int]:

@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import figures
+
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 #: With --budget: the conv net's pairs stop at this share of it; a later stage runs if about this many conv
@@ -241,12 +243,7 @@ def hook_cost(runtime_path: Path, steps: int = 20000) -> float:
 
 def plot(path: Path, conv: Runs, mwms: Runs, split: dict[str, float] | None) -> None:
     """Throughput of each interleaved repeat (ours, plain) and, when measured, the recovery split."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (runs_ax, rec_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (runs_ax, rec_ax) = figures.subplots(1, 2, figsize=(11, 4.2))
     for label, runs, marker in (("conv net, 1 worker", conv, "o"), ("conv net, 2 workers MWMS", mwms, "s")):
         xs = range(1, len(runs.ours) + 1)
         runs_ax.plot(xs, runs.plain, marker + "--", label=f"plain tf-keras, {label}")
@@ -272,11 +269,8 @@ def plot(path: Path, conv: Runs, mwms: Runs, split: dict[str, float] | None) -> 
         rec_ax.set_xlabel("seconds from the worker's SIGKILL")
         rec_ax.set_title(f"recovery: {split['total']:.1f} s to the first resumed step")
         rec_ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
-    fig.suptitle(f"runtime_overhead: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figures.save(fig, path,
+                 f"runtime_overhead: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
 
 
 def load() -> str:

@@ -4,7 +4,6 @@ the tests that drive it with Kubeflow's own tools (kubectl manifests, the traini
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -14,6 +13,8 @@ from pathlib import Path
 
 from operator_harness import KUBECTL, Operator
 from polling import wait_for
+
+from tfjob_operator.local.processes import stop_process
 
 
 @dataclass
@@ -50,10 +51,4 @@ def kubeflow_local(workdir: Path, nodes: str = "1x{cpu:64,memory:128Gi}") -> Ite
         finally:
             operator.stop()
     finally:
-        if up.poll() is None:
-            os.killpg(up.pid, signal.SIGINT)
-            try:
-                up.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(up.pid, signal.SIGKILL)
-                up.wait()
+        stop_process(up, 30, signal.SIGINT)

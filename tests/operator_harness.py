@@ -27,7 +27,8 @@ from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
 from kubelocal.containers import ImageDefaults
 from kubelocal.controllers import ControllerSettings
-from tfjob_operator.crd import CRD_PATH
+from tfjob_operator.crd import CRD_PATH, KUBEFLOW_CRD_PATH
+from tfjob_operator.local.processes import stop_process
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[1]
@@ -78,13 +79,8 @@ class Operator:
             self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        if self.proc is not None:
+            stop_process(self.proc, 10)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -167,30 +163,42 @@ TEST_CONTROLLERS = ControllerSettings(node_monitor_grace=4.0)
 
 @contextlib.contextmanager
 def local_cluster(tmp: Path, nodes: str | None = None, image: ImageDefaults = ImageDefaults(),
-                  controllers: ControllerSettings | None = None) -> Iterator[Cluster]:
-    """A local control plane with the TFJob CRD; `image` stands in for the pods' image (ENV, WORKDIR),
-    `controllers` tunes the controllers beside the API server (e.g. a lagging garbage collector)."""
-    with LocalClusterThread(workdir=tmp, nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,),
+                  controllers: ControllerSettings | None = None, kubeflow_crd: bool = False) -> Iterator[Cluster]:
+    """A local control plane with the TFJob CRD (and Kubeflow's, with `kubeflow_crd`); `image` stands in for the
+    pods' image (ENV, WORKDIR), `controllers` tunes the controllers beside the API server (e.g. a lagging garbage
+    collector)."""
+    crds = (CRD_PATH, KUBEFLOW_CRD_PATH) if kubeflow_crd else (CRD_PATH,)
+    with LocalClusterThread(workdir=tmp, nodes=nodes, max_grace_seconds=1.0, crds=crds,
                             image=image, controllers=controllers or TEST_CONTROLLERS) as local:
         kubeconfig = tmp / "kubeconfig"
         write_kubeconfig(kubeconfig, local.url)
         yield Cluster(local, kubeconfig, tmp)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A local control plane for a test module (import this fixture into a conftest or test module)."""
-    with local_cluster(tmp_path_factory.mktemp("cluster")) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def operator(cluster: Cluster) -> Iterator[Operator]:
-    """One operator for the module's tests (each test uses its own job names); it must exit cleanly."""
+@contextlib.contextmanager
+def running_operator(cluster: Cluster, **settings: str) -> Iterator[Operator]:
+    """The operator for a module's tests, its metrics and liveness on free loopback ports; it must exit cleanly."""
     op = Operator(cluster.kubeconfig, cluster.workdir / "operator.log",
                   TFJOB_METRICS_PORT=str(free_port()), TFJOB_METRICS_HOST="127.0.0.1",
-                  TFJOB_LIVENESS_PORT=str(free_port()), TFJOB_LIVENESS_HOST="127.0.0.1").start()
+                  TFJOB_LIVENESS_PORT=str(free_port()), TFJOB_LIVENESS_HOST="127.0.0.1", **settings).start()
     yield op
     op.stop()
     if op.proc is not None:
         assert op.proc.returncode in (0, -signal.SIGTERM), op.log()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A local control plane for a test module (import this fixture into a conftest or test module); a module
+    that sets `KUBEFLOW_CRD = True` gets Kubeflow's CRD installed too."""
+    name = request.module.__name__.rpartition(".")[2]
+    with local_cluster(tmp_path_factory.mktemp(name), kubeflow_crd=getattr(request.module, "KUBEFLOW_CRD", False)) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def operator(request: pytest.FixtureRequest, cluster: Cluster) -> Iterator[Operator]:
+    """One operator for the module's tests (each test uses its own job names), with the module's
+    `OPERATOR_SETTINGS` (TFJOB_* variables) if it has them."""
+    with running_operator(cluster, **getattr(request.module, "OPERATOR_SETTINGS", {})) as op:
+        yield op

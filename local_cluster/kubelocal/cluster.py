@@ -268,9 +268,20 @@ class LocalCluster:
         self.apiserver.set_exec_source(self._kubelet)
         assert self._kubelet_loop is not None
         await self._kubelet_loop.run(self._kubelet.start())
+        await self.start_scheduler()
+
+    async def start_scheduler(self) -> None:
+        """On the components' loop: a scheduler (a new one, after `stop_scheduler`), as kube-scheduler restarting."""
         self._scheduler = Scheduler(self.url)
         self.apiserver.metrics.register(self._scheduler.events)  # its dropped Events, on /metrics
         await self._scheduler.start()
+
+    async def stop_scheduler(self) -> None:
+        """On the components' loop: no scheduler (kube-scheduler down: pods stay unbound)."""
+        if self._scheduler is not None:
+            self.apiserver.metrics.unregister(self._scheduler.events)
+            await self._scheduler.stop()
+            self._scheduler = None
 
     def _sim_heartbeat(self) -> float:
         """Simulated nodes renew their Leases as kubelet does (every 10 s), and at least four times per grace
@@ -284,9 +295,7 @@ class LocalCluster:
         return path
 
     async def _stop_components(self) -> None:
-        if self._scheduler is not None:
-            self.apiserver.metrics.unregister(self._scheduler.events)
-            await self._scheduler.stop()
+        await self.stop_scheduler()
         if self._controllers is not None:
             await self._controllers.stop()
         if self._kubelet is not None and self._kubelet_loop is not None:

@@ -41,8 +41,8 @@ def get(config: Path, *args: str) -> dict[str, Any]:
 def tfjob(name: str, replicas: int) -> str:
     # AllWorkers: the job succeeds once every worker has (by default worker 0 decides, and the other may still run).
     return yaml.safe_dump({"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": name}, "spec": {
-        "successPolicy": "AllWorkers", "tfReplicaSpecs": {"Worker": {"replicas": replicas, "template": {"spec": {"containers": [
-            {"name": "tensorflow", "image": "local", "command": ["python", "-c", "print('ok')"]}]}}}}}})
+        "successPolicy": "AllWorkers", "tfReplicaSpecs": {"Worker": {"replicas": replicas, "template": {"spec": {
+            "containers": [{"name": "tensorflow", "image": "local", "command": ["python", "-c", "print('ok')"]}]}}}}}})
 
 
 def job_status(config: Path, name: str) -> dict[str, Any]:

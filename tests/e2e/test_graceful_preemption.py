@@ -5,6 +5,7 @@ resumes at that step, mid-epoch, with nothing lost."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,16 +49,31 @@ def log(cluster: Cluster, pod: str) -> str:
         return ""
 
 
+def follow(cluster: Cluster, pod: str) -> list[str]:
+    """What `kubectl logs -f POD` shows, gathered in the background until that pod's container ends (the gang's
+    restart replaces the pod under the same name within a second, so reading the log later can miss its end)."""
+    lines: list[str] = []
+    stream = cluster.core.read_namespaced_pod_log(pod, "default", follow=True, _preload_content=False)
+
+    def gather() -> None:  # chunks as they come (amt=None), until the container ends
+        for chunk in stream.stream(amt=None):
+            lines.append(chunk.decode(errors="replace"))
+
+    threading.Thread(target=gather, daemon=True).start()
+    return lines
+
+
 @pytest.mark.timeout(420)
 def test_a_deleted_worker_pod_stops_the_gang_at_one_step_and_the_restart_resumes_there(
         cluster: Cluster, tmp_path: Path) -> None:
     name = apply(cluster, job("graceful", tmp_path / "out"))
     chief = f"{name}-worker-0"
     wait_for(lambda: "[tfjob] step 40/" in log(cluster, chief), timeout=240, interval=0.5, what="step 40 of epoch 1")
+    followed = follow(cluster, chief)
     deleted = time.monotonic()
     cluster.core.delete_namespaced_pod(f"{name}-worker-1", "default")
     stopped = wait_for(lambda: re.search(r"preempted: stopped after epoch 1 step (\d+) \(samples (\d+)\); saving",
-                                         log(cluster, chief)), timeout=60, interval=0.2, what="the agreed stop")
+                                         "".join(followed)), timeout=60, interval=0.2, what="the agreed stop")
     print(f"pod deleted -> the chief stopped and backed up: {time.monotonic() - deleted:.2f}s")
     step, samples = int(stopped[1]), int(stopped[2])
     assert 40 <= step < STEPS and samples == step * 64

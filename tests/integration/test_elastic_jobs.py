@@ -6,36 +6,19 @@ TF_CONFIG. (The width the gang view says fits is the builtin gang's, tested with
 from __future__ import annotations
 
 import json
-import signal
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica
+from operator_harness import Cluster, Operator, py, replica
 from polling import wait_for
-
-from kubelocal.cluster import install_crds
-from tfjob_operator.crd import KUBEFLOW_CRD_PATH
 
 KF = "kubeflow.org"
 FOREVER = py("import time; time.sleep(600)")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with local_cluster(tmp_path_factory.mktemp("elastic")) as c:
-        c.call(install_crds(c.local.url, [KUBEFLOW_CRD_PATH]))
-        yield c
-
-
-@pytest.fixture(scope="module")
-def operator(cluster: Cluster) -> Iterator[Operator]:
-    op = Operator(cluster.kubeconfig, cluster.workdir / "operator.log", TFJOB_KUBEFLOW_API="all",
-                  TFJOB_METRICS_PORT=str(free_port()), TFJOB_METRICS_HOST="127.0.0.1").start()
-    yield op
-    op.stop()
-    assert op.proc is not None and op.proc.returncode in (0, -signal.SIGTERM), op.log()[-3000:]
+#: The harness's cluster and operator (tests/integration/conftest.py) with Kubeflow's CRD and API served.
+KUBEFLOW_CRD = True
+OPERATOR_SETTINGS = {"TFJOB_KUBEFLOW_API": "all"}
 
 
 def _create(cluster: Cluster, group: str, spec: dict[str, Any]) -> str:

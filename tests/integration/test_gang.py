@@ -21,7 +21,6 @@ from shared_data import CRDS
 
 from kubelocal.cluster import install_crds
 from kubelocal.kubeclient import STRATEGIC_MERGE_PATCH, Informer, KubeClient
-from kubelocal.scheduler import Scheduler
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -305,7 +304,7 @@ def test_schedule_timeout_recreates_the_gang_gated_and_requeues_it_with_backoff(
         gpu_cluster: Cluster, recorder: Recorder, metrics_port: int) -> None:
     c = gpu_cluster
     local = c.local
-    c.call(local.scheduler.stop())  # kube-scheduler is down: released pods are never bound
+    c.call(local.cluster.stop_scheduler())  # kube-scheduler is down: released pods are never bound
     try:
         name = c.submit({"Worker": gpu_workers(sleep_then_exit(1), 2)}, name="stalled",
                         schedulingPolicy={"scheduleTimeoutSeconds": 2})
@@ -324,9 +323,7 @@ def test_schedule_timeout_recreates_the_gang_gated_and_requeues_it_with_backoff(
         message = next(m for r, m in c.events(name) if r == "GangScheduleTimeout")
         assert "2 of 2 pods not scheduled within scheduleTimeoutSeconds=2" in message and "resumes in 10s" in message
     finally:
-        scheduler = Scheduler(local.url)
-        c.call(scheduler.start())
-        local.cluster._scheduler = scheduler
+        c.call(local.cluster.start_scheduler())
     c.wait_state(name, "Succeeded", 60)
     released_again = min(r.t for r in recorder.of(name) if r.uid not in first and r.released and not r.gated)
     assert released_again - timed_out_at >= 8.0, "re-admitted before the 10 s back-off ended"

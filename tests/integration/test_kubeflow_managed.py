@@ -3,30 +3,20 @@ kubeflow.org/v1 jobs handed to it (runPolicy.managedBy tfjob.dev/tfjob-operator)
 
 from __future__ import annotations
 
-import signal
-from collections.abc import Iterator
-
 import pytest
-from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica
+from operator_harness import Cluster, py, replica
 from polling import wait_for
 
-from kubelocal.cluster import install_crds
 from tfjob_operator import apigroups
-from tfjob_operator.crd import KUBEFLOW_CRD_PATH
 
 KF = "kubeflow.org"
 QUICK = py("import time; time.sleep(0.3)")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with local_cluster(tmp_path_factory.mktemp("kubeflow-managed")) as c:
-        c.call(install_crds(c.local.url, [KUBEFLOW_CRD_PATH]))
-        op = Operator(c.kubeconfig, c.workdir / "operator.log", TFJOB_KUBEFLOW_API="managed",
-                      TFJOB_METRICS_PORT=str(free_port()), TFJOB_METRICS_HOST="127.0.0.1").start()
-        yield c
-        op.stop()
-        assert op.proc is not None and op.proc.returncode in (0, -signal.SIGTERM), op.log()[-3000:]
+#: The harness's cluster and operator (tests/integration/conftest.py): Kubeflow's CRD, only jobs handed over.
+KUBEFLOW_CRD = True
+OPERATOR_SETTINGS = {"TFJOB_KUBEFLOW_API": "managed"}
+pytestmark = pytest.mark.usefixtures("operator")
 
 
 def last_condition(cluster: Cluster, name: str) -> str | None:

@@ -149,7 +149,8 @@ def test_a_watch_expiring_while_jobs_are_created_misses_none_and_acts_on_none_tw
         sim.local.apiserver.faults.fail("GET", r"/api/v1/pods\?(.*&)?watch=true", 410, agent=r"^tfjob-operator/")
         assert sim.local.apiserver.faults.expire_watches() >= 1
         names += [sim.submit({"Worker": sim_worker()}, name=f"exp-{i}") for i in range(3, 6)]
-        assert sim.local.apiserver.faults.expire_watches() >= 1  # again, while the first relist may be running
+        # Again, while the first relist may be running (once the operator has a watch open to expire).
+        wait_for(lambda: sim.local.apiserver.faults.expire_watches() >= 1, 20, what="a watch to expire again")
         names += [sim.submit({"Worker": sim_worker()}, name=f"exp-{i}") for i in range(6, 8)]
         counts = wait_for(lambda: (c := pods_of(sim, names)) and all(v >= WORKERS for v in c.values()) and c,
                           60, what="every job's pods after the expiries")

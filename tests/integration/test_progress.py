@@ -7,10 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 
-import pytest
-from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica, wait_for
+from operator_harness import Cluster, Operator, py, replica, wait_for
 
 CHIEF = py("""
 import os, time
@@ -26,18 +24,8 @@ time.sleep(600)
 """)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with local_cluster(tmp_path_factory.mktemp("progress")) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def operator(cluster: Cluster) -> Iterator[Operator]:
-    op = Operator(cluster.kubeconfig, cluster.workdir / "operator.log", TFJOB_PROGRESS_INTERVAL="0.5",
-                  TFJOB_METRICS_PORT=str(free_port()), TFJOB_METRICS_HOST="127.0.0.1").start()
-    yield op
-    op.stop()
+#: The harness's operator (tests/integration/conftest.py) reports progress every half second.
+OPERATOR_SETTINGS = {"TFJOB_PROGRESS_INTERVAL": "0.5"}
 
 
 def operator_metric(op: Operator, sample: str) -> float:

@@ -25,6 +25,7 @@ from tfjob_operator import constants
 from tfjob_operator.api import TFJob
 from tfjob_operator.jobs import Clients, connect, get_job, job_pods, submit, true_conditions
 from tfjob_operator.local.elastic import CapacityFaults, breakdown_text, width_text
+from tfjob_operator.local.processes import stop_process
 from tfjob_operator.local.view import JobSnapshot, make_view
 from tfjob_operator.observed import FINISHED_CONDITIONS
 from tfjob_operator.progress.chief_log import Progress, load_json, parse_log, plot_history
@@ -141,19 +142,6 @@ def stop_on_signals() -> None:
     """SIGINT, SIGTERM and SIGHUP raise Stopped in the main thread."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, _raise_stopped)
-
-
-def stop_process(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        pass
 
 
 def chief_progress(clients: Clients, pods: list[dict[str, Any]]) -> Progress:
