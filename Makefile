@@ -33,7 +33,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: lint kubeflow-sdk-venv
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 demo: setup
 	$(BIN)/tfjob local examples/mnist-cpu.yaml --workdir .tfjob-local/demo

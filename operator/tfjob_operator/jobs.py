@@ -167,6 +167,24 @@ def job_pods(clients: Clients, name: str, uid: str | None = None) -> list[dict[s
     return sorted(out, key=lambda p: p["metadata"]["name"])
 
 
+def job_events(clients: Clients, name: str) -> list[dict[str, Any]]:
+    """The Events about the job (as `kubectl describe tfjob NAME` lists them), oldest first."""
+    try:
+        events = clients.kube.request_sync("GET", f"/api/v1/namespaces/{clients.namespace}/events",
+                                           query=[("fieldSelector", f"involvedObject.name={name}")])
+    except KubeError as exc:
+        raise _explain(exc, "list", f"events of tfjob/{name}", clients.namespace) from None
+    out = [e for e in (events or {}).get("items") or []
+           if (e.get("involvedObject") or {}).get("kind") == constants.KIND]
+    return sorted(out, key=_event_order)
+
+
+def _event_order(event: dict[str, Any]) -> tuple[str, int]:
+    """By time, then (Events of one second) by resourceVersion, which grows with each write on this API server."""
+    version = str(event["metadata"].get("resourceVersion") or "0")
+    return event.get("lastTimestamp") or event.get("firstTimestamp") or "", int(version) if version.isdigit() else 0
+
+
 def true_conditions(job: dict[str, Any]) -> list[str]:
     return [c["type"] for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
 

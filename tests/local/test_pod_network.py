@@ -54,6 +54,7 @@ from kubelocal.network import (
     write_pod_files,
 )
 from kubelocal.network import dns as cluster_dns
+from kubelocal.network.podnet import NAME_PREFIX
 from kubelocal.pki import new_ca
 
 AVAILABLE, WHY_NOT = pod_network_available()
@@ -458,28 +459,29 @@ def test_pod_cannot_reach_the_hosts_addresses(net: PodNetwork) -> None:
         listener.close()
 
 
-def netns_and_links() -> tuple[set[str], set[str]]:
-    netns = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout.split())
+def netns_and_links(plane_id: str) -> tuple[set[str], set[str]]:
+    """The plane's namespaces (other planes may run beside it) and the host's links (a plane adds none: its bridge
+    and veths live in its own namespaces)."""
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout.split()
     links = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True, text=True, check=True).stdout)
-    return {n for n in netns if n.startswith("kubelocal-")}, {link["ifname"] for link in links}
+    return {n for n in netns if plane_id in n}, {link["ifname"] for link in links}
 
 
 @needs_netns
 def test_teardown_leaves_no_namespace_or_link() -> None:
-    before_ns, before_links = netns_and_links()
     network = PodNetwork()
+    _, links_before = netns_and_links(network.plane_id)
     network.start()
     pods = [network.add_pod(str(uuid.uuid4()), "train", f"p{i}") for i in range(3)]
     network.remove_pod(pods[0].uid)
-    during_ns, _ = netns_and_links()
+    during_ns, _ = netns_and_links(network.plane_id)
     assert {network.netns, pods[1].netns, pods[2].netns} <= during_ns and pods[0].netns not in during_ns
     network.teardown()
-    assert netns_and_links() == (before_ns, before_links)
+    assert netns_and_links(network.plane_id) == (set(), links_before)
 
 
 @needs_netns
 def test_a_later_start_removes_what_a_crashed_plane_left() -> None:
-    before_ns, _ = netns_and_links()
     crashed = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import time
         from kubelocal.network import PodNetwork
@@ -492,9 +494,9 @@ def test_a_later_start_removes_what_a_crashed_plane_left() -> None:
     left = crashed.stdout.readline().strip()
     crashed.send_signal(signal.SIGKILL)
     crashed.wait(STEP)
-    assert left in netns_and_links()[0]
+    crashed_id = left.removeprefix(NAME_PREFIX)
+    assert left in netns_and_links(crashed_id)[0]
     with PodNetwork() as later:
-        remaining = netns_and_links()[0]
-        assert not any(name.startswith(left) for name in remaining)
-        assert later.netns in remaining
-    assert netns_and_links()[0] == before_ns
+        assert netns_and_links(crashed_id)[0] == set()  # the plane and its pod's namespace
+        assert later.netns in netns_and_links(later.plane_id)[0]
+    assert netns_and_links(later.plane_id)[0] == set()

@@ -13,10 +13,15 @@ from tfjob_operator.local.view import job_line
 from tfjob_operator.progress.chief_log import parse_log, plot_history
 
 
-def job(current: int = 3, conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def job(current: int = 3) -> dict[str, Any]:
     return {"metadata": {"name": "j"}, "status": {
-        "state": "Running", "workers": f"{current}/{current}", "restartCount": 1, "conditions": conditions or [],
+        "state": "Running", "workers": f"{current}/{current}", "restartCount": 1, "conditions": [],
         "elastic": {"currentReplicas": current, "minReplicas": 2, "maxReplicas": 4}}}
+
+
+def event(name: str, reason: str, message: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "involvedObject": {"kind": "TFJob", "name": "j"}, "reason": reason,
+            "message": message}
 
 
 def pod(index: int, node: str) -> dict[str, Any]:
@@ -71,19 +76,22 @@ def test_the_node_of_the_highest_worker_is_lost_after_the_first_epoch_and_restor
     notes: list[str] = []
     faults = CapacityFaults(lose_node_after=0, restore_node_after=0, preempt_worker_after=None, note=notes.append)
     cluster, pods = FakeCluster(), [pod(0, "node-0"), pod(3, "node-3"), pod(1, "node-1")]
-    faults.tick(cluster, None, job(4), pods, parse_log(""))
+    faults.tick(cluster, None, [], pods, parse_log(""))
     assert cluster.calls == []  # no epoch yet
-    faults.tick(cluster, None, job(4), pods, parse_log("[tfjob] epoch 1/5 loss=1.0"))
+    faults.tick(cluster, None, [], pods, parse_log("[tfjob] epoch 1/5 loss=1.0"))
     assert cluster.calls == ["lose node-3", "restore node-3"]  # --restore-node-after 0: on the same tick
-    resized = {"type": "Restarting", "status": "True", "reason": "Resized", "lastTransitionTime": "t",
-               "message": "4 → 3 workers: node node-3 lost"}
-    faults.tick(cluster, None, job(3, [resized]), pods, parse_log("[tfjob] epoch 1/5 loss=1.0"))
+    # The node's loss and the resize after it, both seen on one tick (the Restarting condition held only the last).
+    events = [event("j.1", "NodeLost", "pod j-worker-3 lost its node"), event("j.0", "GangAdmitted", "admitted"),
+              event("j.2", "Resized", "4 → 3 workers: node node-3 lost")]
+    faults.tick(cluster, None, events, pods, parse_log("[tfjob] epoch 1/5 loss=1.0"))
     assert cluster.calls == ["lose node-3", "restore node-3"]  # once each
     assert faults.resizes == ["4 → 3 workers: node node-3 lost"]
-    assert "Resized: 4 → 3 workers: node node-3 lost" in notes
+    assert notes[-2:] == ["NodeLost: pod j-worker-3 lost its node", "Resized: 4 → 3 workers: node node-3 lost"]
     assert faults.recovery is not None and faults.recovery.detected_at is not None
+    faults.tick(cluster, None, events, pods, parse_log("[tfjob] epoch 1/5 loss=1.0"))
+    assert faults.resizes == ["4 → 3 workers: node node-3 lost"]  # each Event once
     began = time.time() + 1
-    faults.tick(cluster, None, job(3, [resized]), pods, parse_log(
+    faults.tick(cluster, None, events, pods, parse_log(
         "[tfjob] resumed from backup at epoch 2\n[tfjob] resized from 4 to 3 replicas at samples 10\n"
         f"[tfjob] ready restore=1.00s total=5.00s began={began:.3f}\n"))
     assert any(n.startswith("training again ") for n in notes)

@@ -17,6 +17,7 @@ from typing import Any
 
 from tfjob_operator import constants
 from tfjob_operator.progress.chief_log import Progress
+from tfjob_operator.reconcile.reasons import Reason
 
 
 def width_text(job: dict[str, Any]) -> str | None:
@@ -27,11 +28,19 @@ def width_text(job: dict[str, Any]) -> str | None:
     return f"workers {el['currentReplicas']}/{el.get('maxReplicas', '?')} (min {el.get('minReplicas', '?')})"
 
 
-def restart_conditions(job: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(time, reason, message) of the job's Restarting condition: each gang restart and resize says why there."""
-    return [(c.get("lastTransitionTime") or "", c.get("reason") or "", c.get("message") or "")
-            for c in (job.get("status") or {}).get("conditions") or []
-            if c.get("type") == "Restarting" and c.get("status") == "True"]
+#: The reasons of the Restarting condition (docs/operator.md): each gang restart and resize posts an Event with one.
+RESTART_REASONS = frozenset({
+    Reason.RETRYABLE_EXIT_CODE, Reason.POD_FAILED, Reason.TRAINING_STALLED, Reason.POD_EVICTED,
+    Reason.POD_PREEMPTED, Reason.NODE_LOST, Reason.POD_DELETED, Reason.POD_DISRUPTED,
+    Reason.NODE_MARKED_FOR_REMOVAL, Reason.RESIZED})
+
+
+def restart_events(events: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """(Event name, reason, message) of the job's Events that restarted or resized its gang, oldest first. Events
+    stay; the Restarting condition may be true for less than a view tick (a lost node's restart and the resize
+    after it can land in one second), and what it said is then gone."""
+    return [(e["metadata"]["name"], e.get("reason") or "", e.get("message") or "") for e in events
+            if e.get("reason") in RESTART_REASONS]
 
 
 def worker_victim(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -92,16 +101,16 @@ class CapacityFaults:
     preempted: bool = False
     recovery: Recovery | None = None
     resizes: list[str] = field(default_factory=list)
-    _seen: set[tuple[str, str, str]] = field(default_factory=set)
+    _seen: set[str] = field(default_factory=set)  # the Events noted, by name
     _resumed: tuple[int, int] | None = None
 
-    def tick(self, cluster: Any, clients: Any, job: dict[str, Any], pods: list[dict[str, Any]],
+    def tick(self, cluster: Any, clients: Any, events: list[dict[str, Any]], pods: list[dict[str, Any]],
              progress: Progress) -> None:
         """One view tick: inject what is due, and note what changed (resizes, the resumed width, the recovery)."""
         now = time.monotonic()
         if self.first_epoch_at is None and progress.epoch >= 1:
             self.first_epoch_at = now
-        self._watch(job, progress)
+        self._watch(events, progress)
         if self.first_epoch_at is None:
             return
         since = now - self.first_epoch_at
@@ -125,13 +134,13 @@ class CapacityFaults:
                 self.note(f"preempted {victim['metadata']['name']}: evicted as a drain does, with its grace period "
                           "(SIGTERM: the workers finish the step, the chief saves; --preempt-worker-after)")
 
-    def _watch(self, job: dict[str, Any], progress: Progress) -> None:
-        for cond in restart_conditions(job):
-            if cond not in self._seen:
-                self._seen.add(cond)
-                if cond[1] == "Resized":
-                    self.resizes.append(cond[2])
-                self.note(f"{cond[1]}: {cond[2]}")
+    def _watch(self, events: list[dict[str, Any]], progress: Progress) -> None:
+        for event, reason, message in restart_events(events):
+            if event not in self._seen:
+                self._seen.add(event)
+                if reason == Reason.RESIZED:
+                    self.resizes.append(message)
+                self.note(f"{reason}: {message}")
                 rec = self.recovery
                 if rec is not None and rec.detected_at is None:
                     rec.detected_at = time.time()

@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
-from tfjob_operator.jobs import Clients, connect, get_job, job_pods, submit, true_conditions
+from tfjob_operator.jobs import Clients, connect, get_job, job_events, job_pods, submit, true_conditions
 from tfjob_operator.local.elastic import CapacityFaults, breakdown_text, width_text
 from tfjob_operator.local.processes import stop_process
 from tfjob_operator.local.view import JobSnapshot, make_view
@@ -308,7 +308,7 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
                                   "running, its peers hear nothing until their peer-loss timeout")
                 if job.name in cut and options.heal_partition_after is not None:
                     _heal_when_due(cluster, clients.namespace, cut, job.name, options.heal_partition_after, view)
-                faults[job.name].tick(cluster, clients, obj, pods, progress)
+                faults[job.name].tick(cluster, clients, job_events(clients, job.name), pods, progress)
                 done = [c for c in conds if c in FINISHED_CONDITIONS]
                 if done and job.name not in ended:
                     ended[job.name] = _result(obj, progress, time.monotonic() - started, faults=faults[job.name])
