@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import multiprocessing
 import os
 import signal
@@ -133,26 +134,49 @@ def plain_controller_floor(api: client.ApiClient, jobs: int, workers: int) -> fl
     def body(name: str, role: str) -> dict[str, Any]:
         return {"metadata": {"name": name, "labels": {"bench-floor": run, "role": role}}, "data": {"a": "b"}}
 
+    children: set[str] = set()  # created or seen
+
+    def added(obj: dict[str, Any]) -> None:
+        name, role = obj["metadata"]["name"], obj["metadata"]["labels"]["role"]
+        if role == "parent":
+            for i in range(workers):
+                if f"{name}-{i}" not in children:
+                    children.add(f"{name}-{i}")
+                    core.create_namespaced_config_map("default", body(f"{name}-{i}", "child"),
+                                                      _preload_content=False).read()
+        elif name not in seen[name.rsplit("-", 1)[0]]:
+            seen[name.rsplit("-", 1)[0]].append(time.monotonic())
+            children.add(name)
+            if len(seen) == jobs and all(len(v) == workers for v in seen.values()):
+                done.set()
+
+    def relist() -> str:
+        """What an informer does when its watch is refused: list, act on what it had not seen, watch from there."""
+        listed = core.list_namespaced_config_map("default", label_selector=f"bench-floor={run}",
+                                                 _preload_content=False)
+        doc = json.loads(listed.data)
+        for obj in doc["items"]:
+            added(obj)
+        return str(doc["metadata"]["resourceVersion"])
+
     def controller() -> None:
         rv = core.list_namespaced_config_map("default", limit=1).metadata.resource_version
         ready.set()
         while not done.is_set():
-            for event in watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=rv,
-                                              label_selector=f"bench-floor={run}", timeout_seconds=2,
-                                              deserialize=False):
-                obj = event["object"]
-                rv = obj["metadata"]["resourceVersion"]
-                if event["type"] != "ADDED":
-                    continue
-                name, role = obj["metadata"]["name"], obj["metadata"]["labels"]["role"]
-                if role == "parent":
-                    for i in range(workers):
-                        core.create_namespaced_config_map("default", body(f"{name}-{i}", "child"),
-                                                          _preload_content=False).read()
-                else:
-                    seen[name.rsplit("-", 1)[0]].append(time.monotonic())
-                    if len(seen) == jobs and all(len(v) == workers for v in seen.values()):
-                        done.set()
+            try:
+                for event in watch.Watch().stream(core.list_namespaced_config_map, "default", resource_version=rv,
+                                                  label_selector=f"bench-floor={run}", timeout_seconds=2,
+                                                  deserialize=False):
+                    obj = event["object"]
+                    rv = obj["metadata"]["resourceVersion"]
+                    if event["type"] == "ADDED":
+                        added(obj)
+            except KeyError as exc:
+                # An ERROR event (the watch expired: 410, or a slow watcher dropped): the client reads its
+                # `raw_object`, which only a deserialized event has, so it fails here. List again.
+                if exc.args != ("raw_object",):
+                    raise
+                rv = relist()
 
     thread = threading.Thread(target=controller, daemon=True)
     thread.start()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelocal import containers as ct
+from kubelocal import podtoken
 from kubelocal.controllers.node_lifecycle import NODE_NAME
 from kubelocal.kubeclient import ApiError, Informer, KubeClient, post_event
 from kubelocal.lifeline import ChildProcess, Lifeline
@@ -72,6 +73,7 @@ class ProcessKubelet:
         #: How often each simulated node renews its Lease (kubelet: every 10 s, a quarter of the Lease's 40 s).
         self.sim_heartbeat_seconds = sim_heartbeat_seconds
         self.client = KubeClient(url, USER_AGENT, max_connections=8)
+        self.shared_objects = podtoken.SharedObjects(self.client)  # ServiceAccounts, root CAs: read once a while
         # Leases and node status on their own connections, as the kubelet's heartbeat client: a backlog of pod
         # status writes during a burst must not delay a renewal until the node looks unreachable.
         self.heartbeat_client = KubeClient(url, USER_AGENT, max_connections=2)

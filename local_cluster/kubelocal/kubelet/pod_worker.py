@@ -38,6 +38,7 @@ class KubeletHost(Protocol):
     """What a pod worker uses of its kubelet."""
 
     client: KubeClient
+    shared_objects: podtoken.SharedObjects
     url: str
     status_slots: asyncio.Semaphore
     workdir: Path
@@ -311,7 +312,7 @@ class PodRuntime(PodWorker):
         allocatable = node_allocatable(self.kubelet.node_objects.get(self.node) or {})
         # The ServiceAccount's token, bound to the pod. On the pod network it is mounted where in-cluster config
         # reads it (with KUBERNETES_SERVICE_HOST); otherwise its files are mapped and a KUBECONFIG presents it.
-        creds = await podtoken.pod_credentials(self.kubelet.client, self.pod)
+        creds = await podtoken.pod_credentials(self.kubelet.client, self.pod, self.kubelet.shared_objects)
         host_side = self.network is None
         if creds is not None and host_side:
             sa_mount = podtoken.write_mount(self.dir / "serviceaccount", creds)
