@@ -98,11 +98,13 @@ class Cluster:
         self.custom = client.CustomObjectsApi(api)
 
     def submit(self, replica_specs: dict[str, Any], name: str | None = None, *, group: str = "tfjob.dev",
-               **run_policy: Any) -> str:
+               success_policy: str | None = None, **run_policy: Any) -> str:
         """Create a TFJob (Kubeflow's with group="kubeflow.org") in the default namespace; its name."""
         name = name or f"j{uuid.uuid4().hex[:8]}"
-        body = {"apiVersion": f"{group}/v1", "kind": "TFJob", "metadata": {"name": name},
-                "spec": {"tfReplicaSpecs": replica_specs, "runPolicy": run_policy}}
+        spec: dict[str, Any] = {"tfReplicaSpecs": replica_specs, "runPolicy": run_policy}
+        if success_policy is not None:
+            spec["successPolicy"] = success_policy
+        body = {"apiVersion": f"{group}/v1", "kind": "TFJob", "metadata": {"name": name}, "spec": spec}
         self.custom.create_namespaced_custom_object(group, "v1", NS, "tfjobs", body)
         return name
 
