@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
-from tfjob_worker import preemption
+from tfjob_worker import cluster, exit_codes, preemption
 from tfjob_worker.elastic import epoch_steps
 from tfjob_worker.preemption import NO_DEADLINE, decide
 from tfjob_worker.scaling import plan_batch, resume_position
@@ -95,3 +104,65 @@ def test_the_exchange_interval_keeps_its_cost_near_one_percent_and_a_stop_within
 def test_every_worker_takes_the_largest_proposed_interval():
     assert preemption.agreed_interval([(0, NO_DEADLINE, 0.1, 4), (0, NO_DEADLINE, 0.1, 9)]) == 9
     assert preemption.agreed_interval([(0, NO_DEADLINE, 0.1)]) == 1
+
+
+def test_peers_are_the_other_trainers_resolved_and_one_whose_port_refuses_is_lost() -> None:
+    listening = socket.create_server(("127.0.0.1", 0))
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: a connect is refused, as to a killed process
+    live, dead = (f"127.0.0.1:{s.getsockname()[1]}" for s in (listening, closed))
+    try:
+        view = cluster.from_tf_config(json.dumps({
+            "cluster": {"chief": [live], "worker": ["127.0.0.1:1", dead], "ps": ["127.0.0.1:2"]},
+            "task": {"type": "worker", "index": 0}}))
+        peers = preemption.collective_peers(view)
+        assert [(p.name, p.address) for p in peers] == [("chief-0", live), ("worker-1", dead)]  # not itself, not ps
+        lost = preemption.lost_peers(peers, timeout=0.5)
+        assert [(peer.name, reason) for peer, reason in lost] == [("worker-1", "connection refused")]
+    finally:
+        listening.close()
+        closed.close()
+
+
+LOST_PEER_SCRIPT = """
+import socket, sys, time
+from tfjob_worker import preemption
+port, busy = int(sys.argv[1]), sys.argv[2] == "busy"
+flag = preemption.StopSignal(30.0).install()
+flag.deferred = True  # as a training loop does: SIGTERM only raises the flag
+peer = preemption.Peer("worker-1", f"127.0.0.1:{port}", ("127.0.0.1", port), socket.AF_INET)
+print("armed", preemption.LostPeerStop([peer], busy=lambda: busy).arm(), flush=True)
+time.sleep(2)  # the probe takes milliseconds
+print("still running", flag.raised, flush=True)
+"""
+
+
+@pytest.mark.parametrize(("peer", "busy", "code"), [
+    ("gone", False, exit_codes.PREEMPTED),  # nobody can agree without it: stop now
+    ("listening", False, 0),  # the peer is there: the agreement decides, the process goes on
+    ("gone", True, 0),  # already agreed (stopping and saving by itself): left alone
+])
+def test_on_sigterm_a_process_whose_peer_is_gone_exits_143_at_once_naming_it(tmp_path, peer, busy, code):
+    server = socket.create_server(("127.0.0.1", 0)) if peer == "listening" else socket.socket()
+    if peer == "gone":
+        server.bind(("127.0.0.1", 0))  # bound, not listening: refused, as a killed worker's port
+    env = {**os.environ, "PYTHONPATH": str(Path(preemption.__file__).parents[1])}
+    proc = subprocess.Popen([sys.executable, "-c", LOST_PEER_SCRIPT, str(server.getsockname()[1]),
+                             "busy" if busy else "-"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "armed True\n"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        if code == exit_codes.PREEMPTED:
+            assert proc.wait(5) == code
+            assert time.monotonic() - sent < 2
+            err = proc.stderr.read() if proc.stderr else ""
+            assert "a peer is gone: worker-1 (127.0.0.1:" in err and "connection refused" in err, err
+        else:
+            out, _ = proc.communicate(timeout=20)
+            assert proc.returncode == 0 and "still running True" in out
+    finally:
+        proc.kill()
+        proc.wait()
+        server.close()

@@ -23,7 +23,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import checkpoint, exit_codes, preemption
+from . import checkpoint, cluster, exit_codes, preemption
 from .preemption import Decision, Preempted, StopSignal
 from .scaling import resume_position
 
@@ -43,6 +43,9 @@ class StopAgreement:
         # only records the signal: take SIGTERM back, now that the strategy exists.
         self.signal.install()
         self.signal.deferred = True  # this loop checks the flag: SIGTERM no longer exits at once
+        if _exchanges(self.strategy):  # ...unless a peer is already gone: then nobody can agree
+            preemption.LostPeerStop(preemption.collective_peers(cluster.from_env()),
+                                    busy=lambda: self.decision is not None).arm()
         self.fixed_every = every or preemption.check_every()  # None: agreed at each exchange
         self.last_save_seconds = 0.0
         self.decision: Decision | None = None
