@@ -14,8 +14,9 @@ a user's kubectl would, so that it does not take the API server's GIL.
 The sweep runs each size on a fresh control plane and operator, in the order given, prints a table, plots latency
 and operator peak RSS against the number of jobs, and ends with one SUMMARY line whose keys carry the size
 (jobs100_created_p99=...). With --budget, a size waits at most for what is left of the budget (its figures then
-cover the jobs that finished; `jobsN_succeeded=k/N` says how many) and sizes reached with nothing left are skipped,
-so `make bench` lists the sizes whose figures it needs first: --sweep 100,1000,250,500 --budget 250.
+cover the jobs that finished; `jobsN_succeeded=k/N` says how many), and a size is skipped when the last size's pace
+says it cannot finish in what is left (`make bench`: --sweep 100,250 --budget 160; 1000 x 4 is run alone).
+--simulated puts the pods on kwok-style simulated nodes (no process each; they still exit 0 at once).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 # directories (grows with the jobs: ~10 s for 200 jobs cut short at load 6, over a minute for 1000 at load 10).
 SIZE_OVERHEAD_SECONDS = 15.0
 SIZE_OVERHEAD_PER_JOB = 0.09
+#: With --budget, a size runs only if the last size's wall time per job, times this, times its jobs fits what is left.
+SIZE_MARGIN = 1.2
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -214,7 +217,8 @@ class Measured:
     created_floor: float
 
 
-def measure(kubeconfig: str, jobs: int, workers: int, timeout: float, operator_pid: int, conn: Connection) -> None:
+def measure(kubeconfig: str, jobs: int, workers: int, timeout: float, operator_pid: int, conn: Connection,
+            simulated: bool = False) -> None:
     """The measuring client, in its own process: opens the watches and says so, submits the jobs when told, waits
     for them to finish (or `timeout`), sends back what it saw, and samples the operator's RSS until told to stop."""
     api = config.new_client_from_config(kubeconfig)
@@ -230,7 +234,9 @@ def measure(kubeconfig: str, jobs: int, workers: int, timeout: float, operator_p
     conn.recv()
     floor = plain_controller_floor(api, jobs, workers)
     submitted: dict[str, float] = {}
-    template = {"spec": {"containers": [{"name": "tensorflow", "image": "local", "command": ["true"]}]}}
+    template: dict[str, Any] = {"spec": {"containers": [{"name": "tensorflow", "image": "local", "command": ["true"]}]}}
+    if simulated:  # a simulated node's pod runs until deleted unless told its duration
+        template["metadata"] = {"annotations": {"kubelocal.dev/sim-duration": "0"}}
     started = time.monotonic()
     for i in range(jobs):
         name = f"bench-{i:03d}"
@@ -289,9 +295,10 @@ class Result:
 
 
 def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path | None = None,
-             trace: bool = False) -> Result:
-    """N jobs x W workers on a fresh control plane and operator; prints the figures, returns them."""
-    nodes = "4x{cpu:64,memory:256Gi,pods:1000}"
+             trace: bool = False, simulated: bool = False) -> Result:
+    """N jobs x W workers on a fresh control plane and operator; prints the figures, returns them. `simulated`:
+    the nodes are kwok-style simulated nodes, whose pods run no process (they exit 0 at once all the same)."""
+    nodes = "4x{cpu:64,memory:256Gi,pods:1000" + (",sim:true}" if simulated else "}")
     with (
         tempfile.TemporaryDirectory(prefix="tfjob-bench-", ignore_cleanup_errors=True) as tmp,
         LocalClusterThread(workdir=Path(tmp), nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,)) as cluster,
@@ -327,7 +334,8 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
             # in this one it would take the GIL from the API server it measures.
             ctx = multiprocessing.get_context("spawn")
             ours, theirs = ctx.Pipe()
-            measurer = ctx.Process(target=measure, args=(str(kubeconfig), jobs, workers, timeout, operator.pid, theirs),
+            measurer = ctx.Process(target=measure, args=(str(kubeconfig), jobs, workers, timeout, operator.pid, theirs,
+                                                         simulated),
                                    daemon=True)
             measurer.start()
             ours.recv()  # its watches are open
@@ -344,7 +352,7 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
             ours.recv()  # every job finished, or the timeout
             time.sleep(2)  # requests that follow success (clean-up) belong to the job too
             records = list(cluster.apiserver.requests)[first_request:]
-            on_wire, _ = wire.read()
+            on_wire, wire_writes = wire.read()
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(30)
@@ -398,6 +406,8 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
     for key in sorted(set(by_verb) | set(floor), key=lambda k: -by_verb.get(k, 0)):
         mark = f"{floor[key]:6d}" if key in floor else "     -"
         print(f"    {key:<40} {by_verb.get(key, 0) / n:6.2f}   {mark}")
+    reasons = collections.Counter(w[6] for w in wire_writes if w[:2] == ["create", "events"])
+    print("      events by reason: " + ", ".join(f"{r} {c / n:.2f}" for r, c in reasons.most_common()))
     cleanup = by_verb.get("delete pods", 0) / n
     total = sum(by_verb.values()) / n
     goal = 2 * w + 6 if builtin else w + 6
@@ -465,23 +475,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, help="record the operator with py-spy (collapsed stacks) to this file")
     parser.add_argument("--trace", action="store_true", help="print the first job's requests in order")
     parser.add_argument("--gang", default="builtin", choices=["builtin", "none"], help="the operator's gang backend")
+    parser.add_argument("--simulated", action="store_true",
+                        help="simulated nodes (kwok-style): the pods run no process, and still exit 0 at once")
     args = parser.parse_args(argv)
     if not args.sweep:
-        r = run_once(args.jobs, args.workers, args.timeout, args.gang, args.profile, args.trace)
+        r = run_once(args.jobs, args.workers, args.timeout, args.gang, args.profile, args.trace, args.simulated)
         print(f"SUMMARY jobs={r.jobs} workers={r.workers} {r.summary()}")
         return 0 if r.succeeded == r.jobs else 1
     results = []
     sweep_started = time.monotonic()
+    per_job: float | None = None  # wall seconds per job of the last size, floor and set-up included
     for n in args.sweep:
         timeout = args.timeout
         if args.budget:
+            left = args.budget - (time.monotonic() - sweep_started)
             # What is left, less the fixed costs around the wait (start-up, the 2 s tail, tear-down).
             overhead = SIZE_OVERHEAD_SECONDS + SIZE_OVERHEAD_PER_JOB * n
-            timeout = min(timeout, args.budget - (time.monotonic() - sweep_started) - overhead)
-            if timeout < 10:
-                print(f"operator_scale: {n} TFJobs skipped: the sweep's budget of {args.budget:.0f} s is spent\n")
+            timeout = min(timeout, left - overhead)
+            needs = per_job * n * SIZE_MARGIN if per_job is not None else 0.0
+            if timeout < 10 or needs > left:
+                print(f"operator_scale: {n} TFJobs skipped: {left:.0f} s of the sweep's {args.budget:.0f} s budget "
+                      f"left" + (f", and the last size's pace says it needs about {needs:.0f} s" if needs else "")
+                      + f" (run it alone: bench/operator_scale.py --sweep {n})\n")
                 continue
-        results.append(run_once(n, args.workers, timeout, args.gang))
+        started = time.monotonic()
+        results.append(run_once(n, args.workers, timeout, args.gang, simulated=args.simulated))
+        per_job = (time.monotonic() - started) / n
         # The figures so far: if the sweep is stopped (make bench's share), its last SUMMARY line keeps them.
         print(f"SUMMARY (so far) workers={args.workers} " + " ".join(r.summary(f"jobs{r.jobs}_") for r in results))
         print(flush=True)

@@ -8,7 +8,8 @@ asked, whatever the client thinks it sent.
 
     WireProxy("http://127.0.0.1:PORT")   (a child process; its `url` is for the client to use)
 
-`GET /_wire/counts` returns {"counts": {...}, "writes": [[verb, resource, ns, name, code, time], ...]};
+`GET /_wire/counts` returns {"counts": {...}, "writes": [[verb, resource, ns, name, code, time, reason], ...]}
+(reason: a created Event's, else "");
 `POST /_wire/reset` zeroes both. Not a bench of its own: the benches that count requests run it.
 """
 
@@ -55,12 +56,13 @@ def classify(method: str, path: str, query: dict[str, str]) -> tuple[str, str, s
     return verb, resource, namespace, name
 
 
-def _body_name(body: bytes) -> str:
-    """metadata.name of a create's JSON body ("" if none)."""
+def _body_fields(body: bytes) -> tuple[str, str]:
+    """metadata.name and reason (an Event's) of a create's JSON body ("" for each it lacks)."""
     try:
-        return str((json.loads(body).get("metadata") or {}).get("name") or "")
+        data = json.loads(body)
+        return str((data.get("metadata") or {}).get("name") or ""), str(data.get("reason") or "")
     except (ValueError, AttributeError):
-        return ""
+        return "", ""
 
 
 def serve(upstream: str, port: int) -> None:
@@ -89,8 +91,9 @@ def serve(upstream: str, port: int) -> None:
         async with session.request(request.method, upstream + request.path_qs, headers=headers,
                                    data=body or None, allow_redirects=False) as upstream_response:
             if request.method in _WRITES:
-                writes.append([verb, resource, namespace, name or _body_name(body), upstream_response.status,
-                               received])
+                body_name, reason = _body_fields(body) if request.method == "POST" else ("", "")
+                writes.append([verb, resource, namespace, name or body_name, upstream_response.status, received,
+                               reason])
             response = web.StreamResponse(status=upstream_response.status, reason=upstream_response.reason)
             for k, v in upstream_response.headers.items():
                 if k.lower() not in HOP_HEADERS:
