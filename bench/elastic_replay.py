@@ -49,7 +49,7 @@ from gang_replay import HOUR, RESULTS, TRACE, GangReplay, Job, load_trace, make_
 from tfjob_operator import constants
 from tfjob_operator.api import ReplicaType
 from tfjob_operator.gang.elastic import gang_at, widest_fit
-from tfjob_operator.gang.placement import AdmissionResult, Elastic, WaitKind, admit_in
+from tfjob_operator.gang.placement import AdmissionResult, Elastic, WaitKind
 from tfjob_operator.gang.request import GangRequest
 from tfjob_operator.reconcile.elastic import WIDEN_STABLE_SECONDS
 
@@ -200,24 +200,11 @@ class ElasticReplay(GangReplay):
                 self.queue[key] = self.request(self.jobs[int(key)], width)
             self.schedule()
 
-    def admit(self, elastic: dict[str, Elastic]) -> AdmissionResult:
-        began = time.perf_counter()
-        result = admit_in(self.cluster, list(self.queue.values()), self.admission, self.waited, elastic or None)
-        self.outcome.pass_seconds += time.perf_counter() - began
-        self.outcome.passes += 1
-        self.waited = result.passes_waited
+    def admit(self, elastic: dict[str, Elastic] | None = None) -> AdmissionResult:
+        result = super().admit(elastic)
         waits = any(w.kind is WaitKind.NO_ROOM for w in result.waits.values())
         self.roomier |= self.no_room_waits and not waits
         self.no_room_waits = waits
-        for key, placement in result.admitted.items():
-            job = self.jobs[int(key)]
-            del self.queue[key]
-            req = pod_requests(job.per_worker)
-            for node in placement.values():
-                self.cluster.take(node, req)
-            self.placed[job.id] = placement
-            self.free_gpus -= len(placement) * job.per_worker
-            self.begin(job)
         return result
 
     def set_width(self, jid: int, width: int) -> None:
@@ -232,7 +219,7 @@ class ElasticReplay(GangReplay):
         w = self.r.width[job.id]
         return 1.0 if w == job.workers else min(1.0, self.knobs.efficiency * w / job.workers)
 
-    def begin(self, job: Job) -> None:
+    def start(self, job: Job) -> None:
         penalty = 0.0 if job.id not in self.first_start else self.knobs.restart_penalty
         self.first_start.setdefault(job.id, self.now)
         if job.start is None:

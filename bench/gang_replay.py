@@ -37,7 +37,7 @@ import figures
 import numpy as np
 
 from tfjob_operator.gang.cluster import Cluster, ClusterState
-from tfjob_operator.gang.placement import AdmissionPolicy, admit_in
+from tfjob_operator.gang.placement import AdmissionPolicy, AdmissionResult, Elastic, admit_in
 from tfjob_operator.gang.request import GangRequest
 
 TRACE = (Path(__file__).resolve().parents[1] / "third_party" / "traces" / "microsoft-itp-elasticflow"
@@ -219,8 +219,13 @@ class GangReplay(Replay):
         # would only refresh reasons. Skipping it keeps the replay fast and does not change admissions.
         if not self.queue or self.free_gpus == 0:
             return
+        self.admit()
+
+    def admit(self, elastic: dict[str, Elastic] | None = None) -> AdmissionResult:
+        """One pass of the operator's admission over the queue (timed); each admitted gang takes its nodes and
+        starts (`start`)."""
         began = time.perf_counter()
-        result = admit_in(self.cluster, list(self.queue.values()), self.admission, self.waited)
+        result = admit_in(self.cluster, list(self.queue.values()), self.admission, self.waited, elastic or None)
         self.outcome.pass_seconds += time.perf_counter() - began
         self.outcome.passes += 1
         self.waited = result.passes_waited
@@ -231,8 +236,9 @@ class GangReplay(Replay):
             for node in placement.values():
                 self.cluster.take(node, req)
             self.placed[job.id] = placement
-            self.free_gpus -= job.gpus
+            self.free_gpus -= len(placement) * job.per_worker
             self.start(job)
+        return result
 
     def queued(self) -> int:
         return len(self.queue)
