@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import heapq
 import json
-from collections import deque
+import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,12 @@ from typing import Any
 from .selectors import Selector, field_value
 
 Key = tuple[str, str]  # (group, plural)
+Ident = tuple[str | None, str]  # (namespace, name)
+#: The later pages of a paged list are read from the collection as it was at the first page: kept this long, as
+#: etcd keeps a revision until kube-apiserver compacts it (--etcd-compaction-interval, 5 minutes by default).
+SNAPSHOT_SECONDS = 300.0
+#: At most this many such snapshots are kept (each holds references, not copies); the oldest go first.
+MAX_SNAPSHOTS = 64
 Predicate = Callable[[Mapping[str, Any]], bool]
 
 
@@ -157,6 +164,7 @@ class Store:
         self.by_uid: dict[str, tuple[Key, str | None, str]] = {}
         #: Called with (key, event) after every change; the server hooks garbage collection here.
         self.listeners: list[Callable[[Key, Event], None]] = []
+        self._snapshots: OrderedDict[tuple[Key, int], tuple[float, dict[Ident, Stored]]] = OrderedDict()
 
     def collection(self, key: Key) -> Collection:
         col = self._collections.get(key)
@@ -192,8 +200,20 @@ class Store:
         return [col.objects[ident] for ident in firsts], len(idents)
 
     def items_at(self, key: Key, rv: int, namespace: str | None = None) -> list[Stored]:
-        """The objects as they were at resourceVersion `rv` (an etcd read at a revision), rebuilt by
-        undoing the later events; ResourceVersionTooOld once history no longer reaches back to `rv`."""
+        """The objects as they were at resourceVersion `rv` (an etcd read at a revision): a snapshot a paged list
+        kept, else rebuilt by undoing the later events; ResourceVersionTooOld once neither reaches back to `rv`."""
+        kept = self._snapshots.get((key, rv))
+        if kept is not None and time.monotonic() - kept[0] < SNAPSHOT_SECONDS:
+            state = kept[1]
+        else:
+            state = self._undo_to(key, rv)
+        return [
+            stored
+            for (ns, _), stored in sorted(state.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
+            if namespace is None or ns == namespace
+        ]
+
+    def _undo_to(self, key: Key, rv: int) -> dict[Ident, Stored]:
         col = self.collection(key)
         if col.truncated and rv < col.compacted_rv:
             raise ResourceVersionTooOld(rv, col.compacted_rv + 1)
@@ -208,11 +228,18 @@ class Store:
             else:
                 assert event.old is not None
                 state[ident] = Stored(event.old)
-        return [
-            stored
-            for (ns, _), stored in sorted(state.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
-            if namespace is None or ns == namespace
-        ]
+        return state
+
+    def snapshot(self, key: Key) -> None:
+        """Keep the collection as it is now, at the current resourceVersion, for `items_at`: the pages after a
+        paged list's first read from it for SNAPSHOT_SECONDS however many writes follow (as etcd serves a revision
+        until compaction), not only while the bounded watch history reaches back."""
+        now = time.monotonic()
+        while self._snapshots and (len(self._snapshots) >= MAX_SNAPSHOTS
+                                   or now - next(iter(self._snapshots.values()))[0] >= SNAPSHOT_SECONDS):
+            self._snapshots.popitem(last=False)
+        if (key, self.rv) not in self._snapshots:
+            self._snapshots[(key, self.rv)] = (now, dict(self.collection(key).objects))
 
     def keys(self) -> list[Key]:
         return list(self._collections)

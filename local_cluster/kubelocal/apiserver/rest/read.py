@@ -77,7 +77,9 @@ def _exact(query: Mapping[str, str]) -> bool:
 
 def list_page(ctx: RestContext, rt: ResourceType, ns: str | None, query: Mapping[str, str]) -> Page:
     """One page of a LIST. The first page is read at the current resourceVersion (or the one asked for
-    with resourceVersionMatch=Exact); later pages are read at the first page's, so pages are consistent."""
+    with resourceVersionMatch=Exact); later pages are read at the first page's, so pages are consistent: from the
+    store's snapshot of the first page (kept 5 minutes, as etcd's revisions until compaction), else from the
+    watch history while it reaches back."""
     pred = predicate(rt, query)
     cont = query.get("continue")
     after: tuple[str, str] | None = None
@@ -96,6 +98,8 @@ def list_page(ctx: RestContext, rt: ResourceType, ns: str | None, query: Mapping
         # The indexes answer the selector exactly: the page and the count, without testing or sorting all
         # (a client polling `limit=1` for remainingItemCount must not cost what the collection holds).
         page, selected = ctx.store.first(rt.key, ns, pred, limit)
+        if selected > len(page):
+            ctx.store.snapshot(rt.key)
         return _page(page, ctx.store.rv, selected - len(page))
     if at is None:
         snapshot = list(ctx.store.items(rt.key, ns, pred))  # indexes narrow a selected list
@@ -115,7 +119,10 @@ def list_page(ctx: RestContext, rt: ResourceType, ns: str | None, query: Mapping
         ):
             start += 1
     page = items[start : start + limit] if limit > 0 else items[start:]
-    return _page(page, rv, len(items) - start - len(page) if limit > 0 else 0)
+    remaining = len(items) - start - len(page) if limit > 0 else 0
+    if at is None and remaining > 0:
+        ctx.store.snapshot(rt.key)
+    return _page(page, rv, remaining)
 
 
 def _page(page: list[Stored], rv: int, remaining: int) -> Page:
