@@ -200,13 +200,13 @@ def not_lease(counts: collections.Counter[str]) -> collections.Counter[str]:
 
 def job_writes(writes: list[list[Any]], prefixes: tuple[str, ...]) -> int:
     """Writes (not Events, not Leases) to objects whose name starts with one of `prefixes`."""
-    return sum(1 for verb, resource, _, name, _, _ in writes
+    return sum(1 for verb, resource, _, name, *_ in writes
                if "leases" not in resource and resource != "events" and name.startswith(prefixes))
 
 
 def created_twice(writes: list[list[Any]]) -> int:
     """Pods the server was asked to create more than once (a second 201 or a 409 for the same name)."""
-    names = collections.Counter(name for verb, resource, _, name, _, _ in writes
+    names = collections.Counter(name for verb, resource, _, name, *_ in writes
                                 if verb == "create" and resource == "pods")
     return sum(n - 1 for n in names.values() if n > 1)
 
