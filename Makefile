@@ -33,7 +33,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: lint kubeflow-sdk-venv
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2 --dist loadgroup --durations=30
 
 demo: setup
 	$(BIN)/tfjob local examples/mnist-cpu.yaml --workdir .tfjob-local/demo

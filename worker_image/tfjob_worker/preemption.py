@@ -217,7 +217,7 @@ def collective_peers(view: ClusterView) -> list[Peer]:
 
 
 def probe(peer: Peer, timeout: float = PEER_PROBE_TIMEOUT) -> str | None:
-    """Why `peer` is lost ("connection refused", "no answer in 0.5s"), or None when its port accepts."""
+    """Why `peer` is lost ("connection refused", "no answer in 0.25s"), or None when its port accepts."""
     with socket.socket(peer.family, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         try:
