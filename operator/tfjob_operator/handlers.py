@@ -14,7 +14,6 @@ import kopf
 
 from tfjob_operator import apigroups, constants
 from tfjob_operator.controller import JobController
-from tfjob_operator.informer import PAGE_SIZE
 from tfjob_operator.keys import JobKey
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import as_kept
@@ -44,9 +43,11 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.server_timeout = ops.watch_server_timeout
     settings.watching.client_timeout = ops.watch_client_timeout
     settings.networking.request_timeout = ops.request_timeout
-    # TFJobs are listed (at start, and after a watch expired) in pages, as the pod informer lists pods: ten
-    # thousand jobs are never one response decoded at once.
-    settings.watching.chunk_size = PAGE_SIZE
+    # TFJobs are listed (at start, and after a watch expired) in one response, as client-go's informers list from
+    # the watch cache (resourceVersion 0, where the API server ignores `limit`). Not in pages: kopf fails the whole
+    # operator on a page's 410 (a continue token outlived by etcd's compaction, 5 minutes, which a start that
+    # reconciles 10,000 jobs while thousands of pods are created can take), where client-go's pager lists again.
+    settings.watching.chunk_size = None
     settings.networking.error_backoffs = [ops.retry_backoff * 2**i for i in range(ops.retry_attempts)]
     settings.posting.enabled = ops.post_kopf_events
     # kopf's per-object worker holds its object's last raw event (managedFields and all) until it has been idle
