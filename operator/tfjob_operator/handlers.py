@@ -7,16 +7,14 @@ Run with `tfjob operator` (settings from `TFJOB_*`) or `kopf run -m tfjob_operat
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import kopf
 
 from tfjob_operator import apigroups, constants
 from tfjob_operator.controller import JobController
-from tfjob_operator.keys import JobKey
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import as_kept
 from tfjob_operator.settings import OperatorSettings
 
 log = logging.getLogger("tfjob_operator")
@@ -80,13 +78,6 @@ async def cleanup(memo: Any, **_: Any) -> None:
         await controller.stop()
 
 
-# Indexing functions are coroutines: kopf would run plain functions on a worker thread, one hop per event.
-@kopf.index(constants.PLURAL, group=constants.GROUP, version=constants.VERSION)
-async def tfjobs_by_key(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[JobKey, Any]:
-    """Every TFJob by (namespace, name): the latest body as seen on the watch (as kept: observed.as_kept)."""
-    return {(namespace or "default", name): as_kept(body)}
-
-
 @kopf.on.event(constants.PLURAL, group=constants.GROUP, version=constants.VERSION)
 async def tfjob_event(type: str | None, namespace: str | None, name: str, memo: Any, **kwargs: Any) -> None:
     """A TFJob was listed at start, created or changed: reconcile it (a quiet reconcile writes nothing). A deleted
@@ -94,11 +85,12 @@ async def tfjob_event(type: str | None, namespace: str | None, name: str, memo: 
 
     Watching handlers only (no on.create/update/resume): kopf then keeps no handler progress and no diff-base
     annotation on the job, which would cost a PATCH per job each time. Reconcile is level-triggered anyway."""
-    controller = _bound(memo, kwargs)
+    controller = _bound(memo)
     key = (namespace or "default", name)
     if type == "DELETED":
-        controller.job_deleted(key)
+        controller.job_gone(key, kwargs["body"])
     else:
+        controller.job_seen(key, kwargs["body"])
         # kopf reports a listed object (at start, and again after an expired watch) with type None.
         version = (kwargs["body"].get("metadata") or {}).get("resourceVersion")
         controller.job_event(key, version, listed=type is None)
@@ -110,18 +102,12 @@ def register_kubeflow_api(registry: kopf.OperatorRegistry | None = None) -> None
     group = apigroups.KUBEFLOW
     where: dict[str, Any] = {"group": group.group, "version": group.version, "registry": registry}
 
-    @kopf.index(group.plural, id="kubeflow_tfjobs_by_key", **where)  # the id names the handlers' kwarg
-    async def kubeflow_tfjobs_by_key(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[JobKey, Any]:
-        """Every kubeflow.org/v1 TFJob by (namespace, name); whether it is ours, reconcile decides (managedBy)."""
-        return {(namespace or "default", name): as_kept(body)}
-
     kopf.on.event(group.plural, **where)(tfjob_event)
 
 
-def _bound(memo: Any, kwargs: Mapping[str, Any]) -> JobController:
-    """The controller, holding the live indices kopf passes to handlers as keyword arguments."""
+def _bound(memo: Any) -> JobController:
+    """The controller, once start-up made it."""
     controller: JobController | None = getattr(memo, "controller", None)
     if controller is None:
         raise kopf.TemporaryError("the operator is still starting", delay=1)
-    controller.bind(kwargs["tfjobs_by_key"], kwargs.get("kubeflow_tfjobs_by_key"))
     return controller

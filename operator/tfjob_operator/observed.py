@@ -25,7 +25,7 @@ INTERN_MAX_CHARS = 64
 
 
 def as_kept(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What the operator keeps of a watched object (kopf's index of TFJobs, the pod index): the body without
+    """What the operator keeps of a watched object (the controller's TFJob index, the pod index): the body without
     `metadata.managedFields`, which nothing here reads and which is over a third of a pod (like client-go's
     TransformStripManagedFields), rebuilt with its keys and short strings interned. A decoded pod repeats every key
     ("metadata", "lastTransitionTime") and most values ("True", "Running", its job's labels) as strings of its own:
@@ -57,7 +57,7 @@ _NESTED = (dict, list)
 
 
 def latest(store: Any) -> Mapping[str, Any] | None:
-    """The newest body in a kopf index entry (a store of bodies), or None for a missing or empty one."""
+    """The newest body in an index entry (a store of bodies), or None for a missing or empty one."""
     items = list(store or [])
     return items[-1] if items else None
 

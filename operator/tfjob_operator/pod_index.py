@@ -19,7 +19,7 @@ from tfjob_operator.observed import as_kept
 
 
 class PodStore:
-    """One job's pods, iterated as bodies (as kopf's index stores are): the latest of each pod, by name."""
+    """One job's pods, iterated as bodies (as the job index's stores are): the latest of each pod, by name."""
 
     __slots__ = ("_by_name",)
 

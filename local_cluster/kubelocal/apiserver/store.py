@@ -20,7 +20,6 @@ from typing import Any
 from .selectors import Selector, field_value
 
 Key = tuple[str, str]  # (group, plural)
-Ident = tuple[str | None, str]  # (namespace, name)
 #: The later pages of a paged list are read from the collection as it was at the first page: kept this long, as
 #: etcd keeps a revision until kube-apiserver compacts it (--etcd-compaction-interval, 5 minutes by default).
 SNAPSHOT_SECONDS = 300.0

@@ -2,10 +2,11 @@
 one reconcile: read the job and its pods from the indices, decide with the pure `reconcile`, act.
 
 Every TFJob event and every event of a pod labelled with a job name adds the job to the work queue (the kopf
-registrations in `tfjob_operator.handlers` do only that). A job is read from kopf's index of TFJobs and its pods
-from the pod index (no API reads). The reconcile's answer (deadline, TTL, stuck-Terminating timeout, a held status
-write) is the job's next timer; an API error retries with back-off, an unexpected error repeated fails the job
-(`reconcile_errors`). No finalizers: deletion is Kubernetes garbage collection through owner references.
+registrations in `tfjob_operator.handlers` do only that, and feed the TFJob index `jobs`). A job is read from that
+index and its pods from the pod index (no API reads). The reconcile's answer (deadline, TTL, stuck-Terminating
+timeout, a held status write) is the job's next timer; an API error retries with back-off, an unexpected error
+repeated fails the job (`reconcile_errors`). No finalizers: deletion is Kubernetes garbage collection through owner
+references.
 Jobs of the builtin gang backend are released by the admission loop (`tfjob_operator.gang.admission`), which the
 controller starts and stops with itself and which pod events wake.
 """
@@ -37,7 +38,7 @@ from tfjob_operator.keys import JobKey
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, load_api_client
 from tfjob_operator.local.ports import LoopbackPorts
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import JobView, latest, view_job
+from tfjob_operator.observed import JobView, as_kept, latest, view_job
 from tfjob_operator.pod_index import PodIndex, job_of
 from tfjob_operator.progress.poller import ProgressPoller
 from tfjob_operator.reconcile import Decision, ReconcileOptions, effective_job, reconcile, utcnow
@@ -66,7 +67,12 @@ class JobController:
         self.settings = settings
         self.kube = kube
         self.metrics = metrics
-        self.jobs: Mapping[JobKey, Any] = {}
+        #: Every TFJob watched, by key: a store of its latest body (as kept), fed by the TFJob watch (`job_seen`);
+        #: not a kopf index (at start kopf makes each indexed object wait on one shared condition: 10,000 jobs took
+        #: minutes of notifications). Kubeflow's jobs, when served, behind ours.
+        self._own_jobs: dict[JobKey, tuple[Mapping[str, Any]]] = {}
+        self._kubeflow_jobs: dict[JobKey, tuple[Mapping[str, Any]]] = {}
+        self.jobs: Mapping[JobKey, Any] = ChainMap(self._own_jobs, self._kubeflow_jobs)  # type: ignore[arg-type]
         #: TFJob pods by job, fed by the pod watch (`watch_pods`).
         self.pods = PodIndex()
         self.queue: WorkQueue[JobKey] = WorkQueue(
@@ -173,12 +179,22 @@ class JobController:
 
     # ------------------------------------------------------------ scheduling
 
-    def bind(self, jobs: Mapping[JobKey, Any], kubeflow_jobs: Mapping[JobKey, Any] | None = None) -> None:
-        """Remember kopf's live indices of TFJobs (they are passed to handlers only). Kubeflow's `kubeflow.org/v1`
-        TFJobs, when served, join ours in one view: a job is a job, its apiVersion says which API it came
-        through."""
-        # ChainMap only reads here; the indices stay live (kopf updates them in place).
-        self.jobs = jobs if kubeflow_jobs is None else ChainMap(jobs, kubeflow_jobs)  # type: ignore[arg-type]
+    def job_seen(self, key: JobKey, body: Mapping[str, Any]) -> None:
+        """The TFJob as the watch shows it now (as kept: `observed.as_kept`), into the index `jobs` reads. Kubeflow's
+        `kubeflow.org/v1` TFJobs, when served, join ours in one view (ours first on a name both APIs hold): a job is
+        a job, its apiVersion says which API it came through."""
+        kept = as_kept(body)
+        index = self._kubeflow_jobs if apigroups.group_of(kept).kubeflow else self._own_jobs
+        index[key] = (kept,)
+        self.ports.note(kept)
+
+    def job_gone(self, key: JobKey, body: Mapping[str, Any]) -> None:
+        """A TFJob deleted: out of the index, forgotten (its pods go by garbage collection), admission told."""
+        (self._kubeflow_jobs if apigroups.group_of(body).kubeflow else self._own_jobs).pop(key, None)
+        if key in self.jobs:  # the same name through the other API: that job now
+            self.trigger(key)
+        else:
+            self.job_deleted(key)
 
     def trigger(self, key: JobKey) -> None:
         """Reconcile this job soon; many triggers while one runs cause one more run."""

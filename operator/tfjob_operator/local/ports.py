@@ -38,6 +38,13 @@ class LoopbackPorts:
             in_use.add(ports[name])
         return ports
 
+    def note(self, body: Mapping[str, Any]) -> None:
+        """A job or pod seen after the first allocation read every store: its recorded ports are taken too."""
+        if self._indexed:
+            raw = ((body.get("metadata") or {}).get("annotations") or {}).get(constants.ANNOTATION_LOOPBACK_PORTS)
+            if raw:
+                self._in_use |= set(parse_ports(raw).values())
+
     def _promised(self) -> set[int]:
         """Every loopback port promised so far (the live set, which callers add to)."""
         if not self._indexed:
