@@ -23,8 +23,9 @@ Key = tuple[str, str]  # (group, plural)
 #: The later pages of a paged list are read from the collection as it was at the first page: kept this long, as
 #: etcd keeps a revision until kube-apiserver compacts it (--etcd-compaction-interval, 5 minutes by default).
 SNAPSHOT_SECONDS = 300.0
-#: At most this many such snapshots are kept (each holds references, not copies); the oldest go first.
-MAX_SNAPSHOTS = 64
+#: At most this many such snapshots are kept, the oldest going first; a list's last page drops its own. Each holds
+#: references, not copies, but keeps the objects it saw alive while later writes replace them.
+MAX_SNAPSHOTS = 16
 Predicate = Callable[[Mapping[str, Any]], bool]
 
 
@@ -202,10 +203,8 @@ class Store:
         """The objects as they were at resourceVersion `rv` (an etcd read at a revision): a snapshot a paged list
         kept, else rebuilt by undoing the later events; ResourceVersionTooOld once neither reaches back to `rv`."""
         kept = self._snapshots.get((key, rv))
-        if kept is not None and time.monotonic() - kept[0] < SNAPSHOT_SECONDS:
-            state = kept[1]
-        else:
-            state = self._undo_to(key, rv)
+        fresh = kept is not None and time.monotonic() - kept[0] < SNAPSHOT_SECONDS
+        state = kept[1] if kept is not None and fresh else self._undo_to(key, rv)
         return [
             stored
             for (ns, _), stored in sorted(state.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
@@ -239,6 +238,10 @@ class Store:
             self._snapshots.popitem(last=False)
         if (key, self.rv) not in self._snapshots:
             self._snapshots[(key, self.rv)] = (now, dict(self.collection(key).objects))
+
+    def list_done(self, key: Key, rv: int) -> None:
+        """A paged list read at `rv` served its last page: its snapshot goes."""
+        self._snapshots.pop((key, rv), None)
 
     def keys(self) -> list[Key]:
         return list(self._collections)

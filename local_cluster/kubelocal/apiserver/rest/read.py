@@ -122,6 +122,8 @@ def list_page(ctx: RestContext, rt: ResourceType, ns: str | None, query: Mapping
     remaining = len(items) - start - len(page) if limit > 0 else 0
     if at is None and remaining > 0:
         ctx.store.snapshot(rt.key)
+    elif cont and remaining == 0:
+        ctx.store.list_done(rt.key, rv)
     return _page(page, rv, remaining)
 
 
