@@ -4,6 +4,7 @@ twice."""
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import pytest
@@ -52,3 +53,21 @@ def test_new_ports_avoid_those_promised_to_other_jobs_and_pods_and_to_each_other
 
 def test_an_unreadable_ports_annotation_reads_as_none() -> None:
     assert parse_ports("not json") == {} and parse_ports("[1, 2]") == {} and parse_ports(None) == {}
+
+
+def test_with_nearly_every_port_promised_the_one_left_is_found():
+    """Thousands of pods each promised a port (2,000 jobs x 4 pods x 2 ports): the kernel's picks run in sequence
+    through promised ports, so the search goes on through the whole range instead of giving up."""
+    low, high = ports_module.PORT_RANGE
+    left = next(port for port in range(high, low, -1) if _bindable(port))
+    avoid = set(range(1024, 65536)) - {left}
+    assert ports_module.free_port(avoid) == left
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

@@ -8,6 +8,7 @@ afterwards the allocations keep the set, so a new job costs no scan of every oth
 from __future__ import annotations
 
 import json
+import random
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -66,12 +67,29 @@ def parse_ports(raw: str | None) -> dict[str, int]:
     return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
+#: Where `free_port` looks when the kernel's own pick is promised already (Linux's default ephemeral range).
+PORT_RANGE = (32768, 60999)
+
+
 def free_port(avoid: set[int]) -> int:
-    """A TCP port free on 127.0.0.1 now and not promised to another pod."""
-    for _ in range(100):
+    """A TCP port free on 127.0.0.1 now and not promised to another pod: the kernel's pick, else the first free one
+    in PORT_RANGE from a random start (the kernel's picks run in sequence, so with thousands of ports promised a
+    hundred picks in a row can all be taken)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    if port not in avoid:
+        return port
+    low, high = PORT_RANGE
+    start = random.randrange(low, high + 1)
+    for offset in range(high - low + 1):
+        port = low + (start - low + offset) % (high - low + 1)
+        if port in avoid:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in avoid:
-            return port
-    raise RuntimeError("no free loopback port found")
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free loopback port: all of {low}-{high} are in use or promised")
