@@ -238,3 +238,15 @@ def test_plans_take_env_first_then_annotations_then_defaults() -> None:
     assert start_delay(pod) == 5.0
     with pytest.raises(SimConfigError, match='container "a" env KUBELOCAL_SIM_EXIT_CODE: \'256\''):
         container_plan(pod, {"name": "a", "env": [{"name": "KUBELOCAL_SIM_EXIT_CODE", "value": "256"}]})
+
+
+def test_a_status_write_that_failed_five_times_is_sent_again_later(cluster: LocalClusterThread, core: Core) -> None:
+    """Under load a status write can fail five times in a row (timeouts, 5xx, a dropped keep-alive). A simulated
+    pod running until deleted changes no more, so nothing marks its status again: the kubelet sends it anyway
+    within its 10 s resync, as the kubelet's status manager does, instead of leaving the pod Pending for good."""
+    name = unique("resent")
+    cluster.apiserver.faults.fail("PATCH", f"/pods/{name}/status$", 500, count=5)
+    create(core, sim_pod(name))
+    running = wait_until(phase_is(core, name, "Running"), timeout=30, what=f"{name} Running")
+    assert main_status(running)["state"]["running"]
+    core.delete_namespaced_pod(name, "default", grace_period_seconds=0)

@@ -13,11 +13,18 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import aiohttp
+
 from kubelocal import containers as ct
 from kubelocal.kubeclient import STRATEGIC_MERGE_PATCH, ApiError, KubeClient, now_rfc3339
 
 from .container import Container
 from .rules import pod_phase
+
+#: A status write that failed five times (timeouts or server errors under load) is tried again this often, as the
+#: kubelet's status manager syncs every pod's status every 10 s: a pod whose state does not change again (a
+#: simulated pod running until deleted) would otherwise stay Pending on the server for good.
+STATUS_RESYNC_SECONDS = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +76,8 @@ class StatusManager:
         self._dirty = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self._last_sent: Any = None
+        #: The last push gave up: `run` tries again after STATUS_RESYNC_SECONDS even if nothing is marked.
+        self._unsent = False
         self._transitions: dict[str, tuple[str, str]] = {}
 
     def mark(self) -> None:
@@ -136,23 +145,31 @@ class StatusManager:
                         return
                     body = {"status": self.status()}  # the state now, not when the write was asked for
                     if body == self._last_sent:
+                        self._unsent = False
                         return
                     try:
                         await self.client.patch(path, body, STRATEGIC_MERGE_PATCH)
-                        self._last_sent = body
+                        self._last_sent, self._unsent = body, False
                         return
                     except ApiError as exc:
                         if exc.status in (404, 409, 410, 422):
                             if exc.status == 422:
                                 log.warning("pod %s/%s: status rejected: %s", pod.namespace, pod.name, exc)
+                            self._unsent = False
                             return
-                    except (TimeoutError, OSError) as exc:
+                    except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # a dropped keep-alive too
                         log.debug("pod %s/%s: status update failed (%s), retrying", pod.namespace, pod.name, exc)
                 await asyncio.sleep(0.1 * (attempt + 1))
+            self._unsent = True
+            log.warning("pod %s/%s: status update failed 5 times; again in %gs", pod.namespace, pod.name,
+                        STATUS_RESYNC_SECONDS)
 
     async def run(self) -> None:
         """Write whenever marked, until cancelled."""
         while True:
-            await self._dirty.wait()
+            try:
+                await asyncio.wait_for(self._dirty.wait(), STATUS_RESYNC_SECONDS if self._unsent else None)
+            except TimeoutError:
+                pass
             self._dirty.clear()
             await self.push()
