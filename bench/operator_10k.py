@@ -198,6 +198,12 @@ def not_lease(counts: collections.Counter[str]) -> collections.Counter[str]:
     return collections.Counter({k: v for k, v in counts.items() if "leases" not in k})
 
 
+def all_of(names: list[str], found: dict[str, Any], test: Any) -> bool:
+    """`test` holds for every name's entry in one census (None for a name it lacks); one census per check, not
+    one per name (at 10,000 jobs a census lists them all)."""
+    return all(test(found.get(n)) for n in names)
+
+
 def job_writes(writes: list[list[Any]], prefixes: tuple[str, ...]) -> int:
     """Writes (not Events, not Leases) to objects whose name starts with one of `prefixes`."""
     return sum(1 for verb, resource, _, name, *_ in writes
@@ -256,7 +262,8 @@ def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
             wire.reset()
             names = [f"life-{i:04d}" for i in range(args.burst)]
             pool.apply(submit, ([job_body(n, args.workers, duration=args.duration) for n in names],))
-            until(lambda: all(pool.apply(census)[0].get(n) in ("Succeeded", "Failed") for n in names), args.timeout)
+            until(lambda: all_of(names, pool.apply(census)[0], lambda state: state in ("Succeeded", "Failed")),
+                  args.timeout)
             time.sleep(5)  # the last pod counts and Events follow the state
             counts, _ = wire.read()
             per_job = {k: v / args.burst for k, v in not_lease(counts).items() if not k.startswith("watch ")}
@@ -329,7 +336,7 @@ def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
             dropped = cluster.apiserver.faults.expire_watches()
             half.get(args.timeout)
             submitted = time.monotonic()
-            complete = until(lambda: all(pool.apply(census)[1].get(n, 0) == args.workers for n in names),
+            complete = until(lambda: all_of(names, pool.apply(census)[1], lambda pods: pods == args.workers),
                              args.timeout)
             settle = time.monotonic() - submitted
             time.sleep(3)
@@ -362,7 +369,7 @@ def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
             killed = time.monotonic()
             op.stop(signal.SIGKILL)
             burst.get(args.timeout)
-            complete = until(lambda: all(pool.apply(census)[1].get(n, 0) == args.workers for n in names),
+            complete = until(lambda: all_of(names, pool.apply(census)[1], lambda pods: pods == args.workers),
                              args.timeout)
             all_pods = time.monotonic() - killed
             time.sleep(3)
