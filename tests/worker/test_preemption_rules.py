@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tfjob_worker import cluster, exit_codes, preemption
+from tfjob_worker import cluster, exit_codes, peers, preemption
 from tfjob_worker.elastic import epoch_steps
 from tfjob_worker.preemption import NO_DEADLINE, decide
 from tfjob_worker.scaling import plan_batch, resume_position
@@ -115,9 +115,9 @@ def test_peers_are_the_other_trainers_resolved_and_one_whose_port_refuses_is_los
         view = cluster.from_tf_config(json.dumps({
             "cluster": {"chief": [live], "worker": ["127.0.0.1:1", dead], "ps": ["127.0.0.1:2"]},
             "task": {"type": "worker", "index": 0}}))
-        peers = preemption.collective_peers(view)
-        assert [(p.name, p.address) for p in peers] == [("chief-0", live), ("worker-1", dead)]  # not itself, not ps
-        lost = preemption.lost_peers(peers, timeout=0.5)
+        found = peers.collective_peers(view)
+        assert [(p.name, p.address) for p in found] == [("chief-0", live), ("worker-1", dead)]  # not itself, not ps
+        lost = peers.lost_peers(found, timeout=0.5)
         assert [(peer.name, reason) for peer, reason in lost] == [("worker-1", "connection refused")]
     finally:
         listening.close()
@@ -126,11 +126,11 @@ def test_peers_are_the_other_trainers_resolved_and_one_whose_port_refuses_is_los
 
 LOST_PEER_SCRIPT = """
 import socket, sys, time
-from tfjob_worker import preemption
+from tfjob_worker import peers, preemption
 port, busy = int(sys.argv[1]), sys.argv[2] == "busy"
 flag = preemption.StopSignal(30.0).install()
 flag.deferred = True  # as a training loop does: SIGTERM only raises the flag
-peer = preemption.Peer("worker-1", f"127.0.0.1:{port}", ("127.0.0.1", port), socket.AF_INET)
+peer = peers.Peer("worker-1", f"127.0.0.1:{port}", ("127.0.0.1", port), socket.AF_INET)
 print("armed", preemption.LostPeerStop([peer], busy=lambda: busy).arm(), flush=True)
 time.sleep(2)  # the probe takes milliseconds
 print("still running", flag.raised, flush=True)

@@ -23,7 +23,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import checkpoint, cluster, exit_codes, preemption
+from . import checkpoint, cluster, exit_codes, peers, preemption
 from .preemption import Decision, Preempted, StopSignal
 from .scaling import resume_position
 
@@ -44,7 +44,7 @@ class StopAgreement:
         self.signal.install()
         self.signal.deferred = True  # this loop checks the flag: SIGTERM no longer exits at once
         if _exchanges(self.strategy):  # ...unless a peer is already gone: then nobody can agree
-            preemption.LostPeerStop(preemption.collective_peers(cluster.from_env()),
+            preemption.LostPeerStop(peers.collective_peers(cluster.from_env()),
                                     busy=lambda: self.decision is not None).arm()
         self.fixed_every = every or preemption.check_every()  # None: agreed at each exchange
         self.last_save_seconds = 0.0
