@@ -16,6 +16,7 @@ from typing import Any
 from tfjob_operator import constants
 from tfjob_operator.keys import JobKey
 from tfjob_operator.observed import as_kept
+from tfjob_operator.reconcile.observe import observe_pod
 
 
 class PodStore:
@@ -51,6 +52,7 @@ class PodIndex(Mapping[JobKey, PodStore]):
 
     def __init__(self) -> None:
         self._stores: dict[JobKey, PodStore] = {}
+        self._last_words: dict[JobKey, dict[str, Mapping[str, Any]]] = {}
 
     def __getitem__(self, key: JobKey) -> PodStore:
         return self._stores[key]
@@ -70,5 +72,21 @@ class PodIndex(Mapping[JobKey, PodStore]):
                 store.drop(name)
                 if not store:
                     del self._stores[key]
+            if observe_pod(pod).disruption is not None:
+                self._last_words.setdefault(key, {})[name] = as_kept(pod)
             return
         self._stores.setdefault(key, PodStore()).put(name, as_kept(pod))
+        words = self._last_words.get(key)
+        if words is not None and words.pop(name, None) is not None and not words:
+            del self._last_words[key]
+
+    def last_words(self, key: JobKey) -> Mapping[str, Mapping[str, Any]]:
+        """Pods of job `key` deleted with a cause on them (a DisruptionTarget or Kueue's TerminationTarget, an
+        eviction, a lost node): name → the last body seen, until a pod of that name comes again. A reconcile that
+        runs only once such a pod is gone (a busy operator; a pod that exits at once on SIGTERM) still records
+        why it went (PodPreempted), not only that it is missing (PodDeleted)."""
+        return self._last_words.get(key) or {}
+
+    def forget(self, key: JobKey) -> None:
+        """The job is gone: its pods' last words with it (its pods, if any are left, stay until deleted)."""
+        self._last_words.pop(key, None)

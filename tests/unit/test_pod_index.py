@@ -45,3 +45,22 @@ def test_a_pod_belongs_to_the_job_its_label_names_in_its_own_namespace() -> None
     assert job_of(pod("a", job="train", namespace="team")) == ("team", "train")
     assert job_of({"metadata": {"name": "b", "labels": {constants.LABEL_JOB_NAME: "x"}}}) == ("default", "x")
     assert job_of(pod("c", job=None)) is None
+
+
+def test_a_pod_deleted_with_a_cause_leaves_its_last_body_until_its_name_comes_again_or_the_job_goes() -> None:
+    index = PodIndex()
+    key = ("ns", "j")
+    preempted = pod("j-worker-0", phase="Failed")
+    preempted["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                          "reason": "PreemptionByScheduler", "message": "preempted by p"}]
+    for p in (preempted, pod("j-worker-1", phase="Running")):
+        index.apply(key, "ADDED", p)
+        index.apply(key, "DELETED", p)
+    assert key not in index
+    (name, last), = index.last_words(key).items()  # a plain deletion says nothing worth keeping
+    assert name == "j-worker-0" and last["status"]["conditions"][0]["reason"] == "PreemptionByScheduler"
+    index.apply(key, "ADDED", pod("j-worker-0"))  # the next attempt's pod of the same name
+    assert index.last_words(key) == {}
+    index.apply(key, "DELETED", preempted)
+    index.forget(key)
+    assert index.last_words(key) == {}

@@ -704,6 +704,33 @@ def test_kueue_stopping_the_gang_restarts_it_as_the_next_attempt_without_using_t
     assert restarting.reason == "PodPreempted" and "Preempted to accommodate" in restarting.message
 
 
+def test_a_gang_pod_gone_before_the_reconcile_restarts_with_the_cause_its_last_body_carried() -> None:
+    """A busy operator may reconcile only once Kueue's stopped pods are gone (a worker that exits at once on
+    SIGTERM): their last bodies, kept by the pod index, still name the cause; a last body of an earlier attempt or
+    of another job of the same name does not."""
+    stopped = {"type": "TerminationTarget", "status": "True", "reason": "StoppedByKueue",
+               "message": "Preempted to accommodate a higher priority Workload", "lastTransitionTime": at(10)}
+
+    def last_bodies(attempt: int = 0, uid: str = "uid-j") -> dict[str, dict[str, Any]]:
+        bodies = [pod(name, "Failed", deleting=40, attempt=attempt) for name in ("worker-0", "worker-1")]
+        for p in bodies:
+            p["status"]["conditions"] = [stopped]
+            p["metadata"]["ownerReferences"][0]["uid"] = uid
+        return {p["metadata"]["name"]: p for p in bodies}
+
+    def restarting(departed: dict[str, dict[str, Any]]) -> tuple[str, int, int, str, str]:
+        job = tfjob(status=started(RUNNING), annotations=recorded(Worker=2))
+        status = reconcile(job, [], T0 + timedelta(seconds=30), ReconcileOptions(departed=departed)).status
+        condition = next(c for c in status.conditions if c.type == status.state)
+        return status.state, status.restartCount, status.failureRestarts, condition.reason, condition.message
+
+    state, restarts, failures, reason, message = restarting(last_bodies())
+    assert (state, restarts, failures, reason) == ("Restarting", 1, 0, "PodPreempted")
+    assert "Preempted to accommodate" in message
+    for departed in (last_bodies(attempt=1), last_bodies(uid="uid-of-a-deleted-job"), {}):
+        assert restarting(departed)[:4] == ("Restarting", 1, 0, "PodDeleted")
+
+
 def test_job_managed_by_another_controller_is_left_alone() -> None:
     decision = reconcile(tfjob(managedBy="kueue.x-k8s.io/multikueue"), [], T0)
     assert (decision.managed, decision.actions) == (False, [])

@@ -225,6 +225,7 @@ class JobController:
         self._versions.pop(key, None)
         self._lagging.discard(key)
         self._views.pop(key, None)
+        self.pods.forget(key)
         self.queue.forget(key)
         self.status.forget(key)
         self.actuator.forget(key)
@@ -330,7 +331,7 @@ class JobController:
         # An over-budget job that has finished is never rendered again (its gang view would render every pod).
         budget = _TimeBudget(self.work, self.settings.reconcile_budget_seconds)
         try:
-            options = await self._options(view, pods, acts, None if over else job, budget)
+            options = await self._options(key, view, pods, acts, None if over else job, budget)
             decision = await budget.run(reconcile, view, pods, utcnow(), options)
         except _OverBudget:
             meta = view.obj.get("metadata") or {}
@@ -359,7 +360,7 @@ class JobController:
             return ()
         return with_pod_records(view, store)
 
-    async def _options(self, view: JobView, pods: list[dict[str, Any]], acts: JobActs,
+    async def _options(self, key: JobKey, view: JobView, pods: list[dict[str, Any]], acts: JobActs,
                        job: TFJob | None, budget: _TimeBudget) -> ReconcileOptions:
         """What reconcile needs beside the job and its pods: the job rendered once (with its loopback ports, if
         any) and the gang view. `job` is None for an invalid job, or one over its budget: nothing is rendered."""
@@ -382,6 +383,7 @@ class JobController:
             pod_create_error=acts.pod_create_error,
             kubeflow_api=self.settings.kubeflow_api,
             rendered=rendered,
+            departed=self.pods.last_words(key),
         )
 
     async def write_progress(self, key: JobKey, progress: dict[str, Any]) -> bool:

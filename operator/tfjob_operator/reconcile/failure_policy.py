@@ -12,11 +12,12 @@ from typing import Literal
 
 from tfjob_operator.api import JobConditionType, ReplicaType, RestartPolicy, TFJob, TFJobStatus
 from tfjob_operator.diagnosis import explain
+from tfjob_operator.observed import owned_by
 from tfjob_operator.reconcile import elastic
 from tfjob_operator.reconcile.actions import DeletePod
 from tfjob_operator.reconcile.conditions import Ctx, replica_statuses
 from tfjob_operator.reconcile.lifecycle import finish
-from tfjob_operator.reconcile.observe import ObservedPod
+from tfjob_operator.reconcile.observe import ObservedPod, observe_pod
 from tfjob_operator.reconcile.reasons import Reason
 from tfjob_operator.render import pod_name
 from tfjob_worker import exit_codes
@@ -115,7 +116,7 @@ def handle_failures(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: 
     failures = [classify(p, job.spec.tfReplicaSpecs[p.rtype].restartPolicy)
                 for p in current if p.failed and p.rtype in job.spec.tfReplicaSpecs]
     if ctx.is_true(C.RUNNING):
-        failures.extend(_vanished(job, current))
+        failures.extend(_vanished(ctx, job, current))
     if elastic.is_elastic(job) and _cause_pending(ctx, failures, current):
         return True
     for failure in sorted(failures, key=Failure.order):
@@ -151,9 +152,13 @@ def _cause_pending(ctx: Ctx, failures: list[Failure], current: list[ObservedPod]
     return True
 
 
-def _vanished(job: TFJob, current: list[ObservedPod]) -> list[Failure]:
-    """Chief/worker pods of a gang that was all running and is now missing: deleted behind our back."""
+def _vanished(ctx: Ctx, job: TFJob, current: list[ObservedPod]) -> list[Failure]:
+    """Chief/worker pods of a gang that was all running and is now missing: deleted behind our back, or with a
+    cause on them that their last body says (`ReconcileOptions.departed`: preempted, evicted, node lost)."""
     present = {p.name for p in current}
+    departed = [observe_pod(body) for body in ctx.options.departed.values()
+                if owned_by(body, job.name, job.metadata.uid)]
+    causes = {p.name: p for p in departed if p.attempt == ctx.status.restartCount and p.disruption}
     out = []
     for rtype, spec in job.replica_specs():
         if rtype not in (ReplicaType.CHIEF, ReplicaType.WORKER) or (
@@ -161,11 +166,15 @@ def _vanished(job: TFJob, current: list[ObservedPod]) -> list[Failure]:
             continue  # a dynamic worker deleted is created again alone
         for i in range(spec.replicas):
             name = pod_name(job.name, rtype, i)
-            if name not in present:
-                pod = ObservedPod(name, rtype, i, -1, "Unknown", True, None, False, None, None, None,
-                                  Reason.POD_DELETED, "", None)
-                message = f"pod {name} ({rtype.value} {i}) was deleted"
-                out.append(Failure(pod, "disruption", Reason.POD_DELETED, message))
+            if name in present:
+                continue
+            if name in causes:
+                out.append(classify(causes[name], spec.restartPolicy))
+                continue
+            pod = ObservedPod(name, rtype, i, -1, "Unknown", True, None, False, None, None, None,
+                              Reason.POD_DELETED, "", None)
+            message = f"pod {name} ({rtype.value} {i}) was deleted"
+            out.append(Failure(pod, "disruption", Reason.POD_DELETED, message))
     return out
 
 

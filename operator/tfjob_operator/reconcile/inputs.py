@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tfjob_operator import apigroups
@@ -60,3 +60,6 @@ class ReconcileOptions:
     #: The job as its gang runs (:func:`effective_job`) rendered for the current attempt with the options above:
     #: the controller renders once and shares it with the gang view. None: reconcile renders it when needed.
     rendered: Rendered | None = None
+    #: Pods deleted with a cause on them, as last seen (`PodIndex.last_words`): name → body. A gang pod missing
+    #: from the current attempt restarts the gang with the cause it carried, not as PodDeleted.
+    departed: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
