@@ -202,3 +202,31 @@ def test_a_restarted_operator_skips_settled_jobs_and_starts_a_job_submitted_mean
         assert metric(again, "tfjob_reconcile_duration_seconds_count") < others + len(settled) // 2
     finally:
         again.stop()
+
+
+def test_pods_created_while_the_pod_watch_trails_by_more_than_the_wait_are_not_created_again(
+        sim: Cluster, tmp_path: Path) -> None:
+    """The operator waits (bounded, 10 s) for the watch to show the pods it created; a relist that takes longer
+    (a 410 at thousands of jobs) must not make the job's next reconcile send the creates again (a 409 each): the
+    pods stay expected until the watch shows them, as client-go's controller expectations."""
+    op = operator(sim, tmp_path / "operator.log").start()
+    try:
+        settled = sim.submit({"Worker": sim_worker()})
+        sim.wait_state(settled, "Running")
+        since = len(sim.local.apiserver.requests)
+        # The pod watch expires, and the operator's relist of pods is held for longer than the 10 s wait.
+        sim.local.apiserver.faults.fail("GET", r"/api/v1/pods\?(.*&)?watch=true", 410, agent=r"^tfjob-operator/")
+        sim.local.apiserver.faults.delay("GET", r"^/api/v1/pods\?(?!(.*&)?watch=true)", 14.0,
+                                         agent=r"^tfjob-operator/")
+        assert sim.local.apiserver.faults.expire_watches() >= 1
+        name = sim.submit({"Worker": sim_worker()}, name="trailed")
+        sim.wait_state(name, "Running", 60)
+        requests = list(sim.local.apiserver.requests)[since:]
+        # (only this job creates pods meanwhile; a create sent twice would be a 409)
+        creates = [r.status_code for r in requests if r.verb == "create" and r.resource == "pods"
+                   and r.user_agent.startswith("tfjob-operator")]
+        assert creates == [201] * WORKERS, creates
+        assert any(r.verb == "list" and r.resource == "pods" and r.user_agent.startswith("tfjob-operator")
+                   for r in requests), "the operator listed pods again"
+    finally:
+        op.stop()

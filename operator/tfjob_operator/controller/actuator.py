@@ -3,7 +3,9 @@ annotations, pod deletes, creates, and the job's own deletion, in that order.
 
 Status first: a decision such as "attempt 3" must survive a crash. Events are posted in the background and
 deduplicated per job, like Kubernetes' event correlator. After creating pods the actuator waits (bounded) until
-the pod index shows them, so the next reconcile does not create them again.
+the pod index shows them, and until the watch shows a pod it created (at most `EXPECTATIONS_SECONDS`, as
+client-go's controller expectations) no reconcile creates it again: a 409 per pod saved when the watch trails
+the creates by more than the wait (a relist after a 410, at thousands of jobs).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ log = logging.getLogger("tfjob_operator")
 EVENT_DEDUP_SECONDS = 60.0
 #: At most this long after creating pods, the actuator waits for the pod watch to show them.
 UNTIL_SEEN_SECONDS = 10.0
+#: A pod created is taken as there until the watch shows it, for at most this long (client-go's
+#: ExpectationsTimeout): a reconcile meanwhile does not create it again.
+EXPECTATIONS_SECONDS = 300.0
 #: At stop, Events still being sent get this long.
 STOP_GRACE_SECONDS = 2.0
 
@@ -44,6 +49,8 @@ class JobActs:
     pod_create_error: str | None = None
     #: Set by every event of one of the job's pods (read-your-writes after creating them waits on it).
     pods_changed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Pods created (or being created) that the watch has not shown yet: name → until when (monotonic).
+    expected: dict[str, float] = field(default_factory=dict)
 
 
 class Actuator:
@@ -69,10 +76,11 @@ class Actuator:
     def forget(self, key: JobKey) -> None:
         self._jobs.pop(key, None)
 
-    def pods_changed(self, key: JobKey) -> None:
-        """A pod of the job changed: wake a wait for its created pods."""
+    def pods_changed(self, key: JobKey, name: str) -> None:
+        """Pod `name` of the job changed: it is no longer awaited, and a wait for the created pods wakes."""
         acts = self._jobs.get(key)
         if acts is not None:
+            acts.expected.pop(name, None)
             acts.pods_changed.set()
 
     async def stop(self) -> None:
@@ -149,8 +157,16 @@ class Actuator:
         # The Service and gang objects first (pods may need them), then every pod at once.
         for action in (c for c in creates if c.kind != "Pod"):
             await self.kube.create(action.obj)
-        results = await asyncio.gather(*(self.kube.create(c.obj) for c in creates if c.kind == "Pod"),
-                                       return_exceptions=True)
+        now = time.monotonic()
+        acts.expected = {name: until for name, until in acts.expected.items() if until > now}
+        pods = [c for c in creates if c.kind == "Pod" and c.name not in acts.expected]
+        # Expected before the request goes: the watch may show the pod before the response comes back.
+        acts.expected.update((c.name, now + EXPECTATIONS_SECONDS) for c in pods)
+        results = await asyncio.gather(*(self.kube.create(c.obj) for c in pods), return_exceptions=True)
+        seen = {(p.get("metadata") or {}).get("name") for p in (self.pods.get(key) or [])}
+        for action, result in zip(pods, results, strict=True):
+            if isinstance(result, BaseException) or (result is False and action.name in seen):
+                acts.expected.pop(action.name, None)  # not created; or there already, and seen (a 409)
         for result in results:
             if isinstance(result, KubeError) and refusal_is_permanent(result.status, result.message):
                 acts.pod_create_error = str(result)  # retrying cannot fix it: the next reconcile fails the job

@@ -166,7 +166,7 @@ class JobController:
         """A pod of job `key` changed: tell the admission loop (gated or ended pods), reconcile the job."""
         if self.admission is not None:
             self.admission.notice_pod(event_type, pod)
-        self.actuator.pods_changed(key)
+        self.actuator.pods_changed(key, str((pod.get("metadata") or {}).get("name")))
         self.status.pod_event(key)
         if key in self.jobs:
             self.trigger(key)
