@@ -32,19 +32,20 @@ def run(manifest: Path, workdir: Path, *flags: str, timeout: float = 480) -> sub
 def test_a_lost_node_shrinks_the_gang_to_3_and_its_return_widens_it_to_4_with_no_backoff_used(tmp_path: Path) -> None:
     job = yaml.safe_load((REPO / "examples" / "mnist-elastic.yaml").read_text())
     job["spec"]["runPolicy"]["backoffLimit"] = 0
-    # The cooldown counts from the resize, not from training again: longer than TensorFlow's start on a loaded
-    # 2-core machine (15-30 s), so the gang trains at 3 before it widens.
-    job["spec"]["elasticPolicy"]["resizeCooldownSeconds"] = 45
-    # Long enough that the gang still trains after the loss, the shrink and the cooldown on a quiet machine too,
-    # where 50 epochs end before the widen (make test saw that).
+    # The widen waits until there has been room for 4 for the cooldown, so it comes 25 + 25 s after the loss:
+    # longer than the shrink (6-10 s) plus TensorFlow's start on a loaded 2-core machine (15-30 s), so the gang
+    # trains at 3 before it widens.
+    job["spec"]["elasticPolicy"]["resizeCooldownSeconds"] = 25
+    # Long enough that the gang still trains at 4 after the widen on a quiet machine (about 1 s an epoch here:
+    # the widen comes near epoch 50); under make test's load an epoch takes up to 3 s.
     args = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
-    args[args.index("--epochs") + 1] = "120"
+    args[args.index("--epochs") + 1] = "80"
     manifest = tmp_path / "mnist-elastic.yaml"
     manifest.write_text(yaml.safe_dump(job))
 
-    # Back after 60 s: the gang restarted after the loss must find 3 nodes, not 4 (a node back within ~10 s is
+    # Back after 25 s: the gang restarted after the loss must find 3 nodes, not 4 (a node back within ~10 s is
     # there again when the restarted gang is admitted, on a quiet machine, and nothing shrinks).
-    result = run(manifest, tmp_path / "work", "--lose-node-after", "0", "--restore-node-after", "60")
+    result = run(manifest, tmp_path / "work", "--lose-node-after", "0", "--restore-node-after", "25")
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-2000:]
     lines = out.splitlines()
