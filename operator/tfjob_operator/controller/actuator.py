@@ -163,10 +163,9 @@ class Actuator:
         # Expected before the request goes: the watch may show the pod before the response comes back.
         acts.expected.update((c.name, now + EXPECTATIONS_SECONDS) for c in pods)
         results = await asyncio.gather(*(self.kube.create(c.obj) for c in pods), return_exceptions=True)
-        seen = {(p.get("metadata") or {}).get("name") for p in (self.pods.get(key) or [])}
         for action, result in zip(pods, results, strict=True):
-            if isinstance(result, BaseException) or (result is False and action.name in seen):
-                acts.expected.pop(action.name, None)  # not created; or there already, and seen (a 409)
+            if result is not True:  # not created by this request: the watch may never show it (client-go: the
+                acts.expected.pop(action.name, None)  # same for AlreadyExists; the next reconcile finds out)
         for result in results:
             if isinstance(result, KubeError) and refusal_is_permanent(result.status, result.message):
                 acts.pod_create_error = str(result)  # retrying cannot fix it: the next reconcile fails the job
