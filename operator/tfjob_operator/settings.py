@@ -103,6 +103,9 @@ class OperatorSettings(BaseSettings):
     progress_interval: float = Field(
         30.0, ge=0, description="Seconds between reads of each Running job's chief /metrics into status.progress "
         "(one request per job per interval; status written only when a figure moved); 0 disables.")
+    progress_reads_per_second: float = Field(
+        10.0, gt=0, description="Chief reads per second at most, on average: with more running jobs than one "
+        "interval's reads, the progress passes come further apart (2,000 running jobs at 10/s: every 200 s).")
     metrics_port: int = Field(9090, ge=0, le=65535, description="Port of the Prometheus /metrics endpoint; 0 disables.")
     metrics_host: str = Field("0.0.0.0", description="Address the /metrics endpoint binds to.")
     liveness_port: int = Field(

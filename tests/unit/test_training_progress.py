@@ -7,9 +7,12 @@ import itertools
 import time
 from datetime import UTC, datetime
 
+import aiohttp
 import pytest
+from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
+from tfjob_operator import constants
 from tfjob_operator.api import JobProgress, TFJobStatus
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.progress.chief_metrics import (
@@ -173,9 +176,57 @@ async def test_passes_start_once_an_interval_however_long_a_pass_takes() -> None
             starts.append(time.monotonic())
             await asyncio.sleep(0.3)
 
-    poller = SlowPasses(None, interval=0.4)  # type: ignore[arg-type]
+    poller = SlowPasses(None, interval=0.4, reads_per_second=10)  # type: ignore[arg-type]
     poller.start()
     await asyncio.sleep(2.1)
     await poller.stop()
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert len(starts) >= 5 and max(gaps) < 0.55, gaps  # a sleep after each pass: 0.7 s apart
+
+
+
+async def test_over_the_read_rate_the_chiefs_are_read_one_every_1_over_rate_seconds_and_the_passes_stretch() -> None:
+    """TFJOB_PROGRESS_READS_PER_SECOND bounds the reads (and the operator's idle CPU) whatever the number of running
+    jobs: 6 chiefs at 10 reads/s under a 0.2 s interval are read 0.1 s apart, a pass every 0.6 s; 2 chiefs fit in
+    one interval's reads and are read at once, every interval."""
+    reads: list[float] = []
+
+    async def serve(_: web.Request) -> web.Response:
+        reads.append(time.monotonic())
+        return web.Response(text=worker_metrics(Report(started=True, trains=True, epoch=1, epochs=3)))
+
+    app = web.Application()
+    app.router.add_get("/metrics", serve)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    class Host:
+        metrics = Metrics()
+
+        def __init__(self, n: int) -> None:
+            keys = [("ns", f"j{i}") for i in range(n)]
+            self.jobs = {k: ({"metadata": {"name": k[1]}, "status": {"state": "Running"}},) for k in keys}
+            self.pods = {k: [{"metadata": {"labels": {constants.LABEL_JOB_ROLE: constants.ROLE_CHIEF}},
+                              "spec": {"containers": [{"ports": [{"name": constants.METRICS_PORT_NAME,
+                                                                  "containerPort": port}]}]},
+                              "status": {"phase": "Running", "podIP": "127.0.0.1"}}] for k in keys}
+
+        async def write_progress(self, key: object, progress: object) -> bool:
+            return True
+
+    try:
+        async with aiohttp.ClientSession() as session:
+            over = ProgressPoller(Host(6), interval=0.2, reads_per_second=10)  # type: ignore[arg-type]
+            await over.one_pass(session)
+            gaps = [b - a for a, b in itertools.pairwise(reads)]
+            assert len(reads) == 6 and min(gaps) > 0.08, gaps
+            assert over.period() == pytest.approx(0.6)
+            reads.clear()
+            within = ProgressPoller(Host(2), interval=0.2, reads_per_second=10)  # type: ignore[arg-type]
+            await within.one_pass(session)
+            assert len(reads) == 2 and reads[1] - reads[0] < 0.08 and within.period() == 0.2
+    finally:
+        await runner.cleanup()

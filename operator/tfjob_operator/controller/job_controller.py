@@ -125,7 +125,8 @@ class JobController:
             # Capacity is watched from the start (a job naming another backend watches it at its first gang), and
             # that watch of every pod feeds the pod index too.
             self.admission.watch_cluster()
-        self.progress = ProgressPoller(self, self.settings.progress_interval)
+        self.progress = ProgressPoller(self, self.settings.progress_interval,
+                                       self.settings.progress_reads_per_second)
         self.progress.start()
 
     async def stop(self) -> None:
