@@ -358,7 +358,9 @@ def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
             # ---- failover mid-burst
             standby = Operator(proxied, work / "operator-3.log")
             operators.append(standby)
-            until(lambda: standby.metric("python_info") or True, 5)  # the standby is up and waiting
+            # The standby is warm once every job it would reconcile on taking over waits in its queue (a standby
+            # in a cluster has been running for days).
+            until(lambda: standby.metric("tfjob_workqueue_depth") >= args.running, args.timeout)
             time.sleep(3)
             wire.reset()
             names = [f"fo-{i:04d}" for i in range(args.burst)]

@@ -6,6 +6,7 @@ Run with `tfjob operator` (settings from `TFJOB_*`) or `kopf run -m tfjob_operat
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -62,13 +63,26 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     memo.metrics = metrics
     metrics.serve(ops.metrics_port, ops.metrics_host)
     controller = JobController.create(ops, metrics)
-    controller.start()
+    # A warm standby (`runner.run_elected`) sets memo.leading once it holds the Lease: until then it lists and
+    # watches like the leader, so its indexes are filled when it takes over, and acts on nothing.
+    leading: asyncio.Event | None = getattr(memo, "leading", None)
+    controller.start(leading=leading is None)
     # Pods are the controller's own watch (pod_index), listed here: kopf starts its TFJob watch after start-up, so
     # every reconcile reads a listed pod index.
     await controller.watch_pods()
     memo.controller = controller
-    log.info("tfjob operator started: namespaces=%s addressing=%s gang=%s", ops.namespaces or "all",
-             ops.addressing.value, ops.gang_backend.value)
+    log.info("tfjob operator started: namespaces=%s addressing=%s gang=%s%s", ops.namespaces or "all",
+             ops.addressing.value, ops.gang_backend.value,
+             "" if leading is None else " (standby: it watches, and acts once it holds the Lease)")
+    if leading is not None:
+        memo.lead_when_elected = asyncio.create_task(_lead_when(leading, controller), name="lead when elected")
+
+
+async def _lead_when(leading: asyncio.Event, controller: JobController) -> None:
+    await leading.wait()
+    log.info("leading: %d TFJobs and %d jobs' pods in the indexes, reconciling those not settled",
+             len(controller.jobs), len(controller.pods))
+    controller.lead()
 
 
 @kopf.on.cleanup()

@@ -46,6 +46,9 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
         self.reconcile_errors = Counter("tfjob_reconcile_errors", "Reconciles that failed and will be retried.",
                                         registry=r)
+        self.workqueue_depth = Gauge(
+            "tfjob_workqueue_depth", "Jobs waiting for a reconcile (a standby's: every job it reconciles when it "
+            "takes over).", registry=r)
         # Gang admission (the builtin backend's loop, tfjob_operator.gang.admission).
         self.gang_queue_length = Gauge("tfjob_gang_queue_length", "Gangs waiting for admission after the last pass.",
                                        registry=r)

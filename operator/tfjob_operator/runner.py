@@ -155,17 +155,21 @@ async def _serve(host: str, port: int, path: str, handler: Any) -> web.AppRunner
 
 
 async def run_elected(settings: OperatorSettings, main: Main, *, api: leader.LeaseApi | None = None,
-                      stop_flag: threading.Event | None = None) -> None:
+                      stop_flag: threading.Event | None = None, warm: Main | None = None) -> None:
     """Wait for the Lease, then run `main` while holding it; return on SIGINT/SIGTERM (or `stop_flag`).
+
+    `warm`, when given, runs from the start, leading or not (a warm standby, as controller-runtime's managers
+    start their caches before the election): it serves the health and metrics endpoints itself, and the
+    replica returns when it ends.
 
     Raises `leader.LeadershipLost` when the Lease could not be renewed: the caller must exit.
     """
     api = api or leader.LeaseApi.connect()
     config = election_config(settings)
     standby: list[web.AppRunner] = []
-    if settings.liveness_port:
+    if settings.liveness_port and warm is None:
         standby.append(await serve_standby_health(settings.liveness_host, settings.liveness_port))
-    if settings.metrics_port and settings.metrics_port != settings.liveness_port:
+    if settings.metrics_port and settings.metrics_port != settings.liveness_port and warm is None:
         try:
             standby.append(await serve_standby_metrics(settings.metrics_host, settings.metrics_port))
         except OSError as exc:  # as when leading: a taken metrics port costs the metrics, not the operator
@@ -197,18 +201,24 @@ async def run_elected(settings: OperatorSettings, main: Main, *, api: leader.Lea
         elected = asyncio.create_task(leader.run_as_leader(api, config, lead), name="leader election")
         stopper = asyncio.create_task(stop.wait(), name="stop signal")
         flag = asyncio.create_task(watch_stop_flag(), name="stop flag")
+        warming = asyncio.create_task(warm(), name="warm standby") if warm is not None else None
         try:
-            await asyncio.wait({elected, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({elected, stopper, *([warming] if warming else [])},
+                               return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task in (stopper, flag):
                 task.cancel()
             if not elected.done():
                 elected.cancel()  # standby: stop waiting; leader: kopf stops and the Lease is released
-            results = await asyncio.gather(elected, return_exceptions=True)
+            if warming is not None and not warming.done():
+                warming.cancel()
+            results: list[BaseException | None] = list(await asyncio.gather(
+                elected, *([warming] if warming else []), return_exceptions=True))
         if isinstance(results[0], leader.LeadershipLost):
             raise results[0]
-        if isinstance(results[0], BaseException) and not isinstance(results[0], asyncio.CancelledError):
-            raise results[0]
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                raise result
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -248,8 +258,20 @@ def run_operator(settings: OperatorSettings | None = None, *, stop_flag: threadi
     if not settings.leader_election:
         asyncio.run(main())
         return 0
+    # A warm standby: kopf and the controller's watches run from the start, and the controller acts once this
+    # replica holds the Lease (a failover then needs no list of every job and pod). Not while the webhook makes
+    # its own certificate: kopf's managed mode writes it into the webhook configurations, which only the replica
+    # the webhook Service selects (the leader) may do; that standby waits cold, starting kopf once it leads.
+    warm = not (settings.webhook_enabled and not settings.webhook_cert_dir)
+    memo.leading = asyncio.Event() if warm else None
+
+    async def lead() -> None:
+        memo.leading.set()
+        await asyncio.Event().wait()  # until cancelled: the Lease is lost, or the replica stops
+
     try:
-        asyncio.run(run_elected(settings, main, stop_flag=stop_flag))
+        asyncio.run(run_elected(settings, lead, stop_flag=stop_flag, warm=main) if warm
+                    else run_elected(settings, main, stop_flag=stop_flag))
     except leader.LeadershipLost as exc:
         log.error("leader election: %s; exiting so that only the new leader acts", exc)
         return 1

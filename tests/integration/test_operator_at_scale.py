@@ -117,6 +117,9 @@ def test_a_standby_taking_over_mid_burst_creates_no_pod_twice_and_loses_no_job(s
         since = len(sim.local.apiserver.requests)
         names = [sim.submit({"Worker": sim_worker()}, name=f"burst-{i}") for i in range(4)]
         wait_for(lambda: pods_of(sim, names[:1])[names[0]] >= 1, 20, what="the leader acting on the burst")
+        # Warm: the standby listed the jobs (the burst's first is running, so it waits in the standby's queue).
+        wait_for(lambda: metric(standby, "tfjob_workqueue_depth") >= 1, 30, what="the standby's listed jobs")  # type: ignore[arg-type]
+        killed = len(sim.local.apiserver.requests)
         leader.kill()  # mid-burst: no clean-up, the Lease is left to expire
         names += [sim.submit({"Worker": sim_worker()}, name=f"burst-{i}") for i in range(4, 8)]
         counts = wait_for(lambda: (c := pods_of(sim, names)) and all(v >= WORKERS for v in c.values()) and c,
@@ -127,6 +130,10 @@ def test_a_standby_taking_over_mid_burst_creates_no_pod_twice_and_loses_no_job(s
                    if r.verb == "create" and r.resource == "pods" and r.user_agent.startswith("tfjob-operator")
                    and r.status_code == 201]
         assert len(created) == WORKERS * len(names), "a pod was created twice (deleted and created again)"
+        # A warm standby: its indexes were filled while it waited for the Lease, so it took over without a list.
+        lists = [f"{r.resource} {r.path}" for r in list(sim.local.apiserver.requests)[killed:]
+                 if r.verb == "list" and r.user_agent.startswith(("tfjob-operator", "kopf"))]
+        assert lists == []
         before = uids(sim, names)
         wait_for(lambda: metric(standby, "tfjob_reconcile_duration_seconds_count") >= 2 * len(names), 30,
                  what="the standby's resync")

@@ -173,3 +173,18 @@ async def test_stop_cancels_runs_and_timers() -> None:
 @pytest.mark.parametrize(("failures", "delay"), [(1, 1.0), (2, 2.0), (4, 8.0), (5, 10.0), (9, 10.0)])
 def test_backoff_doubles_from_the_base_up_to_the_cap(failures: int, delay: float) -> None:
     assert Backoff(base=0.5, most=10.0).delay(failures) == delay
+
+
+async def test_a_paused_queue_keeps_what_is_added_and_runs_each_key_once_on_resume() -> None:
+    """A standby replica's queue: the jobs its watches show are kept, none is reconciled until it leads."""
+    work = Recorder()
+    queue: WorkQueue[str] = WorkQueue(work, backoff=FAST)
+    queue.paused = True
+    for key in ("a", "b", "a"):
+        queue.add(key)
+    await asyncio.sleep(0.05)
+    assert work.runs == []
+    queue.resume()
+    await until(lambda: sorted(work.runs) == ["a", "b"])
+    queue.add("c")
+    await until(lambda: sorted(work.runs) == ["a", "b", "c"])

@@ -80,6 +80,7 @@ class JobController:
             backoff=Backoff(settings.retry_backoff, settings.retry_max_backoff),
             debounce=RECONCILE_DEBOUNCE_SECONDS, timer_slack=TIMER_SLACK_SECONDS,
             observe=metrics.reconcile_seconds.observe)
+        metrics.workqueue_depth.set_function(self.queue.depth)
         self.status = StatusCache()
         self.actuator = Actuator(kube, metrics, self.pods, self.trigger)
         self.watches = Watches(settings, kube, self._index_pod)
@@ -111,20 +112,29 @@ class JobController:
 
     # ------------------------------------------------------------ lifetime
 
-    def start(self) -> None:
-        """Start the resync loop, the gang admission loop and the progress poller (from the running event loop)."""
+    def start(self, *, leading: bool = True) -> None:
+        """Start the controller (from the running event loop). Leading: the resync loop, the gang admission
+        loop's passes and the progress poller too. A standby (`leading` False) only keeps its indexes: the
+        watches fill them and every job they show waits in the paused queue, until `lead`."""
         # Reconciles' CPU work runs on self.work, API calls on Kube's own threads; the default executor serves the
         # rest (a library's blocking call): a few threads, the GIL serialises the work anyway.
         asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(4, "tfjob-work"))
-        self._resync_task = asyncio.create_task(self.resync_forever(), name="tfjob resync")
-        # One loop per operator process; only the active replica runs kopf at all (Lease leader election, or one
-        # replica).
+        self.queue.paused = not leading
         self.admission = AdmissionLoop(self)
-        self.admission.start()
         if released_by_operator(self.settings.gang_backend.value):
             # Capacity is watched from the start (a job naming another backend watches it at its first gang), and
             # that watch of every pod feeds the pod index too.
             self.admission.watch_cluster()
+        if leading:
+            self.lead()
+
+    def lead(self) -> None:
+        """Act: reconcile every job the indexes hold (a standby's, kept while it waited for the Lease), then
+        each as its events come; run the resync, the admission passes and the progress poller."""
+        assert self.admission is not None, "start() first"
+        self.queue.resume()
+        self._resync_task = asyncio.create_task(self.resync_forever(), name="tfjob resync")
+        self.admission.start()
         self.progress = ProgressPoller(self, self.settings.progress_interval,
                                        self.settings.progress_reads_per_second)
         self.progress.start()

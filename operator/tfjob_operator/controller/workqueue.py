@@ -61,6 +61,8 @@ class WorkQueue(Generic[K]):
         self.timer_slack = timer_slack
         self._observe = observe
         self._entries: dict[K, _Entry] = {}
+        #: While paused (a standby replica), keys added are kept, and run once `resume` is called.
+        self.paused = False
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
@@ -69,6 +71,21 @@ class WorkQueue(Generic[K]):
         """Run `process(key)` soon; adds while it runs cause one more run."""
         entry = self._entry(key)
         entry.dirty = True
+        if not self.paused:
+            self._run(key, entry)
+
+    def depth(self) -> int:
+        """Keys added and not yet run (client-go's workqueue_depth)."""
+        return sum(1 for entry in self._entries.values() if entry.dirty)
+
+    def resume(self) -> None:
+        """Run every key added while paused (and from now on, every key added)."""
+        self.paused = False
+        for key, entry in list(self._entries.items()):
+            if entry.dirty:
+                self._run(key, entry)
+
+    def _run(self, key: K, entry: _Entry) -> None:
         if entry.task is None or entry.task.done():
             entry.task = asyncio.create_task(self._drain(key, entry), name=f"work {key}")
 
