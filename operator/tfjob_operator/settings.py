@@ -91,6 +91,9 @@ class OperatorSettings(BaseSettings):
     resync_seconds: float = Field(
         60.0, gt=0, description="Every job is re-reconciled at least this often (safety net; no writes if unchanged)."
     )
+    resync_jobs_per_second: float = Field(
+        5.0, gt=0, description="Resync reconciles per second at most: with more jobs than one period's worth, they "
+        "are spread one every 1/rate s and the resync comes further apart (2,100 jobs not settled: every 7 min).")
     terminating_timeout: float = Field(
         60.0, ge=0, description="Seconds past its grace period after which a pod stuck Terminating is force-deleted."
     )
