@@ -265,7 +265,7 @@ def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
             until(lambda: all_of(names, pool.apply(census)[0], lambda state: state in ("Succeeded", "Failed")),
                   args.timeout)
             time.sleep(5)  # the last pod counts and Events follow the state
-            counts, _ = wire.read()
+            counts, life_writes = wire.read()
             per_job = {k: v / args.burst for k, v in not_lease(counts).items() if not k.startswith("watch ")}
             deletes = per_job.get("delete pods", 0.0)
             rest = sum(per_job.values()) - deletes
@@ -273,6 +273,12 @@ def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
             print(f"  {args.burst} more jobs run to the end ({args.duration} simulated): requests per job on the wire "
                   f"{rest:.2f} besides {deletes:.2f} cleanPodPolicy deletes: "
                   + ", ".join(f"{k} {v:.2f}" for k, v in sorted(per_job.items(), key=lambda kv: -kv[1])), flush=True)
+            reasons = collections.Counter(w[6] for w in life_writes if w[:2] == ["create", "events"])
+            status_writes = collections.Counter(collections.Counter(
+                w[3] for w in life_writes if w[:2] == ["patch", "tfjobs/status"]).values())
+            print("      events by reason: " + ", ".join(f"{r} {c / args.burst:.2f}" for r, c in reasons.most_common())
+                  + "; jobs by status writes: " + ", ".join(f"{k}: {v}" for k, v in sorted(status_writes.items())),
+                  flush=True)
 
             # ---- idle
             time.sleep(5)  # the last transitions' writes settle
