@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -90,6 +91,11 @@ async def cleanup(memo: Any, **_: Any) -> None:
     controller: JobController | None = getattr(memo, "controller", None)
     if controller is not None:
         await controller.stop()
+    # A warm standby's kopf took SIGTERM itself: tell the leader election now, so the Lease is released at once
+    # (kopf would first give every task started after it, the election's among them, 5 s to end).
+    stopping: threading.Event | None = getattr(memo, "stopping", None)
+    if stopping is not None:
+        stopping.set()
 
 
 @kopf.on.event(constants.PLURAL, group=constants.GROUP, version=constants.VERSION)

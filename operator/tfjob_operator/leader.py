@@ -210,10 +210,11 @@ async def run_as_leader(api: LeaseApi, config: LeaderElectionConfig,
     lost = False
     try:
         done, _ = await asyncio.wait({holder, worker}, return_when=asyncio.FIRST_COMPLETED)
-        if holder in done:
+        if holder in done and not holder.cancelled():  # cancelled from outside (a stop): released below
             lost = True
             holder.result()  # raises LeadershipLost
-        worker.result()
+        if worker in done and not worker.cancelled():
+            worker.result()
     finally:
         for task in (holder, worker):
             task.cancel()

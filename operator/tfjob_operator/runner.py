@@ -264,6 +264,8 @@ def run_operator(settings: OperatorSettings | None = None, *, stop_flag: threadi
     # the webhook Service selects (the leader) may do; that standby waits cold, starting kopf once it leads.
     warm = not (settings.webhook_enabled and not settings.webhook_cert_dir)
     memo.leading = asyncio.Event() if warm else None
+    if warm:  # kopf runs outside the election and takes SIGTERM itself: its cleanup sets this flag
+        stop_flag = memo.stopping = stop_flag or threading.Event()
 
     async def lead() -> None:
         memo.leading.set()

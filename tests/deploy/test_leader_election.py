@@ -210,3 +210,31 @@ def test_operator_process_that_cannot_renew_its_lease_exits_with_status_1(tmp_pa
             assert "could not renew Lease tfjob-operator" in op.log()
         finally:
             op.stop()
+
+
+@pytest.mark.timeout(90)
+def test_a_warm_operator_process_releases_its_lease_on_sigterm_so_a_standby_takes_over_at_once(tmp_path: Path) -> None:
+    """The warm standby runs kopf outside the election and kopf takes SIGTERM itself: the Lease must still be
+    released at once (kopf alone would cancel the election's renewals after 5 s, and the Lease would be left
+    to expire: a restart's successor waited 15 s)."""
+    with ApiServerThread() as api:
+        asyncio.run(install_crd(api.url))
+        write_kubeconfig(tmp_path / "kubeconfig", api.url)
+        op = Operator(tmp_path / "kubeconfig", tmp_path / "operator.log", TFJOB_LEADER_ELECTION="true",
+                      TFJOB_POD_NAMESPACE=NS).start()
+        try:
+            wait_for(lambda: "leading:" in op.log(), 30, what="the operator leads")
+            op.stop()
+            assert op.proc is not None and op.proc.returncode == 0, op.log()[-3000:]
+
+            async def holder() -> str | None:
+                lease_api = leader.LeaseApi(api.url)
+                try:
+                    lease = await lease_api.get(NS, "tfjob-operator")
+                finally:
+                    await lease_api.close()
+                return (lease or {}).get("spec", {}).get("holderIdentity")
+
+            assert asyncio.run(holder()) is None
+        finally:
+            op.stop()
