@@ -42,6 +42,7 @@ apiVersion: tfjob.dev/v1
 kind: TFJob
 metadata: {name: addr}
 spec:
+  successPolicy: AllWorkers  # else worker 0's exit ends the job, and a worker 1 slow to start is deleted unprinted
   tfReplicaSpecs:
     Worker:
       replicas: 2
