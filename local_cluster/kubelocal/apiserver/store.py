@@ -9,7 +9,9 @@ write), so a selected list costs what it returns, not what the collection holds.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import heapq
+import itertools
 import json
 import time
 from collections import OrderedDict, deque
@@ -27,6 +29,8 @@ SNAPSHOT_SECONDS = 300.0
 #: references, not copies, but keeps the objects it saw alive while later writes replace them.
 MAX_SNAPSHOTS = 16
 Predicate = Callable[[Mapping[str, Any]], bool]
+#: A collection as a paged list reads it: (namespace or "", name) → object, in that order.
+Ordered = list[tuple[tuple[str, str], "Stored"]]
 
 
 def dumps(obj: Any) -> bytes:
@@ -164,7 +168,7 @@ class Store:
         self.by_uid: dict[str, tuple[Key, str | None, str]] = {}
         #: Called with (key, event) after every change; the server hooks garbage collection here.
         self.listeners: list[Callable[[Key, Event], None]] = []
-        self._snapshots: OrderedDict[tuple[Key, int], tuple[float, dict[Ident, Stored]]] = OrderedDict()
+        self._snapshots: OrderedDict[tuple[Key, int], tuple[float, Ordered]] = OrderedDict()
 
     def collection(self, key: Key) -> Collection:
         col = self._collections.get(key)
@@ -199,17 +203,18 @@ class Store:
         firsts = heapq.nsmallest(limit, idents, key=lambda i: (i[0] or "", i[1]))
         return [col.objects[ident] for ident in firsts], len(idents)
 
-    def items_at(self, key: Key, rv: int, namespace: str | None = None) -> list[Stored]:
-        """The objects as they were at resourceVersion `rv` (an etcd read at a revision): a snapshot a paged list
-        kept, else rebuilt by undoing the later events; ResourceVersionTooOld once neither reaches back to `rv`."""
+    def items_at(self, key: Key, rv: int, namespace: str | None = None,
+                 after: tuple[str, str] | None = None) -> list[Stored]:
+        """The objects as they were at resourceVersion `rv` (an etcd read at a revision), by namespace then name,
+        those after `after` (namespace or "", name) only: a snapshot a paged list kept (sorted once, not once per
+        page: at 10,000 objects the sort was most of a page's cost), else rebuilt by undoing the later events;
+        ResourceVersionTooOld once neither reaches back to `rv`."""
         kept = self._snapshots.get((key, rv))
         fresh = kept is not None and time.monotonic() - kept[0] < SNAPSHOT_SECONDS
-        state = kept[1] if kept is not None and fresh else self._undo_to(key, rv)
-        return [
-            stored
-            for (ns, _), stored in sorted(state.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
-            if namespace is None or ns == namespace
-        ]
+        ordered = kept[1] if kept is not None and fresh else _ordered(self._undo_to(key, rv))
+        start = bisect.bisect_right(ordered, after, key=lambda kv: kv[0]) if after is not None else 0
+        return [stored for (ns, _), stored in itertools.islice(ordered, start, None)
+                if namespace is None or ns == namespace]
 
     def _undo_to(self, key: Key, rv: int) -> dict[Ident, Stored]:
         col = self.collection(key)
@@ -237,7 +242,7 @@ class Store:
                                    or now - next(iter(self._snapshots.values()))[0] >= SNAPSHOT_SECONDS):
             self._snapshots.popitem(last=False)
         if (key, self.rv) not in self._snapshots:
-            self._snapshots[(key, self.rv)] = (now, dict(self.collection(key).objects))
+            self._snapshots[(key, self.rv)] = (now, _ordered(self.collection(key).objects))
 
     def list_done(self, key: Key, rv: int) -> None:
         """A paged list read at `rv` served its last page: its snapshot goes."""
@@ -319,3 +324,8 @@ class Store:
 
     def all_watchers(self) -> list[tuple[Key, Watcher]]:
         return [(k, w) for k, col in self._collections.items() for w in col.watchers]
+
+
+def _ordered(state: Mapping[Ident, Stored]) -> Ordered:
+    """The objects by namespace ("" for none) then name: a paged list's order."""
+    return sorted((((ns or ""), name), stored) for (ns, name), stored in state.items())

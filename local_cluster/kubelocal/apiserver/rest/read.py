@@ -106,7 +106,7 @@ def list_page(ctx: RestContext, rt: ResourceType, ns: str | None, query: Mapping
         rv = ctx.store.rv
     else:
         try:
-            snapshot = ctx.store.items_at(rt.key, at, ns)
+            snapshot = ctx.store.items_at(rt.key, at, ns, after)
         except ResourceVersionTooOld:
             raise expired(CONTINUE_EXPIRED if cont else LIST_EXPIRED) from None
         rv = at
