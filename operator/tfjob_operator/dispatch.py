@@ -30,7 +30,7 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from enum import IntEnum
 from typing import Any, TypeVar
 
@@ -167,3 +167,14 @@ async def run_in(pool: PriorityThreadPool, fn: Callable[..., T], /, *args: Any) 
     """`fn(*args)` on one of the pool's threads, queued by the caller's key (asyncio.to_thread, in order).
     Cancelled while queued, it never runs."""
     return await asyncio.wrap_future(pool.submit(fn, *args))
+
+
+async def paced(items: Sequence[T], rate: float, window: float) -> AsyncIterator[T]:
+    """Each of `items` at once when they fit in `rate` a second over `window` seconds, else one every 1/rate s:
+    thousands of jobs' periodic work (a resync, a progress pass) spread over the period, not a burst of thousands
+    and then nothing."""
+    spread = len(items) > rate * window
+    for i, item in enumerate(items):
+        if spread and i:
+            await asyncio.sleep(1 / rate)
+        yield item

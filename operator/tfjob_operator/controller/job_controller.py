@@ -250,10 +250,7 @@ class JobController:
         while True:
             await asyncio.sleep(self.settings.resync_seconds)
             keys = [key for key in list(self.jobs) if not self.settled(key)]
-            spread = len(keys) > rate * self.settings.resync_seconds
-            for key in keys:
-                if spread:
-                    await asyncio.sleep(1 / rate)
+            async for key in dispatch.paced(keys, rate, self.settings.resync_seconds):
                 if key in self.jobs:
                     self.trigger(key)
 

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from tfjob_operator import apigroups, resources
+from tfjob_operator.dispatch import paced
 from tfjob_operator.keys import JobKey
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import latest, prior_status
@@ -127,17 +128,10 @@ class ProgressPoller:
         if not running:
             return
         gate = asyncio.Semaphore(CONCURRENCY)
-        # Each job's figures are written as soon as its chief answers: a hung chief holds up only its own job.
-        if len(running) <= self.reads_per_second * (self.interval or 30.0):
-            await asyncio.gather(*(self._update(session, gate, job, elapsed) for job in running))
-            return
-        # More than the rate allows in one interval: one read every 1/rate s over the stretched period, not a
-        # burst of thousands and then nothing.
-        updates: list[asyncio.Task[None]] = []
-        for job in running:
-            if updates:
-                await asyncio.sleep(1 / self.reads_per_second)
-            updates.append(asyncio.create_task(self._update(session, gate, job, elapsed)))
+        # Each job's figures are written as soon as its chief answers: a hung chief holds up only its own job. More
+        # than the rate allows in one interval: one read every 1/rate s over the stretched period.
+        updates = [asyncio.create_task(self._update(session, gate, job, elapsed))
+                   async for job in paced(running, self.reads_per_second, self.interval or 30.0)]
         await asyncio.gather(*updates)
 
     async def _update(self, session: aiohttp.ClientSession, gate: asyncio.Semaphore,
