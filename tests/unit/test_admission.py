@@ -3,6 +3,8 @@ it waits, and that two passes never book the same capacity even when the operato
 
 from __future__ import annotations
 
+import asyncio
+
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -77,6 +79,8 @@ class FakeKube:
     on_pod: host.OnEvent | None = None
     lagging: bool = False
     backlog: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: Seconds a PATCH takes (an API server busy with a burst).
+    patch_seconds: float = 0.0
 
     def changed(self, event_type: str, pod: dict[str, Any]) -> None:
         self.backlog.append((event_type, copy.deepcopy(pod)))
@@ -93,6 +97,7 @@ class FakeKube:
     async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
         self.requests.append(f"{method} {path}")
         if method == "PATCH":
+            await asyncio.sleep(self.patch_seconds)
             name = path.rsplit("/", 1)[1]
             self.pods[name] = merge(self.pods[name], body)
             self.patches.append(name)
@@ -230,6 +235,19 @@ async def test_admission_latency_counts_from_the_first_gated_pod_seen() -> None:
     assert histogram._sum.get() >= 6.0  # type: ignore[attr-defined]
     # A wait that long is news even though no pass found the gang short: GangAdmitted says how long.
     assert [e[1] for e in kube.events] == ["GangAdmitted"] and "after 6." in kube.events[0][2]
+
+
+async def test_a_slow_release_patch_is_no_wait_in_the_queue() -> None:
+    kube = FakeKube([node("a", 4)], patch_seconds=0.7)
+    c = FakeController(kube)
+    pods = c.submit(job_obj("j", 2))
+    loop = loop_for(c, [T0])
+    loop.notice_pod("ADDED", pods[0])
+    loop.state.queued_since["ns/j"] -= admission.ADMITTED_NEWS_SECONDS - 0.6  # admitted 4.4 s after it was seen
+    await loop.pass_once()
+    assert released(kube, "j") == ["j-worker-0", "j-worker-1"]
+    # Its PATCHes came back after 5.1 s, but the gang waited 4.4 s for admission: no GangAdmitted Event.
+    assert kube.events == []
 
 
 async def test_waits_count_once_per_period_however_often_passes_run() -> None:

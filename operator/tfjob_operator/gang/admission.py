@@ -406,6 +406,9 @@ class AdmissionLoop:
                        gangs: Mapping[str, QueuedGang]) -> None:
         """One merge PATCH per pod of every admitted gang, all at once; then an Event per gang."""
         metrics = self.host.metrics
+        # A gang's wait ends when the pass admits it, not when its PATCHes come back: in a burst they queue behind
+        # the burst's creates (tfjob_operator.dispatch), and that is no wait of the gang's for room.
+        admitted_at = time.time()
         results = await asyncio.gather(*(self._patch_release(r) for r in plan.releases), return_exceptions=True)
         stamp = time.monotonic()
         pods = {(str(gangs[skey].job.namespace), str((p.get("metadata") or {}).get("name"))): p
@@ -425,14 +428,13 @@ class AdmissionLoop:
             self._releases[pod_key] = _Unseen(result, stamp, release.patch, reserved=reserve)
             if pod is not None and reserve:
                 self.capacity.reserve(pod_key, release.node, scheduling_demand(pod))
-        now = time.time()
         by_pod = {(r.namespace, r.pod): r for r in plan.releases}
         for skey in plan.admitted:
             key = key_tuple(skey)
             mine = [r for p in gangs[skey].pods
                     if (r := by_pod.get((key[0], str((p.get("metadata") or {}).get("name"))))) is not None]
             since = self.state.queued_since.pop(skey, None)
-            waited = now - since if since is not None else None
+            waited = admitted_at - since if since is not None else None
             if waited is not None:
                 metrics.gang_admission_seconds.observe(waited)
             metrics.gang_admissions.inc()
