@@ -34,6 +34,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -210,6 +211,26 @@ def job_writes(writes: list[list[Any]], prefixes: tuple[str, ...]) -> int:
                if "leases" not in resource and resource != "events" and name.startswith(prefixes))
 
 
+def timeline(writes: list[list[Any]]) -> dict[str, tuple[float, float]]:
+    """Median and p90 seconds from each job's first pod create to its first gang release (patch pods) and to its
+    first status write of each state: what a status write held back (status_cache) waits for."""
+    first: dict[tuple[str, str], float] = {}
+    for verb, resource, _, name, _, at, reason, *_ in writes:
+        if resource == "pods" and verb in ("create", "patch"):
+            what, job = f"{verb} pods", name.rsplit("-", 2)[0]
+        elif resource == "tfjobs/status":
+            what, job = f"status {reason}", name
+        else:
+            continue
+        first.setdefault((what, job), at)
+    gaps: dict[str, list[float]] = collections.defaultdict(list)
+    for (what, job), at in first.items():
+        if ("create pods", job) in first and what != "create pods":
+            gaps[what].append(at - first[("create pods", job)])
+    return {what: (statistics.median(v), statistics.quantiles(v, n=10)[-1] if len(v) > 1 else v[0])
+            for what, v in sorted(gaps.items(), key=lambda kv: statistics.median(kv[1]))}
+
+
 def created_twice(writes: list[list[Any]]) -> int:
     """Pods the server was asked to create more than once (a second 201 or a 409 for the same name)."""
     names = collections.Counter(name for verb, resource, _, name, *_ in writes
@@ -276,8 +297,14 @@ def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
             reasons = collections.Counter(w[6] for w in life_writes if w[:2] == ["create", "events"])
             status_writes = collections.Counter(collections.Counter(
                 w[3] for w in life_writes if w[:2] == ["patch", "tfjobs/status"]).values())
+            states = collections.Counter(w[6] for w in life_writes if w[:2] == ["patch", "tfjobs/status"])
             print("      events by reason: " + ", ".join(f"{r} {c / args.burst:.2f}" for r, c in reasons.most_common())
+                  + "; status writes by state: " + ", ".join(f"{r} {c / args.burst:.2f}" for r, c in
+                                                             states.most_common())
                   + "; jobs by status writes: " + ", ".join(f"{k}: {v}" for k, v in sorted(status_writes.items())),
+                  flush=True)
+            print("      after a job's first pod create, median (p90) s: "
+                  + ", ".join(f"{what} {m:.2f} ({p90:.2f})" for what, (m, p90) in timeline(life_writes).items()),
                   flush=True)
 
             # ---- idle

@@ -9,7 +9,7 @@ asked, whatever the client thinks it sent.
     WireProxy("http://127.0.0.1:PORT")   (a child process; its `url` is for the client to use)
 
 `GET /_wire/counts` returns {"counts": {...}, "writes": [[verb, resource, ns, name, code, time, reason], ...]}
-(reason: a created Event's, else "");
+(reason: a created Event's, or the state a status patch writes, else "");
 `POST /_wire/reset` zeroes both. Not a bench of its own: the benches that count requests run it.
 """
 
@@ -57,10 +57,12 @@ def classify(method: str, path: str, query: dict[str, str]) -> tuple[str, str, s
 
 
 def _body_fields(body: bytes) -> tuple[str, str]:
-    """metadata.name and reason (an Event's) of a create's JSON body ("" for each it lacks)."""
+    """metadata.name and reason of a write's JSON body ("" for each it lacks): a created Event's reason, or the
+    `status.state` a status patch writes."""
     try:
         data = json.loads(body)
-        return str((data.get("metadata") or {}).get("name") or ""), str(data.get("reason") or "")
+        reason = data.get("reason") or (data.get("status") or {}).get("state") or ""
+        return str((data.get("metadata") or {}).get("name") or ""), str(reason)
     except (ValueError, AttributeError):
         return "", ""
 
@@ -91,7 +93,7 @@ def serve(upstream: str, port: int) -> None:
         async with session.request(request.method, upstream + request.path_qs, headers=headers,
                                    data=body or None, allow_redirects=False) as upstream_response:
             if request.method in _WRITES:
-                body_name, reason = _body_fields(body) if request.method == "POST" else ("", "")
+                body_name, reason = _body_fields(body) if request.method in ("POST", "PATCH") else ("", "")
                 writes.append([verb, resource, namespace, name or body_name, upstream_response.status, received,
                                reason])
             response = web.StreamResponse(status=upstream_response.status, reason=upstream_response.reason)
