@@ -184,13 +184,13 @@ class Kube:
             self._executor = PriorityThreadPool(size, "tfjob-api")
         return self._executor
 
-    def _call(self, method: str, path: str, body: Any, content_type: str,
-              query: list[tuple[str, str]]) -> tuple[int, str, Any, Mapping[str, str]]:
+    def _call(self, method: str, path: str, body: Any, content_type: str, query: list[tuple[str, str]],
+              timeout: float | None = None) -> tuple[int, str, Any, Mapping[str, str]]:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         _, url, headers, body, _ = self.api.param_serialize(
             method, path, query_params=query or None, header_params=headers, body=body, auth_settings=["BearerToken"])
         response = self.api.call_api(method, url, header_params=headers, body=body,
-                                     _request_timeout=self.retry.timeout)
+                                     _request_timeout=self.retry.timeout if timeout is None else timeout)
         raw = response.read()
         try:
             decoded = json.loads(raw) if raw else None
@@ -199,12 +199,12 @@ class Kube:
         return response.status, str(response.reason or ""), decoded, response.headers or {}
 
     def _attempt(self, attempt: int, method: str, path: str, body: Any, content_type: str,
-                 query: list[tuple[str, str]], ok: frozenset[int]) -> _Outcome:
+                 query: list[tuple[str, str]], ok: frozenset[int], timeout: float | None = None) -> _Outcome:
         last = attempt + 1 >= self.retry.attempts
         # Repeating a POST could create twice, unless "already exists" counts as done for the caller.
         repeatable = method != "POST" or 409 in ok
         try:
-            status, reason, decoded, headers = self._call(method, path, body, content_type, query)
+            status, reason, decoded, headers = self._call(method, path, body, content_type, query, timeout)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             cause = getattr(exc, "reason", None) if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
             if last or not (repeatable or isinstance(cause, _NOT_SENT)):
@@ -221,12 +221,14 @@ class Kube:
         return _Outcome(error=KubeError(status, method, path, decoded, reason=reason))
 
     async def request(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
-                      query: list[tuple[str, str]] | None = None, ok: frozenset[int] = frozenset()) -> Any:
-        """One call with retries, in a worker thread; the decoded body, or None when the status is in `ok`."""
+                      query: list[tuple[str, str]] | None = None, ok: frozenset[int] = frozenset(),
+                      timeout: float | None = None) -> Any:
+        """One call with retries, in a worker thread; the decoded body, or None when the status is in `ok`.
+        `timeout`: seconds each attempt may take, instead of the policy's."""
         key = request_key(method, path)
         for attempt in range(self.retry.attempts):
             outcome = await asyncio.wrap_future(self._threads().submit_ordered(
-                key, self._attempt, attempt, method, path, body, content_type, query or [], ok))
+                key, self._attempt, attempt, method, path, body, content_type, query or [], ok, timeout))
             if outcome.error is not None:
                 raise outcome.error
             if outcome.retry_in is None:

@@ -3,7 +3,10 @@
 The runner awaits `run_as_leader(api, config, main)` before starting kopf: a standby waits until the Lease is
 free or expired, takes it with an optimistic-concurrency update (a 409 means someone else won), then runs
 `main` while renewing. If a renewal cannot succeed within `renew_deadline`, `main` is cancelled and
-`LeadershipLost` is raised: the process should exit so that it never acts beside a new leader.
+`LeadershipLost` is raised: the process should exit so that it never acts beside a new leader. A renewal's Lease
+call may wait for all that is left of `renew_deadline`, as client-go's run under the deadline's context: a busy
+API server's late answer still counts, where a shorter request timeout sent the same request again, to the back
+of the server's queue (the local plane at 10,000 jobs answered in 6 s, and the leader gave up).
 Expiry is judged by when *this* replica last saw the Lease change, never by comparing clocks (as client-go).
 """
 
@@ -91,8 +94,11 @@ def claimed(lease: Mapping[str, Any] | None, config: LeaderElectionConfig, actio
     return body
 
 
-#: Leader election's budget under the one retry policy: a renewal must settle well within renew_deadline.
-LEASE_RETRY = RetryPolicy(attempts=2, backoff=0.2, max_backoff=1.0, timeout=5.0)
+#: Leader election's calls under the one retry policy: a second attempt only after a quick failure (a refused
+#: connection, a 5xx); how long a call may wait is the renewal's deadline (`LeaderElector`), else `timeout`.
+#: A Lease call gets at least this long, however little of the deadline is left.
+MIN_CALL_SECONDS = 0.1
+LEASE_RETRY = RetryPolicy(attempts=2, backoff=0.2, max_backoff=1.0, timeout=10.0)
 
 
 class LeaseApi:
@@ -125,14 +131,16 @@ class LeaseApi:
         base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         return f"{base}/{name}" if name else base
 
-    async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return await self.kube.get(self._path(namespace, name))
+    async def get(self, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any] | None:
+        found = await self.kube.request("GET", self._path(namespace, name), ok=frozenset({404}), timeout=timeout)
+        return found if isinstance(found, dict) else None
 
-    async def write(self, lease: dict[str, Any], *, create: bool) -> bool:
+    async def write(self, lease: dict[str, Any], *, create: bool, timeout: float | None = None) -> bool:
         """Create or replace (with its resourceVersion); False when another replica got there first (409)."""
         ns, name = lease["metadata"]["namespace"], lease["metadata"]["name"]
-        done = await (self.kube.request("POST", self._path(ns), lease, ok=frozenset({409})) if create else
-                      self.kube.request("PUT", self._path(ns, name), lease, ok=frozenset({409})))
+        done = await (self.kube.request("POST", self._path(ns), lease, ok=frozenset({409}), timeout=timeout)
+                      if create else
+                      self.kube.request("PUT", self._path(ns, name), lease, ok=frozenset({409}), timeout=timeout))
         return done is not None
 
     async def label_pod(self, namespace: str, name: str, value: str | None) -> None:
@@ -154,13 +162,18 @@ class LeaderElector:
             self._seen = (version, self.clock())
         return self.clock() - self._seen[1]
 
-    async def try_acquire_or_renew(self) -> bool:
-        lease = await self.api.get(self.config.namespace, self.config.lease_name)
+    async def try_acquire_or_renew(self, deadline: float | None = None) -> bool:
+        """One try; each call may wait until `deadline` (the clock's time), else the policy's timeout."""
+        lease = await self.api.get(self.config.namespace, self.config.lease_name, timeout=self._left(deadline))
         action = decide(lease, self.config.identity, seen_for=self._observe(lease),
                         duration=self.config.lease_duration)
         if action == "wait":
             return False
-        return await self.api.write(claimed(lease, self.config, action), create=(action == "create"))
+        return await self.api.write(claimed(lease, self.config, action), create=(action == "create"),
+                                    timeout=self._left(deadline))
+
+    def _left(self, deadline: float | None) -> float | None:
+        return None if deadline is None else max(deadline - self.clock(), MIN_CALL_SECONDS)
 
     async def acquire(self) -> None:
         """Return once this replica holds the Lease."""
@@ -175,18 +188,24 @@ class LeaderElector:
             await asyncio.sleep(self.config.retry_period)
 
     async def hold(self) -> None:
-        """Renew every retry period; raise LeadershipLost when renewals fail for renew_deadline."""
+        """Renew every retry period; raise LeadershipLost when no renewal succeeded for renew_deadline. Each Lease
+        call may wait for what is left of it."""
         last_ok = self.clock()
         while True:
             await asyncio.sleep(self.config.retry_period)
+            deadline = last_ok + self.config.renew_deadline
             try:
-                ok = await self.try_acquire_or_renew()
+                async with asyncio.timeout(max(deadline - self.clock(), 0.0)):
+                    ok = await self.try_acquire_or_renew(deadline)
+            except TimeoutError:
+                log.warning("leader election: renewal not answered within the renew deadline")
+                ok = False
             except KubeError as exc:
                 log.warning("leader election: renewal failed: %s", exc)
                 ok = False
             if ok:
                 last_ok = self.clock()
-            elif self.clock() - last_ok >= self.config.renew_deadline:
+            elif self.clock() >= deadline:
                 raise LeadershipLost(f"could not renew Lease {self.config.lease_name} for "
                                      f"{self.config.renew_deadline:.0f}s")
 

@@ -151,6 +151,38 @@ async def _held_by_another(url: str) -> leader.LeaderElector:
 
 
 @pytest.mark.timeout(60)
+async def test_a_leader_whose_renewals_are_answered_late_but_within_the_deadline_keeps_leading() -> None:
+    """A busy API server (the local plane at 10,000 jobs) answered Lease writes in 6 s: past a 5 s request
+    timeout, whose retry went to the back of its queue, but within the 10 s renew deadline, as client-go counts."""
+    with ApiServerThread() as api:
+        api_a = leader.LeaseApi(api.url)
+        a_config = leader.LeaderElectionConfig(namespace=NS, lease_name="tfjob-operator", identity="op-a",
+                                               lease_duration=15, renew_deadline=10, retry_period=1)
+        acted = asyncio.Event()
+
+        async def main() -> None:
+            acted.set()
+            await asyncio.Event().wait()
+
+        task = asyncio.create_task(leader.run_as_leader(api_a, a_config, main))
+        await asyncio.wait_for(acted.wait(), 10)
+        api.server.faults.delay("PUT", r"/leases/tfjob-operator$", 6.0, count=2)
+        await _until(lambda: _async(len([r for r in api.server.requests if r.verb == "update"
+                                         and r.resource == "leases"]) >= 3), timeout=30)
+        assert not task.done(), task  # still leading: two renewals 6 s late, a third on time
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        lease = await api_a.get(NS, "tfjob-operator")
+        assert lease is not None and lease["spec"]["holderIdentity"] is None  # released on the way out
+        await api_a.close()
+
+
+async def _async(value: Any) -> Any:
+    return value
+
+
+@pytest.mark.timeout(60)
 async def test_runner_standby_answers_healthz_then_leads_and_exits_when_it_cannot_renew() -> None:
     with ApiServerThread() as api:
         other = await _held_by_another(api.url)
