@@ -598,6 +598,20 @@ def test_success_marks_the_last_progress_read_as_done() -> None:
     assert (decision.status.progress.summary, decision.status.progress.step) == ("done", 80)
 
 
+def test_a_finished_jobs_counts_stay_those_written_with_the_outcome_while_the_clean_up_runs() -> None:
+    """cleanPodPolicy Running deletes worker 1; killed, it turns Failed, then goes. Its counts must not follow it
+    (at 10,000 jobs the plane was slow enough for each step to be a status write of its own)."""
+    now = T0 + timedelta(seconds=30)
+    done = pod("worker-0", "Succeeded", code=0)
+    outcome = reconcile(tfjob(status=started(RUNNING)), [done, pod("worker-1")], now, ReconcileOptions())
+    assert outcome.status.state == "Succeeded" and [a.name for a in outcome.of_type(DeletePod)] == ["j-worker-1"]
+    written = outcome.status.model_dump(mode="json")
+    for worker_1 in ([pod("worker-1", deleting=25)], [pod("worker-1", "Failed", code=143, deleting=25)], []):
+        later = reconcile(tfjob(status=written), [done, *worker_1], now, ReconcileOptions())
+        assert later.status.model_dump(mode="json") == written, worker_1
+    assert written["replicaStatuses"]["Worker"] == {"active": 0, "ready": 0, "succeeded": 1, "failed": 0}
+
+
 def test_table_has_at_least_30_scenarios() -> None:
     assert len(CASES) >= 30
 

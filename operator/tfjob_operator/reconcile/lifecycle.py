@@ -28,7 +28,8 @@ def finish(ctx: Ctx, ctype: JobConditionType, reason: Reason, message: str,
         # The chief's endpoint is gone with it: say so rather than show the last figures read as current.
         ctx.status.progress = ctx.status.progress.model_copy(update={"summary": "done"})
     # The counts written with the outcome are those the clean-up leaves: no second write once the pods are gone.
-    _uncount(ctx, _cleaned_up(ctx, observed, policy))
+    # Pods already terminating are going too (their phase, once killed, says nothing of the training).
+    _uncount(ctx, _cleaned_up(ctx, observed, policy) + [p for p in observed if p.terminating])
 
 
 def _cleaned_up(ctx: Ctx, observed: list[ObservedPod], policy: CleanPodPolicy) -> list[ObservedPod]:
@@ -55,9 +56,12 @@ def _uncount(ctx: Ctx, pods: list[ObservedPod]) -> None:
 
 
 def after_finish(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
-    """A finished job: pods are cleaned up per cleanPodPolicy, never recreated; TTL deletes the job."""
+    """A finished job: pods are cleaned up per cleanPodPolicy, never recreated; TTL deletes the job. Its counts
+    are those the clean-up leaves, as written with the outcome: a pod it deleted is not counted while it
+    terminates (killed, it turned Failed and then vanished: two more status writes when the plane was slow)."""
     leaving = {p.name for p in _cleaned_up(ctx, observed, job.spec.runPolicy.cleanPodPolicy)}
-    replica_statuses(ctx, job, [p for p in observed if p.attempt == ctx.status.restartCount and p.name not in leaving])
+    replica_statuses(ctx, job, [p for p in observed if p.attempt == ctx.status.restartCount
+                                and p.name not in leaving and not p.terminating])
     ttl_after_finished(ctx, job.spec.runPolicy.ttlSecondsAfterFinished)
 
 
