@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any
 
@@ -79,6 +80,37 @@ def test_watch_sends_bookmarks_when_allowed_and_ends_at_timeout(http):
     assert events and all(e["type"] == "BOOKMARK" for e in events)
     assert events[0]["object"]["kind"] == "ConfigMap" and events[0]["object"]["metadata"]["resourceVersion"]
     assert watch_lines(http, "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1") == []
+
+
+def test_a_watch_resumed_from_its_last_resource_version_misses_no_event_across_stream_ends(core, http):
+    """An informer's loop: each stream ends at timeoutSeconds, the next resumes from the last resourceVersion seen
+    (an event's or a bookmark's). A stream that ended with events still queued must not end on a bookmark past
+    them: at 10,000 jobs a pod's Running was lost that way, and its job stayed Created."""
+    names, writes = [f"cm-{i}" for i in range(8)], 200
+    for name in names:
+        core.create_namespaced_config_map("default", {"metadata": {"name": name}, "data": {"i": "0"}})
+    version = core.read_namespaced_config_map(names[-1], "default").metadata.resource_version
+
+    def write(name: str) -> None:
+        for i in range(1, writes + 1):
+            core.patch_namespaced_config_map(name, "default", {"data": {"i": str(i)}})
+
+    writers = [threading.Thread(target=write, args=(name,)) for name in names]
+    for writer in writers:
+        writer.start()
+    seen: dict[str, list[int]] = {name: [] for name in names}
+    deadline = time.monotonic() + 60
+    while any(not v or v[-1] < writes for v in seen.values()) and time.monotonic() < deadline:
+        path = ("/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&timeoutSeconds=1"
+                f"&resourceVersion={version}")
+        for event in watch_lines(http, path):
+            version = event["object"]["metadata"]["resourceVersion"]
+            if event["type"] == "MODIFIED":
+                seen[event["object"]["metadata"]["name"]].append(int(event["object"]["data"]["i"]))
+    for writer in writers:
+        writer.join()
+    assert {name: [i for i in range(1, writes + 1) if i not in set(v)] for name, v in seen.items()} == dict.fromkeys(
+        names, [])
 
 
 def test_watch_list_sends_initial_events_then_the_end_bookmark(core, http):

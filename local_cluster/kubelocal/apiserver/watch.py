@@ -95,9 +95,9 @@ async def serve_watch(
                     break
                 typ, stored = entry
                 if entry is TICK:
+                    # Past the deadline the events taken with it are still written: the stream's last bookmark
+                    # (below) says the client has seen everything up to now.
                     ticked = True
-                    if loop.time() >= deadline:
-                        break
                 elif typ == "INITIAL_END":
                     chunks.append(bookmark(ctx, rt, {"k8s.io/initial-events-end": "true"}))
                 elif table:
@@ -127,7 +127,9 @@ async def serve_watch(
                     request.transport.abort()
                     return response
                 break
-        if bookmarks and not ctx.stopping:
+        if bookmarks and not ctx.stopping and watcher.queue.empty():
+            # Only when every event queued for this stream is written: a bookmark past one not sent would make the
+            # client resume after it, and that event would be lost to it (a pod's Running, at 10,000 jobs).
             await response.write(bookmark(ctx, rt, {}))
         await response.write_eof()
     except (ConnectionResetError, asyncio.CancelledError):
