@@ -94,10 +94,10 @@ def claimed(lease: Mapping[str, Any] | None, config: LeaderElectionConfig, actio
     return body
 
 
+#: A Lease call gets at least this long, however little of the renew deadline is left.
+MIN_CALL_SECONDS = 0.1
 #: Leader election's calls under the one retry policy: a second attempt only after a quick failure (a refused
 #: connection, a 5xx); how long a call may wait is the renewal's deadline (`LeaderElector`), else `timeout`.
-#: A Lease call gets at least this long, however little of the deadline is left.
-MIN_CALL_SECONDS = 0.1
 LEASE_RETRY = RetryPolicy(attempts=2, backoff=0.2, max_backoff=1.0, timeout=10.0)
 
 

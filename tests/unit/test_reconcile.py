@@ -612,6 +612,15 @@ def test_a_finished_jobs_counts_stay_those_written_with_the_outcome_while_the_cl
     assert written["replicaStatuses"]["Worker"] == {"active": 0, "ready": 0, "succeeded": 1, "failed": 0}
 
 
+def test_a_pod_terminating_when_the_job_ends_is_not_taken_out_of_counts_it_was_never_in() -> None:
+    """cleanPodPolicy None keeps worker 0 running; worker 1, being deleted, was never counted ready."""
+    job = tfjob({"Chief": replica(1), "Worker": replica(2)}, status=started(RUNNING), cleanPodPolicy="None")
+    pods = [pod("chief-0", "Succeeded", code=0), pod("worker-0"), pod("worker-1", deleting=25)]
+    decision = reconcile(job, pods, T0 + timedelta(seconds=30), ReconcileOptions())
+    assert decision.status.state == "Succeeded"
+    assert decision.status.replicaStatuses["Worker"].ready == 1 and decision.status.workers == "1/3"
+
+
 def test_table_has_at_least_30_scenarios() -> None:
     assert len(CASES) >= 30
 

@@ -47,7 +47,7 @@ def _uncount(ctx: Ctx, pods: list[ObservedPod]) -> None:
         if counts is None or pod.attempt != ctx.status.restartCount:
             continue
         counts.active = max(0, counts.active - pod.active)
-        counts.ready = max(0, counts.ready - pod.ready)
+        counts.ready = max(0, counts.ready - (pod.ready and not pod.terminating))  # as replica_statuses counts
         counts.succeeded = max(0, counts.succeeded - (pod.phase == "Succeeded"))
         counts.failed = max(0, counts.failed - (pod.phase in ("Failed", "Unknown")))
     if pods and ctx.status.workers and "/" in ctx.status.workers:
