@@ -4,7 +4,6 @@ it waits, and that two passes never book the same capacity even when the operato
 from __future__ import annotations
 
 import asyncio
-
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
