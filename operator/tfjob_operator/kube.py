@@ -282,8 +282,8 @@ class Kube:
             body["preconditions"] = {"uid": uid}
         await self.request("DELETE", tfjob_path(namespace, name, group=group), body, ok=frozenset({404, 409}))
 
-    async def get(self, path: str) -> dict[str, Any] | None:
-        result = await self.request("GET", path, ok=frozenset({404}))
+    async def get(self, path: str, *, timeout: float | None = None) -> dict[str, Any] | None:
+        result = await self.request("GET", path, ok=frozenset({404}), timeout=timeout)
         return result if isinstance(result, dict) else None
 
     async def post_event(self, job: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:

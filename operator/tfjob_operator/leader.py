@@ -132,8 +132,7 @@ class LeaseApi:
         return f"{base}/{name}" if name else base
 
     async def get(self, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any] | None:
-        found = await self.kube.request("GET", self._path(namespace, name), ok=frozenset({404}), timeout=timeout)
-        return found if isinstance(found, dict) else None
+        return await self.kube.get(self._path(namespace, name), timeout=timeout)
 
     async def write(self, lease: dict[str, Any], *, create: bool, timeout: float | None = None) -> bool:
         """Create or replace (with its resourceVersion); False when another replica got there first (409)."""

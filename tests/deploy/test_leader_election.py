@@ -167,8 +167,11 @@ async def test_a_leader_whose_renewals_are_answered_late_but_within_the_deadline
         task = asyncio.create_task(leader.run_as_leader(api_a, a_config, main))
         await asyncio.wait_for(acted.wait(), 10)
         api.server.faults.delay("PUT", r"/leases/tfjob-operator$", 6.0, count=2)
-        await _until(lambda: _async(len([r for r in api.server.requests if r.verb == "update"
-                                         and r.resource == "leases"]) >= 3), timeout=30)
+
+        async def renewed_three_times() -> bool:
+            return sum(r.verb == "update" and r.resource == "leases" for r in api.server.requests) >= 3
+
+        await _until(renewed_three_times, timeout=30)
         assert not task.done(), task  # still leading: two renewals 6 s late, a third on time
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -176,10 +179,6 @@ async def test_a_leader_whose_renewals_are_answered_late_but_within_the_deadline
         lease = await api_a.get(NS, "tfjob-operator")
         assert lease is not None and lease["spec"]["holderIdentity"] is None  # released on the way out
         await api_a.close()
-
-
-async def _async(value: Any) -> Any:
-    return value
 
 
 @pytest.mark.timeout(60)

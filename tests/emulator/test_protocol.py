@@ -109,7 +109,7 @@ def test_a_watch_resumed_from_its_last_resource_version_misses_no_event_across_s
                 seen[event["object"]["metadata"]["name"]].append(int(event["object"]["data"]["i"]))
     for writer in writers:
         writer.join()
-    missed = {name: [i for i in range(1, writes + 1) if i not in set(v)] for name, v in seen.items()}
+    missed = {name: sorted(set(range(1, writes + 1)) - set(v)) for name, v in seen.items()}
     assert missed == {name: [] for name in names}
 
 
