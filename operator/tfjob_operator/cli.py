@@ -247,8 +247,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_operator(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from tfjob_operator.runner import run_operator
+    from tfjob_operator.runner import limit_malloc_arenas, run_operator
     from tfjob_operator.settings import OperatorSettings
+
+    limit_malloc_arenas()  # the operator's own process, before any of its threads
 
     try:
         settings = OperatorSettings()
