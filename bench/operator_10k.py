@@ -212,12 +212,15 @@ def job_writes(writes: list[list[Any]], prefixes: tuple[str, ...]) -> int:
 
 
 def timeline(writes: list[list[Any]]) -> dict[str, tuple[float, float]]:
-    """Median and p90 seconds from each job's first pod create to its first gang release (patch pods) and to its
-    first status write of each state: what a status write held back (status_cache) waits for."""
+    """Median and p90 seconds from each job's first pod create to its last pod create, to its first gang release
+    (patch pods) and to its first status write of each state: what a status write held back (status_cache)
+    waits for."""
     first: dict[tuple[str, str], float] = {}
     for verb, resource, _, name, _, at, reason, *_ in writes:
         if resource == "pods" and verb in ("create", "patch"):
             what, job = f"{verb} pods", name.rsplit("-", 2)[0]
+            if verb == "create":
+                first[("last create pods", job)] = at
         elif resource == "tfjobs/status":
             what, job = f"status {reason}", name
         else:

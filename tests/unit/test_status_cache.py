@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from tfjob_operator import constants
 from tfjob_operator.controller.status_cache import HOLD_MOST_SECONDS, HOLD_SECONDS, JobRecord, StatusCache
 from tfjob_operator.observed import view_job
+from tfjob_operator.reconcile.observe import awaits_start
 
 
 class Clock:
@@ -96,6 +98,91 @@ def test_pods_that_keep_moving_hold_a_change_at_most_the_longest_hold() -> None:
     clock.now += 0.5
     record.pod_event()
     assert record.plan_write("uid-1", CREATED).write
+
+
+def test_pods_awaiting_their_start_hold_created_through_a_slow_release_and_it_joins_running() -> None:
+    """On a busy control plane the gang's release and the scheduler's first look take seconds with no pod event:
+    Created waits for them (it is no news yet), and goes out with Running in one write."""
+    clock = Clock()
+    record = written_as({}, clock)
+    assert record.plan_write("uid-1", CREATED).held == HOLD_SECONDS  # the pods are being created
+    clock.now += 0.5
+    record.pod_event()  # created, gated: no event until the release, 4 s later
+    plan = record.plan_write("uid-1", CREATED, starting=True)
+    assert not plan.write and plan.held == pytest.approx(HOLD_MOST_SECONDS)  # a pod event comes back sooner
+    clock.now += 4.0
+    record.pod_event()  # released; the scheduler looks 3 s later
+    assert not record.plan_write("uid-1", CREATED, starting=True).write
+    clock.now += 3.0
+    record.pod_event()  # bound
+    clock.now += 0.5
+    record.pod_event()  # running: 8 s after the first hold, each step a second or more after the last
+    assert record.plan_write("uid-1", RUNNING, starting=False).write
+
+
+def test_the_longest_hold_counts_from_the_pods_last_seen_awaiting_their_start_at_most_twice_over() -> None:
+    clock = Clock()
+    record = written_as({}, clock)
+    record.plan_write("uid-1", CREATED)
+    clock.now += 8.0
+    record.pod_event()
+    record.plan_write("uid-1", CREATED, starting=True)  # last seen waiting 8 s into the hold
+    while clock.now < 100.0 + 8.0 + HOLD_MOST_SECONDS - 0.5:  # then bound, started... moving all along
+        clock.now += 0.5
+        record.pod_event()
+        assert not record.plan_write("uid-1", CREATED).write
+    clock.now += 0.5
+    record.pod_event()
+    assert record.plan_write("uid-1", CREATED).write
+    # A start that never comes (a gang release that never comes): written twice the longest hold in.
+    stuck = written_as({}, clock)
+    start = clock.now
+    while not stuck.plan_write("uid-1", CREATED, starting=True).write:
+        clock.now += 1.0
+        assert clock.now - start <= 2 * HOLD_MOST_SECONDS
+    assert clock.now - start == pytest.approx(2 * HOLD_MOST_SECONDS)
+
+
+def pod(gates: tuple[str, ...] = (), node: str = "", scheduled: tuple[str, str] | None = None, phase: str = "Pending",
+        deleting: bool = False, waiting: str = "") -> dict[str, Any]:
+    conditions = [{"type": "PodScheduled", "status": scheduled[0], "reason": scheduled[1]}] if scheduled else []
+    statuses = [{"name": "tensorflow", "state": {"waiting": {"reason": waiting}}}] if waiting else []
+    return {"metadata": {"name": "j-worker-0", **({"deletionTimestamp": "2026-11-27T00:00:00Z"} if deleting else {})},
+            "spec": {"schedulingGates": [{"name": g} for g in gates], "nodeName": node or None},
+            "status": {"phase": phase, "conditions": conditions, "containerStatuses": statuses}}
+
+
+@pytest.mark.parametrize(("the_pod", "awaits"), [
+    pytest.param(pod((constants.GANG_SCHEDULING_GATE,), scheduled=("False", "SchedulingGated")), True,
+                 id="gated for the gang's release"),
+    pytest.param(pod(), True, id="released, not yet looked at by the scheduler"),
+    pytest.param(pod(scheduled=("False", "SchedulingGated")), True, id="released, the gated mark not yet cleared"),
+    pytest.param(pod(("kueue.x-k8s.io/admission",)), False, id="held by Kueue for quota"),
+    pytest.param(pod((constants.GANG_SCHEDULING_GATE, "other")), False, id="held by another gate too"),
+    pytest.param(pod(scheduled=("False", "Unschedulable")), False, id="no room, the scheduler says"),
+    pytest.param(pod(node="n1", scheduled=("True", "")), True, id="bound, not yet reported by its kubelet"),
+    pytest.param(pod(node="n1", scheduled=("True", ""), waiting="ContainerCreating"), False,
+                 id="being started by its kubelet"),
+    pytest.param(pod(node="n1", scheduled=("True", ""), waiting="ImagePullBackOff"), False, id="its image pulling"),
+    pytest.param(pod(deleting=True), False, id="being deleted"),
+    pytest.param(pod(phase="Failed"), False, id="ended"),
+])
+def test_a_pod_awaits_start_only_in_the_releases_or_the_schedulers_hands(the_pod: dict[str, Any],
+                                                                             awaits: bool) -> None:
+    assert awaits_start(the_pod) is awaits
+
+
+def test_pods_done_awaiting_their_start_do_not_stretch_a_later_hold() -> None:
+    clock = Clock()
+    record = written_as({}, clock)
+    record.plan_write("uid-1", CREATED, starting=True)
+    clock.now += 2.0
+    record.wrote("uid-1", CREATED)
+    clock.now += 30.0
+    counts = {**CREATED, "replicaStatuses": {"Worker": {"active": 2}}}
+    assert record.plan_write("uid-1", counts).held == HOLD_SECONDS  # a new hold: the old sighting is not its
+    clock.now += HOLD_SECONDS
+    assert record.plan_write("uid-1", counts).write
 
 
 def test_a_pod_event_of_a_job_without_a_record_creates_none() -> None:

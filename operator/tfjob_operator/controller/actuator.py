@@ -89,16 +89,17 @@ class Actuator:
             await asyncio.wait(self._background, timeout=STOP_GRACE_SECONDS)
 
     async def act(self, key: JobKey, view: JobView, decision: Decision, record: JobRecord, acts: JobActs,
-                  pending: dict[str, str | None]) -> float | None:
+                  pending: dict[str, str | None], starting: bool = False) -> float | None:
         """Status, its Events, then the actions in order. `pending` annotations (a gang size read from the pods)
-        are written with the decision's own. Returns in how many seconds to come back for a status change held
-        back (status_cache)."""
+        are written with the decision's own. `starting`: some of the job's pods await their start (a status
+        change is held on meanwhile). Returns in how many seconds to come back for a status change held back
+        (status_cache)."""
         namespace, name = key
         obj = view.obj
         group = apigroups.group_of(obj)
         # Stored as its API keeps it: Kubeflow's CRD would prune our extra fields (the counters go to annotations).
         new_status = apigroups.status_for_group(group, name, decision.status.model_dump(mode="json"))
-        plan = record.plan_write(view.uid, new_status)
+        plan = record.plan_write(view.uid, new_status, starting)
         if plan.write:
             if await self.kube.patch_status(namespace, name, new_status, group=group) is None:
                 return None  # the job is gone

@@ -42,6 +42,7 @@ from tfjob_operator.observed import JobView, as_kept, latest, view_job
 from tfjob_operator.pod_index import PodIndex, job_of
 from tfjob_operator.progress.poller import ProgressPoller
 from tfjob_operator.reconcile import Decision, ReconcileOptions, effective_job, reconcile, utcnow
+from tfjob_operator.reconcile.observe import awaits_start
 from tfjob_operator.render import RenderOptions, render
 from tfjob_operator.settings import Addressing, OperatorSettings
 
@@ -356,7 +357,9 @@ class JobController:
                 view.obj, reconcile_budget.over_seconds(budget.spent, budget.seconds), utcnow(), pods, run_policy)
         if not decision.managed:
             return None
-        return _next_delay(await self.actuator.act(key, view, decision, record, acts, record_on_job), decision)
+        starting = any(awaits_start(pod) for pod in pods)
+        return _next_delay(await self.actuator.act(key, view, decision, record, acts, record_on_job, starting),
+                           decision)
 
     def _read(self, key: JobKey, record: JobRecord, store: list[Mapping[str, Any]]
               ) -> tuple[JobView, list[dict[str, Any]], dict[str, str | None]] | tuple[()] | None:

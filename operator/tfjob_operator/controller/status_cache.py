@@ -9,11 +9,17 @@ watch then holds everything the controller wrote.
 
 The hold: a change of only the fields that follow the pods (counts, `state`, Created...) waits for company until
 HOLD_SECONDS have passed since it was first held and since the job's last pod event (pods still moving: being
-created, scheduled, started, deleted; their next step will be news too), at most HOLD_MOST_SECONDS. No decision
-that must survive a crash (an attempt number, an outcome, Queued) is ever held; a crash within the hold loses only
-counts the next reconcile recomputes and the Created condition (its Event is posted anyway). A job that goes well
-thus writes its status about twice (Created with Running, Succeeded with the counts the clean-up leaves), not once
-per pod transition.
+created, scheduled, started, deleted; their next step will be news too), at most HOLD_MOST_SECONDS. While some of
+the job's pods await their start from the control plane alone (`observe.awaits_start`: gated for the gang's
+release, not yet looked at by the scheduler, or bound and not yet reported by their kubelet) their next step needs
+nothing from outside, however long the queue ahead of them on a busy control plane: the change is held on, and the
+HOLD_MOST_SECONDS bound counts from the last time they were seen waiting (itself at most HOLD_MOST_SECONDS into the
+hold, so nothing is held longer than twice that). A wait that is news is never held on: a gang the admission loop
+finds short of room is Queued (written at once), a pod the scheduler finds no room for or its kubelet is starting
+(an image pull) ends the wait. No decision that must survive a crash (an attempt number, an outcome, Queued) is
+ever held; a crash within the hold loses only counts the next reconcile recomputes and the Created condition (its
+Event is posted anyway). A job that goes well thus writes its status about twice (Created with Running, Succeeded
+with the counts the clean-up leaves), not once per pod transition.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ from tfjob_operator.observed import JobView, view_job
 HOLDABLE_FIELDS = frozenset({"replicaStatuses", "workers", "lastReconcileTime", "startTime", "observedGeneration",
                              "state"})
 HOLD_SECONDS = 1.0
-#: A held change is written at the latest this long after it was first held, however its pods keep moving.
+#: A held change is written at the latest this long after it was first held, however its pods keep moving, or
+#: after its pods were last seen awaiting their start (see the module docstring).
 HOLD_MOST_SECONDS = 10.0
 
 Status = dict[str, Any]
@@ -67,6 +74,8 @@ class JobRecord:
         self.annotations: tuple[str | None, dict[str, str | None]] | None = None
         #: When an event of one of the job's pods was last seen (the clock's time): a hold lasts past it.
         self.pods_moved: float | None = None
+        #: When some of the job's pods were last seen awaiting their start: the hold's bound counts from it.
+        self.starting: float | None = None
 
     def read(self, uid: str | None, watched: Callable[[], Status]) -> None:
         """Before a reconcile: until this controller writes a job's status, what the server holds is the
@@ -87,8 +96,9 @@ class JobRecord:
             view = view.with_status(copy.deepcopy(self.decided[1]))
         return view
 
-    def plan_write(self, uid: str | None, new: Status) -> WritePlan:
-        """Whether the decided status `new` must be written now, or may be held back (and for how long)."""
+    def plan_write(self, uid: str | None, new: Status, starting: bool = False) -> WritePlan:
+        """Whether the decided status `new` must be written now, or may be held back (and for how long).
+        `starting`: some of the job's pods await their start from the control plane (`observe.awaits_start`)."""
         on_server = self.written[1] if self.written is not None and self.written[0] == uid else None
         if new == on_server:
             self.held_since = None
@@ -98,10 +108,17 @@ class JobRecord:
         now = self._clock()
         if self.held_since is None:
             self.held_since = now
+        if starting:
+            self.starting = now
+        most = self.held_since + HOLD_MOST_SECONDS
+        if self.starting is not None and self.starting > self.held_since:
+            most = min(self.starting, most) + HOLD_MOST_SECONDS
         until = self.held_since + HOLD_SECONDS
         if self.pods_moved is not None:
-            until = min(max(until, self.pods_moved + HOLD_SECONDS), self.held_since + HOLD_MOST_SECONDS)
-        left = until - now
+            until = max(until, self.pods_moved + HOLD_SECONDS)
+        if starting:
+            until = most  # the start's next step is a pod event, which comes back here sooner
+        left = min(until, most) - now
         return WritePlan(write=False, held=left) if left > 0 else WritePlan(write=True)
 
     def pod_event(self) -> None:

@@ -160,3 +160,22 @@ def _last_restart(statuses: Sequence[Mapping[str, Any]]) -> str:
     if not why.startswith(":") and reason:
         text += f" ({reason})"
     return text + why
+
+
+def awaits_start(pod: Mapping[str, Any]) -> bool:
+    """The pod is live and its next step is up to the control plane alone (the gang release, the scheduler, the
+    kubelet's first look), nothing outside: it carries the gang gate alone; or it is unbound and the scheduler has
+    given no verdict yet (no PodScheduled condition, or only the SchedulingGated one kube-apiserver writes on a
+    gated pod); or it is bound and its kubelet has not reported it yet (no container statuses). Not a pod held by
+    another gate (Kueue's waits for quota), one the scheduler found no room for, nor one its kubelet is starting
+    (pulling an image can take minutes)."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
+        return False
+    gates = {g.get("name") for g in spec.get("schedulingGates") or []}
+    if gates:
+        return gates == {constants.GANG_SCHEDULING_GATE}
+    if spec.get("nodeName"):
+        return not status.get("containerStatuses") and not status.get("initContainerStatuses")
+    scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+    return scheduled is None or scheduled.get("reason") == "SchedulingGated"
