@@ -163,12 +163,12 @@ def pod(gates: tuple[str, ...] = (), node: str = "", scheduled: tuple[str, str] 
     pytest.param(pod(node="n1", scheduled=("True", "")), True, id="bound, not yet reported by its kubelet"),
     pytest.param(pod(node="n1", scheduled=("True", ""), waiting="ContainerCreating"), False,
                  id="being started by its kubelet"),
-    pytest.param(pod(node="n1", scheduled=("True", ""), waiting="ImagePullBackOff"), False, id="its image pulling"),
+    pytest.param(pod(node="n1", scheduled=("True", ""), waiting="ImagePullBackOff"), False,
+                 id="its image failing to pull"),
     pytest.param(pod(deleting=True), False, id="being deleted"),
     pytest.param(pod(phase="Failed"), False, id="ended"),
 ])
-def test_a_pod_awaits_start_only_in_the_releases_or_the_schedulers_hands(the_pod: dict[str, Any],
-                                                                             awaits: bool) -> None:
+def test_a_pod_awaits_its_start_only_in_the_control_planes_hands(the_pod: dict[str, Any], awaits: bool) -> None:
     assert awaits_start(the_pod) is awaits
 
 
