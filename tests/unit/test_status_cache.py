@@ -87,17 +87,22 @@ def test_a_hold_lasts_while_the_jobs_pods_move_and_ends_a_second_after_their_las
     assert record.plan_write("uid-1", CREATED).write
 
 
-def test_pods_that_keep_moving_hold_a_change_at_most_the_longest_hold() -> None:
-    clock = Clock()
-    record = written_as({}, clock)
-    record.plan_write("uid-1", CREATED)
-    while clock.now < 100.0 + HOLD_MOST_SECONDS - 0.5:
+def moving_until(record: JobRecord, clock: Clock, bound: float) -> None:
+    """A pod event every 0.5 s: Created stays held until the clock reaches `bound`, and is written then."""
+    while clock.now < bound - 0.5:
         clock.now += 0.5
         record.pod_event()
         assert not record.plan_write("uid-1", CREATED).write
     clock.now += 0.5
     record.pod_event()
     assert record.plan_write("uid-1", CREATED).write
+
+
+def test_pods_that_keep_moving_hold_a_change_at_most_the_longest_hold() -> None:
+    clock = Clock()
+    record = written_as({}, clock)
+    record.plan_write("uid-1", CREATED)
+    moving_until(record, clock, 100.0 + HOLD_MOST_SECONDS)
 
 
 def test_pods_awaiting_their_start_hold_created_through_a_slow_release_and_it_joins_running() -> None:
@@ -127,13 +132,7 @@ def test_the_longest_hold_counts_from_the_pods_last_seen_awaiting_their_start_at
     clock.now += 8.0
     record.pod_event()
     record.plan_write("uid-1", CREATED, starting=True)  # last seen waiting 8 s into the hold
-    while clock.now < 100.0 + 8.0 + HOLD_MOST_SECONDS - 0.5:  # then bound, started... moving all along
-        clock.now += 0.5
-        record.pod_event()
-        assert not record.plan_write("uid-1", CREATED).write
-    clock.now += 0.5
-    record.pod_event()
-    assert record.plan_write("uid-1", CREATED).write
+    moving_until(record, clock, 100.0 + 8.0 + HOLD_MOST_SECONDS)  # then bound, started... moving all along
     # A start that never comes (a gang release that never comes): written twice the longest hold in.
     stuck = written_as({}, clock)
     start = clock.now
