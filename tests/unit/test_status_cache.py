@@ -118,10 +118,14 @@ def test_pods_awaiting_their_start_hold_created_through_a_slow_release_and_it_jo
     clock.now += 4.0
     record.pod_event()  # released; the scheduler looks 3 s later
     assert not record.plan_write("uid-1", CREATED, starting=True).write
-    clock.now += 3.0
+    clock.now += 2.0
+    # A reconcile 2 s after the last pod event (its requeue, say): the 1 s rule alone would write Created now.
+    assert not record.plan_write("uid-1", CREATED, starting=True).write
+    clock.now += 1.0
     record.pod_event()  # bound
     clock.now += 0.5
     record.pod_event()  # running: 8 s after the first hold, each step a second or more after the last
+    assert record.written == ("uid-1", {})  # nothing went out before Running: Created rides with it
     assert record.plan_write("uid-1", RUNNING, starting=False).write
 
 
