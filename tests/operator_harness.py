@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -22,6 +21,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from polling import wait_for
+from ports import free_port
 
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
@@ -34,12 +34,6 @@ T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[1]
 KUBECTL = Path(sys.executable).parent / "kubectl"
 NS = "default"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def py(code: str) -> list[str]:

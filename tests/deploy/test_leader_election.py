@@ -10,8 +10,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from kopfrun import free_port, install_crd
+from kopfrun import install_crd
 from operator_harness import Operator, wait_for
+from ports import free_port
 
 from kubelocal.apiserver.thread import ApiServerThread, write_kubeconfig
 from tfjob_operator import leader, runner

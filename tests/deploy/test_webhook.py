@@ -16,7 +16,8 @@ import jsonpatch
 import kopf
 import pytest
 import yaml
-from kopfrun import free_port, install_crd, running_kopf
+from kopfrun import install_crd, running_kopf
+from ports import free_port
 
 from kubelocal.apiserver.thread import ApiServerThread
 from kubelocal.cluster import install_crds

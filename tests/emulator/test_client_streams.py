@@ -19,6 +19,7 @@ import websocket
 from kubernetes.stream import portforward, stream
 from kubernetes.stream.ws_client import ERROR_CHANNEL
 from polling import wait_for
+from ports import free_port
 
 from kubelocal.cluster import LocalClusterThread
 
@@ -53,12 +54,6 @@ def run_pod(core: kubernetes.client.CoreV1Api, name: str, *command: str) -> None
         {"name": "main", "image": "python:3.11", "command": list(command)}]}})
     wait_for(lambda: core.read_namespaced_pod(name, "default").status.phase == "Running", timeout=60,
              what=f"pod {name} running")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _listening(port: int) -> bool:

@@ -14,6 +14,7 @@ import requests
 from emulator_helpers import KUBECTL
 from kubernetes.stream import stream
 from polling import wait_for
+from ports import free_port
 
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
@@ -79,12 +80,6 @@ def test_kubectl_exec_of_a_missing_program_fails_with_its_name(kc: Kubectl) -> N
     out = kc("exec", "sleeper", "--", "no-such-program")
     assert out.returncode != 0
     assert "no-such-program" in out.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_kubectl_port_forward_reaches_the_pods_port(kc: Kubectl, cluster: LocalClusterThread, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from tfjob_worker import exit_codes
 
 pytestmark = pytest.mark.timeout(300)
 
-STEPS = 300  # per epoch: long enough that a SIGTERM after step 40 lands mid-epoch
+STEPS = 150  # per epoch: long enough that a SIGTERM after step 40 lands mid-epoch (the stop comes within 1 s of steps)
 ARGS = ["--epochs", "2", "--steps-per-epoch", str(STEPS), "--log-every-steps", "20"]
 STOPPED = re.compile(r"\[tfjob\] preempted: stopped after epoch (\d+) step (\d+) \(samples (\d+)\); "
                      r"(saving|not saving)")
@@ -91,13 +91,13 @@ def test_a_save_that_cannot_fit_in_the_grace_period_is_not_started_and_the_last_
     wait_for(lambda: "[tfjob] epoch 1/2" in first["worker0"].stdout, timeout=150, what="epoch 1's backup")
     backup = out / "backup" / "chief"
     before = {p.name: p.stat().st_mtime_ns for p in backup.iterdir()}
-    preempt(first, "worker1", "[tfjob] step 40/300 epoch=2/2")
+    preempt(first, "worker1", f"[tfjob] step 40/{STEPS} epoch=2/2")
     _, _, _, saved = stopped_at(first["worker0"])
     assert not saved and "does not fit in the" in first["worker0"].stdout
     assert {p.name: p.stat().st_mtime_ns for p in backup.iterdir()} == before
 
     resumed = finish(run(launcher, out, 2, [], "b-"))
-    assert "[tfjob] resumed from backup at epoch 2 samples 19200" in resumed  # epoch 1 = 300 steps x 64
+    assert f"[tfjob] resumed from backup at epoch 2 samples {STEPS * 64}" in resumed  # epoch 1: STEPS x 64
 
 
 @pytest.mark.parametrize(("loop", "policy", "before", "after", "global_batch", "lr"), [
