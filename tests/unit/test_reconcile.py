@@ -15,7 +15,7 @@ import pytest
 
 from tfjob_operator import constants
 from tfjob_operator.apigroups import KubeflowApi
-from tfjob_operator.observed import as_kept
+from tfjob_operator.observed import PackedStore, as_kept, job_has_ttl, job_state, job_store, latest
 from tfjob_operator.reconcile import (
     AnnotateJob,
     CreateObject,
@@ -795,6 +795,32 @@ def test_the_kept_body_is_the_watched_one_without_managed_fields_and_every_other
     del body["metadata"]["managedFields"]
     assert kept == body
     assert json.dumps(kept) == json.dumps(body)  # same order, same types (False stays False, not 0)
+
+
+@pytest.mark.parametrize(("state", "ttl"), [("Succeeded", None), ("Failed", 60)])
+def test_a_finished_job_is_kept_packed_and_every_read_gives_the_watched_body_and_the_same_decision(
+        state: str, ttl: int | None) -> None:
+    """Thousands of finished jobs cost 700 bytes each, not 4 KB; what their reconcile reads is unchanged."""
+    status = {**started(cond(state, "WorkerSucceeded" if state == "Succeeded" else "NonRetryableExitCode"),
+                        completed=20), "state": state}
+    job = tfjob(status=status, **({"ttlSecondsAfterFinished": ttl} if ttl is not None else {}))
+    body = watched(job)
+    store = job_store(as_kept(body))
+    assert isinstance(store, PackedStore) and len(store) == 1
+    del body["metadata"]["managedFields"]
+    first, again = latest(store), latest(store)
+    assert first == body and json.dumps(first) == json.dumps(body)
+    assert first is not again  # each read its own: a reader's change never reaches the index
+    assert (job_state(store), job_has_ttl(store)) == (state, ttl is not None)
+    now = T0 + timedelta(seconds=30)
+    assert reconcile(first, [], now) == reconcile(job, [], now)
+    assert len(store._packed) < len(json.dumps(body)) / 2
+
+
+def test_a_job_not_finished_is_kept_as_it_is() -> None:
+    kept = as_kept(watched(tfjob(status={**started(RUNNING), "state": "Running"})))
+    store = job_store(kept)
+    assert store == (kept,) and latest(store) is kept and job_state(store) == "Running" and not job_has_ttl(store)
 
 
 def test_kept_bodies_share_their_keys_and_short_strings_but_not_their_containers() -> None:

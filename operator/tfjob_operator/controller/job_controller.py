@@ -18,7 +18,7 @@ import concurrent.futures
 import logging
 import time
 from collections import ChainMap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -38,7 +38,7 @@ from tfjob_operator.keys import JobKey
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, load_api_client
 from tfjob_operator.local.ports import LoopbackPorts
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import JobView, as_kept, latest, view_job
+from tfjob_operator.observed import JobView, as_kept, job_has_ttl, job_state, job_store, latest, view_job
 from tfjob_operator.pod_index import PodIndex, job_of
 from tfjob_operator.progress.poller import ProgressPoller
 from tfjob_operator.reconcile import Decision, ReconcileOptions, effective_job, reconcile, utcnow
@@ -68,11 +68,12 @@ class JobController:
         self.settings = settings
         self.kube = kube
         self.metrics = metrics
-        #: Every TFJob watched, by key: a store of its latest body (as kept), fed by the TFJob watch (`job_seen`);
-        #: not a kopf index (at start kopf makes each indexed object wait on one shared condition: 10,000 jobs took
-        #: minutes of notifications). Kubeflow's jobs, when served, behind ours.
-        self._own_jobs: dict[JobKey, tuple[Mapping[str, Any]]] = {}
-        self._kubeflow_jobs: dict[JobKey, tuple[Mapping[str, Any]]] = {}
+        #: Every TFJob watched, by key: a store of its latest body (as kept; packed once finished:
+        #: `observed.job_store`), fed by the TFJob watch (`job_seen`); not a kopf index (at start kopf makes each
+        #: indexed object wait on one shared condition: 10,000 jobs took minutes of notifications). Kubeflow's
+        #: jobs, when served, behind ours.
+        self._own_jobs: dict[JobKey, Sequence[Mapping[str, Any]]] = {}
+        self._kubeflow_jobs: dict[JobKey, Sequence[Mapping[str, Any]]] = {}
         self.jobs: Mapping[JobKey, Any] = ChainMap(self._own_jobs, self._kubeflow_jobs)  # type: ignore[arg-type]
         #: TFJob pods by job, fed by the pod watch (`watch_pods`).
         self.pods = PodIndex()
@@ -197,7 +198,7 @@ class JobController:
         a job, its apiVersion says which API it came through."""
         kept = as_kept(body)
         index = self._kubeflow_jobs if apigroups.group_of(kept).kubeflow else self._own_jobs
-        index[key] = (kept,)
+        index[key] = job_store(kept)
         self.ports.note(kept)
 
     def job_gone(self, key: JobKey, body: Mapping[str, Any]) -> None:
@@ -228,8 +229,7 @@ class JobController:
         if listed:
             if self.settled(key):
                 return
-            body = latest(self.jobs.get(key)) or {}
-            if (body.get("status") or {}).get("state") in _HAS_RUN:
+            if job_state(self.jobs.get(key)) in _HAS_RUN:
                 self._lagging.add(key)
         self.trigger(key)
 
@@ -259,10 +259,8 @@ class JobController:
         """A finished job with no pod left and no TTL: nothing a resync could do for it (a change of the job or of
         a pod of it is an event of its own), as client-go's Job controller returns at once for a finished Job.
         Skipping it keeps the resync of thousands of finished jobs from parsing each again every period."""
-        body = latest(self.jobs.get(key))
-        if body is None or (body.get("status") or {}).get("state") not in ("Succeeded", "Failed"):
-            return False
-        if ((body.get("spec") or {}).get("runPolicy") or {}).get("ttlSecondsAfterFinished") is not None:
+        store = self.jobs.get(key)
+        if job_state(store) not in ("Succeeded", "Failed") or job_has_ttl(store):
             return False
         return not self.pods.get(key)
 
