@@ -70,6 +70,10 @@ DEBOUNCE_SECONDS = 0.05
 ADMITTED_NEWS_SECONDS = ADMISSION_PERIOD_SECONDS
 #: The GPU-seconds held by partial gangs are added up at most this often (passes may run many times a second).
 INTEGRATE_SECONDS = 1.0
+#: Every job with pods is looked at for pods waiting for admission this often, beside the jobs their pod events
+#: name (`_waiting_jobs`): a safety net, as a controller's resync is; at 2,000 running jobs a scan every pass
+#: (5 s) was a third of the idle operator's CPU.
+FULL_SCAN_SECONDS = 60.0
 #: PriorityClass values looked up by name are trusted this long.
 PRIORITY_CACHE_SECONDS = 60.0
 #: A release the watch has not shown within this long is no longer counted by the loop itself (the pod is
@@ -135,6 +139,9 @@ class AdmissionLoop:
         self._jobs: dict[Any, tuple[JobView, TFJob | None]] = {}
         #: Jobs that may have pods waiting for admission (see _waiting_jobs).
         self._candidates: set[JobKey] = set()
+        #: Jobs that may hold GPUs idle (a pod bound, another live and not Running): every job a pod event named
+        #: since it was last found not to (see _integrate_gpu_seconds).
+        self._holding: set[JobKey] = set()
         self._next_full_scan = 0.0
         self.passes = 0
 
@@ -163,6 +170,8 @@ class AdmissionLoop:
             self.wake()
         meta = pod.get("metadata") or {}
         job = (meta.get("labels") or {}).get(constants.LABEL_JOB_NAME)
+        if job:
+            self._holding.add((meta.get("namespace") or "default", job))
         if event_type != "DELETED" and job and waits_for_admission(pod):
             self._candidates.add((meta.get("namespace") or "default", job))
         if event_type != "DELETED" and builtin.is_gated(pod) and job:
@@ -288,10 +297,10 @@ class AdmissionLoop:
     def _waiting_jobs(self) -> dict[JobKey, JobView]:
         """Jobs (from the index) with a gated or released-but-unbound pod: no API call when there is none. Only the
         jobs whose pod events said so are looked at (a pass per pod event must not cost a scan of every job); all
-        of them once per period, in case an event was missed."""
+        of them every FULL_SCAN_SECONDS, in case an event was missed."""
         now = time.monotonic()
         if now >= self._next_full_scan:
-            self._next_full_scan = now + self.period
+            self._next_full_scan = now + FULL_SCAN_SECONDS
             self._candidates = set(self.host.pods)
         found: dict[JobKey, JobView] = {}
         for key in list(self._candidates):
@@ -541,16 +550,18 @@ class AdmissionLoop:
 
     def _integrate_gpu_seconds(self, *, every: float = 0.0) -> None:
         """Add the GPU-seconds held since the last call by gangs bound in part but not all running (any backend);
-        nothing if the last call is less than `every` seconds ago (it reads every job)."""
+        nothing if the last call is less than `every` seconds ago. Only the jobs a pod event named since they last
+        held nothing idle are read: whether a job holds GPUs idle changes only with its pods."""
         now = time.monotonic()
         if now - self._last_integration < every:
             return
         seconds, self._last_integration = now - self._last_integration, now
         pods_by_job: dict[JobKey, list[Mapping[str, Any]]] = {}
-        for key, store in list(self.host.pods.items()):
-            pods = list(store or [])
+        for key in list(self._holding):
+            pods = list(self.host.pods.get(key) or [])
             if not _holds_idle(pods):
-                continue  # nothing bound, or everything running or ended: nothing held idle (no job to read)
+                self._holding.discard(key)  # nothing bound, or everything running or ended (no job to read)
+                continue
             view = self.host.view(key)
             if view is not None and not view.finished:
                 pods_by_job[key] = current_gang(view.obj, pods, attempt=view.status.restartCount)
