@@ -80,8 +80,8 @@ class PackedStore(Sequence[Mapping[str, Any]]):
 
     def __init__(self, body: Mapping[str, Any]) -> None:
         self._packed = zlib.compress(json.dumps(body, separators=(",", ":")).encode(), 1)
-        self.state: str | None = (body.get("status") or {}).get("state")
-        self.has_ttl = ((body.get("spec") or {}).get("runPolicy") or {}).get("ttlSecondsAfterFinished") is not None
+        self.state = _state(body)
+        self.has_ttl = _has_ttl(body)
 
     def __len__(self) -> int:
         return 1
@@ -97,8 +97,7 @@ class PackedStore(Sequence[Mapping[str, Any]]):
 
 def job_store(kept: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
     """The TFJob index's entry for a kept job body: packed once it has finished (:class:`PackedStore`)."""
-    state = (kept.get("status") or {}).get("state")
-    return PackedStore(kept) if state in PACKED_STATES else (kept,)
+    return PackedStore(kept) if _state(kept) in PACKED_STATES else (kept,)
 
 
 def job_state(store: Any) -> str | None:
@@ -106,16 +105,24 @@ def job_state(store: Any) -> str | None:
     if isinstance(store, PackedStore):
         return store.state
     body = latest(store)
-    status = body.get("status") if body is not None else None
-    state = status.get("state") if isinstance(status, Mapping) else None
-    return state if isinstance(state, str) else None
+    return _state(body) if body is not None else None
 
 
 def job_has_ttl(store: Any) -> bool:
     """Whether a TFJob index entry's newest body sets `spec.runPolicy.ttlSecondsAfterFinished`."""
     if isinstance(store, PackedStore):
         return store.has_ttl
-    body = latest(store) or {}
+    body = latest(store)
+    return body is not None and _has_ttl(body)
+
+
+def _state(body: Mapping[str, Any]) -> str | None:
+    status = body.get("status")
+    state = status.get("state") if isinstance(status, Mapping) else None
+    return state if isinstance(state, str) else None
+
+
+def _has_ttl(body: Mapping[str, Any]) -> bool:
     return ((body.get("spec") or {}).get("runPolicy") or {}).get("ttlSecondsAfterFinished") is not None
 
 
