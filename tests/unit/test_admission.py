@@ -268,14 +268,19 @@ async def test_waits_count_once_per_period_however_often_passes_run() -> None:
     assert loop.state.passes_waited == {"ns/second": 2}
 
 
-async def test_gpu_seconds_held_by_a_gang_bound_but_not_all_running_are_counted() -> None:
-    kube = FakeKube([node("a", 4)])
-    c = FakeController(kube)
+async def admitted_and_bound(phase: str = "Running") -> tuple[FakeController, admission.AdmissionLoop]:
+    """Job `j` (2 pods) admitted on node `a` and bound there, its pods in `phase`, the pod index caught up."""
+    c = FakeController(FakeKube([node("a", 4)]))
     c.submit(job_obj("j", 2))
     loop = loop_for(c, [T0])
     await loop.pass_once()
-    c.bind_all(phase="Pending")  # bound, containers still starting: 2 GPUs held, nothing trains
+    c.bind_all(phase=phase)
     c.sync(("ns", "j"))
+    return c, loop
+
+
+async def test_gpu_seconds_held_by_a_gang_bound_but_not_all_running_are_counted() -> None:
+    c, loop = await admitted_and_bound("Pending")  # bound, containers still starting: 2 GPUs held, nothing trains
     loop._last_integration -= 10.0
     loop._integrate_gpu_seconds()
     assert c.metrics.gang_partial_gpu_seconds._value.get() == pytest.approx(20.0, rel=0.05)
@@ -289,13 +294,7 @@ async def test_gpu_seconds_held_by_a_gang_bound_but_not_all_running_are_counted(
 async def test_gpu_seconds_are_added_up_over_the_jobs_pod_events_named_not_a_scan_of_every_job() -> None:
     """Whether a gang holds GPUs idle changes only with its pods: once all its pods run, the job is read again only
     after a pod event of its own (at 2,000 running jobs, reading every job each second was idle CPU)."""
-    kube = FakeKube([node("a", 4)])
-    c = FakeController(kube)
-    c.submit(job_obj("j", 2))
-    loop = loop_for(c, [T0])
-    await loop.pass_once()
-    c.bind_all()
-    c.sync(("ns", "j"))
+    c, loop = await admitted_and_bound()
     loop._integrate_gpu_seconds()
     assert ("ns", "j") not in loop._holding  # all running: nothing held idle, nothing to read until an event
     c.pods[("ns", "j")][0]["status"]["phase"] = "Pending"  # a change no event told of: not read
@@ -410,13 +409,7 @@ async def test_watchdog_deletes_a_gang_not_bound_in_time_and_backs_off_before_re
 
 
 async def test_a_bound_gang_is_no_longer_waiting_and_its_reason_is_dropped() -> None:
-    kube = FakeKube([node("a", 4)])
-    c = FakeController(kube)
-    c.submit(job_obj("j", 2))
-    loop = loop_for(c, [T0])
-    await loop.pass_once()
-    c.bind_all()
-    c.sync(("ns", "j"))
+    _, loop = await admitted_and_bound()
     assert await loop.pass_once() is None
     assert loop.reason_for("ns", "j") is None and loop.state.queued_since == {}
 
