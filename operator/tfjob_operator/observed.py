@@ -64,8 +64,9 @@ def latest(store: Any) -> Mapping[str, Any] | None:
     return items[-1] if items else None
 
 
-#: Job states in which the controller's TFJob index keeps the body packed (:class:`PackedStore`).
-PACKED_STATES = frozenset({"Succeeded", "Failed"})
+#: `status.state` of a finished job: the controller's TFJob index keeps its body packed (:class:`PackedStore`),
+#: and the resync skips it once no pod is left (`JobController.settled`).
+FINISHED_STATES = frozenset({"Succeeded", "Failed"})
 
 
 class PackedStore(Sequence[Mapping[str, Any]]):
@@ -97,7 +98,7 @@ class PackedStore(Sequence[Mapping[str, Any]]):
 
 def job_store(kept: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
     """The TFJob index's entry for a kept job body: packed once it has finished (:class:`PackedStore`)."""
-    return PackedStore(kept) if _state(kept) in PACKED_STATES else (kept,)
+    return PackedStore(kept) if _state(kept) in FINISHED_STATES else (kept,)
 
 
 def job_state(store: Any) -> str | None:

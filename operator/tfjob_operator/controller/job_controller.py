@@ -38,7 +38,16 @@ from tfjob_operator.keys import JobKey
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, load_api_client
 from tfjob_operator.local.ports import LoopbackPorts
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import JobView, as_kept, job_has_ttl, job_state, job_store, latest, view_job
+from tfjob_operator.observed import (
+    FINISHED_STATES,
+    JobView,
+    as_kept,
+    job_has_ttl,
+    job_state,
+    job_store,
+    latest,
+    view_job,
+)
 from tfjob_operator.pod_index import PodIndex, job_of
 from tfjob_operator.progress.poller import ProgressPoller
 from tfjob_operator.reconcile import Decision, ReconcileOptions, effective_job, reconcile, utcnow
@@ -260,7 +269,7 @@ class JobController:
         a pod of it is an event of its own), as client-go's Job controller returns at once for a finished Job.
         Skipping it keeps the resync of thousands of finished jobs from parsing each again every period."""
         store = self.jobs.get(key)
-        if job_state(store) not in ("Succeeded", "Failed") or job_has_ttl(store):
+        if job_state(store) not in FINISHED_STATES or job_has_ttl(store):
             return False
         return not self.pods.get(key)
 
