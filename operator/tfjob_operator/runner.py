@@ -120,24 +120,41 @@ def kopf_settings(settings: OperatorSettings) -> kopf.OperatorSettings:
 async def wait_for_tfjob_api(kube: Kube, group: ApiGroup = TFJOB_DEV, *, interval: float = 1.0,
                              report_every: float = 30.0) -> None:
     """Return once the API server serves this group's TFJobs: kopf discovers resources once at start (CRD scanning
-    is off), so a CRD installed after the operator would otherwise never be served."""
+    is off), so a CRD installed after the operator would otherwise never be served. While waiting it says why,
+    at once and then every `report_every` seconds."""
     path = f"/apis/{group.api_version}"
     waited = 0.0
     while True:
+        problem: KubeError | None = None
         try:
             found = await kube.get(path)
         except KubeError as exc:
-            found = None
+            found, problem = None, exc
             log.debug("discovery %s: %s", path, exc)
         if any(r.get("name") == group.plural for r in (found or {}).get("resources") or []):
             return
         if waited % report_every < interval:
-            crd = ("third_party/crds/kubeflow.org_tfjobs.yaml, or the chart's "
-                   "kubeflow.installCRD=true" if group.kubeflow else "crds/tfjob.yaml")
-            log.warning("waiting for the API server to serve %s/%s (is the TFJob CRD installed? "
-                        "kubectl apply -f %s)", path, group.plural, crd)
+            log.warning("waiting for the API server to serve %s/%s: %s", path, group.plural,
+                        why_not_served(kube, group, problem))
         await asyncio.sleep(interval)
         waited += interval
+
+
+def why_not_served(kube: Kube, group: ApiGroup, problem: KubeError | None) -> str:
+    """Why the API server does not serve the TFJob API yet, and what to do: an unreachable server is called
+    unreachable; only a 404 (the group is not there, or has no TFJobs) asks whether the CRD is installed."""
+    server = str(getattr(kube.api.configuration, "host", "") or "the API server")
+    if problem is not None and problem.status == 0:
+        return (f"{server} is unreachable ({problem.message or 'no answer'}); is the cluster up? check the "
+                "server address in KUBECONFIG")
+    if problem is not None and problem.status in (401, 403):
+        return (f"{server} refuses discovery (HTTP {problem.status}{': ' + problem.message if problem.message else ''})"
+                "; check the credentials of the kubeconfig or the ServiceAccount")
+    if problem is not None and problem.status != 404:
+        return f"{server} answers HTTP {problem.status}{': ' + problem.message if problem.message else ''}"
+    crd = ("third_party/crds/kubeflow.org_tfjobs.yaml, or the chart's kubeflow.installCRD=true" if group.kubeflow
+           else "crds/tfjob.yaml")
+    return f"{server} does not serve it; is the TFJob CRD installed? kubectl apply -f {crd}"
 
 
 def _port_free(host: str, port: int) -> bool:

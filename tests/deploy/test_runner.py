@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kopfrun import install_crd
+from polling import wait_for
+from ports import free_port
 
 from kubelocal.apiserver.thread import ApiServerThread, write_kubeconfig
 from tfjob_operator import runner
 from tfjob_operator.kube import Kube, RetryPolicy, load_api_client
+from tfjob_operator.local.processes import stop_process
 from tfjob_operator.runner import OPERATOR_ARENAS
 
 
@@ -29,6 +34,50 @@ async def test_operator_waits_until_the_tfjob_crd_is_served(tmp_path: Path) -> N
         await install_crd(api.url)
         await asyncio.wait_for(waiting, 10)
         client.close()
+
+
+def _operator_says(kubeconfig: Path, log: Path, what: str) -> str:
+    """Start `tfjob operator` as a user would, and the line it logs about serving the TFJob API (bounded)."""
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TFJOB_METRICS_PORT": "0", "TFJOB_LIVENESS_PORT": "0",
+           "TFJOB_REQUEST_TIMEOUT": "1"}
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "operator"], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        return wait_for(lambda: next((line for line in log.read_text().splitlines()
+                                      if "waiting for the API server" in line), None), 30, what=what)
+    finally:
+        stop_process(proc, 10)
+
+
+@pytest.fixture
+def listening_but_silent() -> Iterator[int]:
+    """A port that accepts connections and never answers (a hung or blackholed API server)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield int(sock.getsockname()[1])
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("server", ["refused", "silent"])
+def test_an_operator_pointed_at_a_dead_api_server_says_it_is_unreachable(
+        tmp_path: Path, server: str, request: pytest.FixtureRequest) -> None:
+    port = request.getfixturevalue("listening_but_silent") if server == "silent" else free_port()
+    write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{port}")
+    line = _operator_says(tmp_path / "kubeconfig", tmp_path / "operator.log", "the operator to say why it waits")
+    assert f"http://127.0.0.1:{port} is unreachable" in line
+    assert ("Connection refused" if server == "refused" else "timed out") in line
+    assert "CRD" not in line
+
+
+@pytest.mark.timeout(90)
+def test_an_operator_on_a_cluster_without_the_crd_asks_for_it(tmp_path: Path) -> None:
+    with ApiServerThread() as api:
+        write_kubeconfig(tmp_path / "kubeconfig", api.url)
+        line = _operator_says(tmp_path / "kubeconfig", tmp_path / "operator.log", "the operator to ask for the CRD")
+    assert "is the TFJob CRD installed? kubectl apply -f crds/tfjob.yaml" in line
+    assert "unreachable" not in line
 
 
 #: In a fresh interpreter: optionally cap the arenas, then 8 threads that each allocate (beyond pymalloc's small
