@@ -88,3 +88,42 @@ def replica_statuses(ctx: Ctx, job: TFJob, current: list[ObservedPod]) -> None:
     ctx.status.replicaStatuses = statuses
     ready = sum(s.ready for s in statuses.values())
     ctx.status.workers = f"{ready}/{job.total_replicas()}"
+
+
+#: Pod names a condition message lists per state before it says "and N more".
+NAMES_SHOWN = 3
+
+
+def pods_message(job: TFJob, current: list[ObservedPod], attempt: int) -> str:
+    """How the attempt's pods are, in one line: "all 4 pods of attempt 0 are running", or "1 of 4 pods of attempt
+    0 are running; 3 failed: j-worker-1, j-worker-2, j-worker-3" (states in the order a job goes through them)."""
+    total = job.total_replicas()
+    running = [p for p in current if p.phase == "Running" and not p.terminating]
+    if len(running) == total:
+        return f"all {total} pods of attempt {attempt} are running"
+    others: dict[str, list[str]] = {}
+    for p in current:
+        if p.phase == "Running" and not p.terminating:
+            continue
+        state = "terminating" if p.terminating else "failed" if p.failed else (p.phase or "pending").lower()
+        others.setdefault(state, []).append(p.name)
+    missing = total - len(current)
+    parts = [f"{len(names)} {state}: " + ", ".join(names[:NAMES_SHOWN])
+             + (f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
+             for state in ("failed", "terminating", "succeeded", "pending") if (names := others.get(state))]
+    parts += [f"{missing} not created yet"] if missing > 0 else []
+    return f"{len(running)} of {total} pods of attempt {attempt} are running; " + "; ".join(parts)
+
+
+def refresh_running(ctx: Ctx, job: TFJob, current: list[ObservedPod]) -> None:
+    """A job still Running says how its pods are now, not how they were when they all ran: a pod that failed,
+    finished or went away since changes the message (and the reason, NotAllPodsRunning, until they all run
+    again). A condition another rule wrote (a refused resize) is left alone."""
+    cond = ctx.condition(JobConditionType.RUNNING)
+    if cond is None or cond.status != "True" or cond.reason not in (Reason.ALL_PODS_RUNNING,
+                                                                    Reason.NOT_ALL_PODS_RUNNING):
+        return
+    message = pods_message(job, current, ctx.status.restartCount)
+    all_running = message.startswith("all ")
+    ctx.set(JobConditionType.RUNNING, True, Reason.ALL_PODS_RUNNING if all_running else Reason.NOT_ALL_PODS_RUNNING,
+            message)

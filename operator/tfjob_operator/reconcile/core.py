@@ -22,7 +22,7 @@ from tfjob_operator.api import CleanPodPolicy, JobConditionType, RunPolicy, TFJo
 from tfjob_operator.observed import JobView, finished, owned_by, prior_status, view_job
 from tfjob_operator.reconcile import elastic
 from tfjob_operator.reconcile.actions import AnnotateJob, CreateObject, Decision, DeletePod
-from tfjob_operator.reconcile.conditions import Ctx, replica_statuses
+from tfjob_operator.reconcile.conditions import Ctx, pods_message, refresh_running, replica_statuses
 from tfjob_operator.reconcile.dynamic_workers import scale_dynamic_workers
 from tfjob_operator.reconcile.failure_policy import handle_failures
 from tfjob_operator.reconcile.inputs import ReconcileOptions
@@ -151,6 +151,7 @@ def _lifecycle(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
         elastic.start_attempt(ctx, job)  # the width of an attempt is chosen before its pods exist
     job, refusal = effective_job(job, status)
     replica_statuses(ctx, job, current)
+    refresh_running(ctx, job, current)
     if deadline_passed(ctx, job, observed):
         return
     for pod in observed:
@@ -242,7 +243,7 @@ def _running(ctx: Ctx, job: TFJob, current: list[ObservedPod], refusal: str | No
     total = job.total_replicas()
     running = [p for p in current if p.phase == "Running" and not p.terminating]
     if len(running) == total and total > 0:
-        message = f"all {total} pods of attempt {ctx.status.restartCount} are running"
+        message = pods_message(job, current, ctx.status.restartCount)
         if refusal is not None and ctx.is_true(C.RUNNING):
             ctx.transition(C.RUNNING, Reason.REPLICAS_CHANGE_REFUSED, refusal)
         elif ctx.status.restartCount > 0:

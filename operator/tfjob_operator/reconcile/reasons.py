@@ -19,6 +19,7 @@ class Reason(StrEnum):
     GANG_ADMITTED = "GangAdmitted"  # Queued False: the backend released the pods
     # Running
     ALL_PODS_RUNNING = "AllPodsRunning"
+    NOT_ALL_PODS_RUNNING = "NotAllPodsRunning"  # Running still true: a pod failed, finished or went away since
     RESTARTING = "Restarting"  # Running False while the gang restarts
     # Restarting: failures that count towards backoffLimit
     RETRYABLE_EXIT_CODE = "RetryableExitCode"
