@@ -61,6 +61,12 @@ def test_killed_worker_restarts_the_gang_once_and_training_resumes_from_backup(t
     result = tfjob_local("examples/mnist-cpu.yaml", "--workdir", str(tmp_path), "--kill-worker-after", "0")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "killed mnist-cpu-worker-1 with SIGKILL" in result.stdout
+    # The restart names the pod and the kill as it was, not memory and not a start-up line of CUDA from its log.
+    restart = next(line for line in result.stdout.splitlines() if "RetryableExitCode: " in line)
+    assert restart.split("RetryableExitCode: ", 1)[1].startswith(
+        "pod mnist-cpu-worker-1 (Worker 1, container tensorflow) exited with code 137 (SIGKILL): Killed with SIGKILL "
+        "by a fault injection (tfjob local --kill-worker-after); restarting the whole gang as attempt 1"), restart
+    assert not any(word in result.stdout for word in ("cuInit", "cuda", "OOM", "memory")), result.stdout
     assert "2 attempts (1 gang restarts)" in result.stdout
     assert "attempt 1" in result.stdout  # the pods of the second attempt were shown
     metrics = json.loads((output_dir(tmp_path, "mnist-cpu") / "result.json").read_text())

@@ -160,14 +160,15 @@ def test_eviction_of_a_simulated_pod_fails_it(cluster: LocalClusterThread, core:
     assert condition(pod, "DisruptionTarget")["reason"] == "TerminationByKubelet"
 
 
-def test_a_killed_simulated_container_reads_as_oom_killed_and_its_restart_policy_applies(
+def test_a_killed_simulated_container_says_who_killed_it_and_its_restart_policy_applies(
         cluster: LocalClusterThread, core: Core) -> None:
     name = create(core, sim_pod(unique("sim-oom")))
     wait_until(phase_is(core, name, "Running"), what=f"{name} to run")
     cluster.call(cluster.kubelet.kill_container("default", name))
     pod = wait_until(phase_is(core, name, "Failed"), what=f"{name} to fail")
     terminated = main_status(pod)["state"]["terminated"]
-    assert (terminated["exitCode"], terminated["reason"]) == (137, "OOMKilled")
+    assert (terminated["exitCode"], terminated["reason"], terminated["message"]) == (
+        137, "Killed", "Killed with SIGKILL by a fault injection")
 
 
 def test_process_and_simulated_pods_run_side_by_side(core: Core) -> None:

@@ -78,6 +78,11 @@ def started(*conditions: dict[str, Any], restarts: int = 0, failures: int = 0, s
 
 
 RUNNING = cond("Running", "AllPodsRunning")
+#: What every CPU-only TensorFlow process prints at start (real lines: tests/unit/test_log_noise.py).
+CUDA_START = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+              "E0000 00:00:1795857979.960265   12384 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA "
+              "error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
+KILLED_BY_FAULT = "Killed with SIGKILL by a fault injection (tfjob local --kill-worker-after)"
 KUBEFLOW_V1 = "kubeflow.org/v1"
 KUBEFLOW_ALL = ReconcileOptions(kubeflow_api=KubeflowApi.ALL)
 
@@ -270,8 +275,24 @@ CASES = [
     Case("an OOM-killed worker under Never is told about memory",
          tfjob({"Worker": replica(2, "Never")}, status=started(RUNNING)),
          pods=[pod("worker-0"), pod("worker-1", "Failed", code=137, reason="OOMKilled")], state="Failed",
-         reason="RestartPolicyNever", message=("hint: killed for memory",), deletes=("j-worker-0",),
-         events=("RestartPolicyNever",)),
+         reason="RestartPolicyNever", message=("pod j-worker-1 (Worker 1, container tensorflow) exited with code 137 "
+                                               "(OOMKilled) (hint: the kernel's OOM killer stopped it at its memory "
+                                               "limit",),
+         deletes=("j-worker-0",), events=("RestartPolicyNever",)),
+    Case("a SIGKILL the kubelet or a fault injection sent is reported as such, never as memory nor a CUDA line",
+         tfjob(status=started(RUNNING)), pods=[pod("worker-0"), pod("worker-1", "Failed", code=137, reason="Killed",
+                                                                    log_tail=KILLED_BY_FAULT)],
+         state="Restarting", reason="RetryableExitCode",
+         message=("pod j-worker-1 (Worker 1, container tensorflow) exited with code 137 (SIGKILL): Killed with "
+                  "SIGKILL by a fault injection (tfjob local --kill-worker-after); restarting the whole gang",),
+         deletes=("j-worker-0", "j-worker-1"), events=("RetryableExitCode",), restarts=1, failure_restarts=1),
+    Case("a SIGKILL nobody explained quotes no line of the log tail (CUDA start-up noise, progress) and is no OOM",
+         tfjob(status=started(RUNNING)), pods=[pod("worker-0"), pod("worker-1", "Failed", code=137,
+                                                                    log_tail=CUDA_START + "[tfjob] epoch 1/6\n")],
+         state="Restarting", reason="RetryableExitCode",
+         message=("pod j-worker-1 (Worker 1, container tensorflow) exited with code 137 (SIGKILL) (hint: a "
+                  "SIGKILL from outside the program, not reported as OOMKilled",),
+         deletes=("j-worker-0", "j-worker-1"), events=("RetryableExitCode",), restarts=1, failure_restarts=1),
     Case("restartPolicy Never: even exit 137 fails the job", tfjob({"Worker": replica(2, "Never")},
          status=started(RUNNING)), pods=[pod("worker-0"), pod("worker-1", "Failed", code=137)], state="Failed",
          reason="RestartPolicyNever", message=("code 137",), deletes=("j-worker-0",),

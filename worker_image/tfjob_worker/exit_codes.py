@@ -28,7 +28,8 @@ PEER_LOST = 200
 STARTUP_TIMEOUT = 201
 STALLED = 202
 
-#: The kernel's code for a process killed by SIGKILL (OOM killer, or the grace period ran out); not ours to exit with.
+#: The code of a process killed by SIGKILL (the kubelet after the grace period, kill -9, the OOM killer: only the
+#: container's reason OOMKilled says it was memory); not ours to exit with.
 KILLED = 137
 
 RETRYABLE = frozenset({PREEMPTED, PEER_LOST, STARTUP_TIMEOUT, STALLED})
@@ -37,7 +38,7 @@ PEER_FAILURE = frozenset({PEER_LOST, STARTUP_TIMEOUT})
 #: What a failed pod's exit code means, as the operator's messages say it ("exited with code 143 (SIGTERM/preempted)").
 MEANINGS = {
     PREEMPTED: "SIGTERM/preempted",
-    KILLED: "SIGKILL/OOM-killed",
+    KILLED: "SIGKILL",
     PEER_LOST: "peer lost",
     STARTUP_TIMEOUT: "start-up timeout",
     STALLED: "training stalled",

@@ -20,7 +20,7 @@ from kubelocal.kubeclient import now_rfc3339
 from kubelocal.lifeline import ChildProcess, Lifeline, spawn
 
 from .logs import termination_message
-from .rules import START_ERROR_EXIT, exit_code, terminated_reason
+from .rules import KILLED_REASON, START_ERROR_EXIT, exit_code, terminated_reason
 
 
 @dataclass
@@ -35,7 +35,10 @@ class Run:
     code: int | None = None
     reason: str | None = None
     message: str | None = None
+    #: Set by whoever sends a kill the kubelet knows of (its own after the grace period, a fault injection):
+    #: a run that then ends by a signal reports this reason and message instead of Error and the log tail.
     forced_reason: str | None = None
+    forced_message: str | None = None
     termination_file: Path | None = None
     #: The containerID when no process carries the run (a simulated pod's); else `process://<pid>`.
     runtime_id: str | None = None
@@ -52,6 +55,11 @@ class Run:
     @property
     def container_id(self) -> str:
         return self.runtime_id or f"process://{self.pid}"
+
+    def killed_by(self, sig: int, who: str) -> None:
+        """Say, should the run end by this signal, who sent it and why (`who`: "the kubelet: ...")."""
+        self.forced_reason = KILLED_REASON
+        self.forced_message = f"Killed with {signal.Signals(sig).name} by {who}"
 
 
 @dataclass
@@ -151,12 +159,10 @@ async def wait_process(c: Container, run: Run, lifeline: Lifeline) -> int:
         returncode = await proc.wait()
         run.code = exit_code(returncode)
         run.finished_at = now_rfc3339()
-        if run.forced_reason and returncode < 0:
-            run.reason = run.forced_reason
-        else:
-            run.reason = terminated_reason(run.code)
-        run.message = termination_message(run.termination_file, run.log_path, run.code,
-                                          c.spec.get("terminationMessagePolicy")) or None
+        forced = bool(run.forced_reason) and returncode < 0
+        run.reason = run.forced_reason if forced else terminated_reason(run.code)
+        run.message = (run.forced_message if forced else None) or termination_message(
+            run.termination_file, run.log_path, run.code, c.spec.get("terminationMessagePolicy")) or None
     finally:
         if c.probe_task is not None:
             c.probe_task.cancel()

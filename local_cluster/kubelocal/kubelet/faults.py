@@ -54,15 +54,16 @@ async def evict(kubelet: FaultTarget, namespace: str, pod: str, message: str = D
 
 
 async def kill_container(kubelet: FaultTarget, namespace: str, pod: str, sig: int = signal.SIGKILL,
-                         container: str | None = None) -> None:
-    """Signal a running container's process group, as a crash or the OOM killer would (SIGKILL reads as
-    OOMKilled, exit 137); the restartPolicy then applies."""
+                         container: str | None = None, why: str = "a fault injection") -> None:
+    """Signal a running container's process group, as a crash would; a run that ends by it reads as reason
+    Killed, its message "Killed with SIGKILL by <why>" (never OOMKilled: only the kernel's OOM killer is that, see
+    `cgroups`); the restartPolicy then applies."""
     rt = kubelet.runtime(namespace, pod)
     candidates = [rt.container(container)] if container else rt.all_containers
     for c in candidates:
         run = c.running
         if run is not None:
-            run.forced_reason = "OOMKilled" if sig == signal.SIGKILL else None
+            run.killed_by(sig, why)
             rt.kill(run, sig)
             return
     raise KeyError(f"pod {namespace}/{pod} has no running container"

@@ -284,9 +284,9 @@ class ProcessKubelet:
         await self._on_own_loop(faults.evict(self, namespace, pod, message, grace_seconds=grace_seconds))
 
     async def kill_container(self, namespace: str, pod: str, sig: int = signal.SIGKILL,
-                             container: str | None = None) -> None:
-        """A container's process killed, as by a crash or the OOM killer (`faults.kill_container`)."""
-        await self._on_own_loop(faults.kill_container(self, namespace, pod, sig, container))
+                             container: str | None = None, why: str = "a fault injection") -> None:
+        """A container's process killed, as by a crash; its status says by `why` (`faults.kill_container`)."""
+        await self._on_own_loop(faults.kill_container(self, namespace, pod, sig, container, why))
 
     async def lose_node(self, node: str) -> None:
         """The node's processes die and its kubelet goes silent (`faults.lose_node`)."""

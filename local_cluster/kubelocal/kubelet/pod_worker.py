@@ -376,6 +376,8 @@ class PodRuntime(PodWorker):
             _, pending = await asyncio.wait(waits, timeout=max(0.0, grace))
             for run in running:
                 if not run.exited.is_set():
+                    run.killed_by(signal.SIGKILL, f"the kubelet: still running when the {grace:g}s grace period "
+                                                  "after SIGTERM ended")
                     killpg(run.pid, signal.SIGKILL)
             if pending:
                 await asyncio.wait(pending)

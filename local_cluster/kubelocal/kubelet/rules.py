@@ -11,6 +11,9 @@ from typing import Any
 
 #: Exit code and reason a runtime reports for a container that could not be started.
 START_ERROR_EXIT = 128
+#: The reason of a container that a signal sent by the kubelet itself (the grace period ran out) or by a fault
+#: injection ended; its message says who and why. A container runtime would say Error: only the kubelet knows.
+KILLED_REASON = "Killed"
 
 
 def exit_code(returncode: int) -> int:

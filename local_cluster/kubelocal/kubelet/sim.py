@@ -169,4 +169,5 @@ def _end(run: Run, code: int, reason: str | None = None) -> None:
         return
     run.code, run.finished_at = code, now_rfc3339()
     run.reason = reason or terminated_reason(code)
+    run.message = run.forced_message if reason else None
     run.exited.set()

@@ -283,7 +283,9 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
                         and time.monotonic() - running_since[job.name] >= options.kill_worker_after):
                     victim = _worker_to_kill(pods)
                     if victim:
-                        cluster.call(cluster.kubelet.kill_container(clients.namespace, victim["metadata"]["name"], 9))
+                        cluster.call(cluster.kubelet.kill_container(
+                            clients.namespace, victim["metadata"]["name"], signal.SIGKILL,
+                            why="a fault injection (tfjob local --kill-worker-after)"))
                         killed.add(job.name)
                         view.note(f"killed {victim['metadata']['name']} with SIGKILL (--kill-worker-after)")
                 if (options.stall_worker_after is not None and job.name not in killed

@@ -55,6 +55,8 @@ class Failure:
 def _describe_exit(pod: ObservedPod) -> str:
     code = pod.exit_code
     meaning = f" ({exit_codes.MEANINGS[code]})" if code in exit_codes.MEANINGS else ""
+    if pod.exit_reason == "OOMKilled":  # the runtime saw the kernel's OOM killer: that, not the signal, is the news
+        meaning = " (OOMKilled)"
     return f"pod {pod.label} exited with code {code}{meaning}{explain(pod.exit_message, code, pod.exit_reason)}"
 
 
