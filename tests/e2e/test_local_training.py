@@ -35,6 +35,10 @@ def test_mnist_example_trains_to_high_accuracy_and_saves_a_usable_model(tmp_path
     result = tfjob_local("examples/mnist-cpu.yaml", "--workdir", str(tmp_path))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "TFJob mnist-cpu: Succeeded" in result.stdout
+    # The view shows every epoch line of the chief once, in order (it looks twice a second; epochs end between).
+    shown = [line.split("chief: ", 1)[1].split()[1] for line in result.stdout.splitlines()
+             if "chief: epoch " in line and " step " not in line]
+    assert shown == [f"{n}/6" for n in range(1, 7)], result.stdout[-3000:]
     out = output_dir(tmp_path, "mnist-cpu")
     metrics = json.loads((out / "result.json").read_text())
     assert metrics["test_accuracy"] >= 0.9

@@ -26,8 +26,8 @@ def test_progress_parser_reads_the_worker_runtime_lines() -> None:
     assert progress.resumed_at == 3
     assert (progress.epoch, progress.epochs, progress.step, progress.steps) == (3, 5, 10, 20)
     assert progress.metrics == {"loss": "0.3000", "accuracy": "0.9012", "examples_per_sec": "1234.5"}
-    assert progress_line(progress) == ("chief: epoch 3/5 step 10/20 loss=0.3000 accuracy=0.9012 examples_per_sec=1234.5"
-                                       " (resumed from backup at epoch 3)")
+    # The step is one of epoch 4 (the one under way), with its own figures, not epoch 3's.
+    assert progress_line(progress) == "chief: epoch 4/5 step 10/20 loss=0.3000 (resumed from backup at epoch 3)"
 
 
 def test_done_line_gives_accuracy_and_saved_model() -> None:
@@ -58,8 +58,44 @@ def test_plain_view_prints_only_what_changed() -> None:
     assert [line.split("] ", 1)[1] for line in added] == [
         "TFJob mnist: Running  workers 2/2  restarts 0",
         "  pod mnist-worker-0                   Running      attempt 0   restarts 0",
-        "  chief: epoch 3/5 step 10/20 loss=0.3000 accuracy=0.9012 examples_per_sec=1234.5"
-        " (resumed from backup at epoch 3)",
+        "  chief: resumed from backup at epoch 3",
+        "  chief: epoch 3/5 loss=0.4321 accuracy=0.9012 examples_per_sec=1234.5",
+        "  chief: epoch 4/5 step 10/20 loss=0.3000",
+    ]
+
+
+def _epoch(n: int) -> str:
+    return worker_progress.format_epoch(n, 6, {"loss": 1.0 / n, "examples_per_sec": 300.0 + n})
+
+
+def _step(step: int, epoch: int) -> str:
+    return worker_progress.format_step(step, 150, epoch, 6, {"loss": 0.5})
+
+
+def test_plain_view_shows_every_epoch_line_once_however_many_end_between_two_looks() -> None:
+    """The view looks at the chief's log every half second; epochs (and the step lines after them) that came
+    in between are all shown, each once, in order: `epoch 1/6` is never skipped for the step line after it."""
+    out = io.StringIO()
+    view = PlainView(out)
+    job, pods = _job("Running", "2/2"), [_pod("mnist-worker-0", "Running")]
+    looks = [
+        [_step(40, 1)],
+        [_step(40, 1), _epoch(1), _step(40, 2)],  # epoch 1 ended, and a step of epoch 2 came, between two looks
+        [_step(40, 1), _epoch(1), _step(40, 2), _epoch(2), _step(40, 3), _epoch(3), _step(40, 4)],
+        [_step(40, 1), _epoch(1), _step(40, 2), _epoch(2), _step(40, 3), _epoch(3), _step(40, 4)],  # nothing new
+        [_step(40, 1), _epoch(1), _step(40, 2), _epoch(2), _step(40, 3), _epoch(3), _step(40, 4), _epoch(4)],
+    ]
+    for log in looks:
+        view.update([JobSnapshot(job, pods, parse_log("\n".join(log)))])
+    chief = [line.split("] ", 1)[1].strip() for line in out.getvalue().splitlines() if "chief:" in line]
+    assert chief == [
+        "chief: epoch 1/6 step 40/150 loss=0.5000",
+        "chief: epoch 1/6 loss=1.0000 examples_per_sec=301.0",
+        "chief: epoch 2/6 step 40/150 loss=0.5000",
+        "chief: epoch 2/6 loss=0.5000 examples_per_sec=302.0",
+        "chief: epoch 3/6 loss=0.3333 examples_per_sec=303.0",
+        "chief: epoch 4/6 step 40/150 loss=0.5000",
+        "chief: epoch 4/6 loss=0.2500 examples_per_sec=304.0",
     ]
 
 

@@ -38,21 +38,41 @@ def status_progress_line(job: dict[str, Any]) -> str | None:
     return f"status.progress: {text.split(', read ')[0]}" if text else None
 
 
-def progress_line(progress: Progress) -> str:
-    resumed = f" (resumed from backup at epoch {progress.resumed_at}" if progress.resumed_at else ""
-    resumed += f" step {progress.resumed_step}" if resumed and progress.resumed_step else ""
-    if resumed and progress.resized:
-        resumed += f", saved at {progress.resized[0]} replicas, now {progress.resized[1]}"
-    resumed += ")" if resumed else ""
+def resumed_text(progress: Progress) -> str:
+    """`resumed from backup at epoch 3 step 40, saved at 4 replicas, now 3`, or "" when this attempt started fresh."""
+    if not progress.resumed_at:
+        return ""
+    text = f"resumed from backup at epoch {progress.resumed_at}"
+    text += f" step {progress.resumed_step}" if progress.resumed_step else ""
+    if progress.resized:
+        text += f", saved at {progress.resized[0]} replicas, now {progress.resized[1]}"
+    return text
+
+
+def progress_line(progress: Progress, *, resumed: bool = True) -> str:
+    """The chief's latest state: done, a step inside an epoch (`epoch 4/6 step 40/150`: the epoch under way, with
+    that step's figures), the last epoch ended, started, or waiting. `resumed` adds where this attempt resumed."""
+    suffix = f" ({resumed_text(progress)})" if resumed and progress.resumed_at else ""
     if progress.done:
         return "chief: done " + " ".join(f"{k}={v}" for k, v in progress.done.items() if k != "saved_model")
-    if progress.epochs:
-        metrics = " ".join(f"{k}={v}" for k, v in progress.metrics.items())
-        step = f" step {progress.step}/{progress.steps}" if progress.steps else ""
-        return f"chief: epoch {progress.epoch}/{progress.epochs}{step} {metrics}".rstrip() + resumed
+    if progress.steps:
+        metrics = " ".join(f"{k}={v}" for k, v in progress.step_metrics.items())
+        return (f"chief: epoch {progress.step_epoch}/{progress.epochs} step {progress.step}/{progress.steps} "
+                f"{metrics}".rstrip() + suffix)
+    if progress.epoch_lines:
+        return f"chief: {progress.epoch_lines[-1]}{suffix}"
     if progress.started:
-        return f"chief: training started ({progress.started.get('strategy', '?')}){resumed}"
+        return f"chief: training started ({progress.started.get('strategy', '?')}){suffix}"
     return "chief: waiting for training to start"
+
+
+def chief_lines(progress: Progress) -> list[str]:
+    """What the plain view shows of the chief: where it resumed, every epoch line (each once, however many
+    ended between two looks), then its latest state when that is not an epoch line already shown."""
+    lines = [f"chief: {resumed_text(progress)}"] if progress.resumed_at else []
+    lines += [f"chief: {line}" for line in progress.epoch_lines]
+    latest = progress_line(progress, resumed=False)
+    return lines if latest in lines else [*lines, latest]
 
 
 class View(Protocol):
@@ -87,7 +107,7 @@ class PlainView:
     def update(self, snapshots: list[JobSnapshot]) -> None:
         for snap in snapshots:
             lines = [job_line(snap.job), *("  pod " + pod_line(p) for p in snap.pods)]
-            lines += ["  " + progress_line(snap.progress)]
+            lines += ["  " + line for line in chief_lines(snap.progress)]
             from_status = status_progress_line(snap.job)
             if from_status:
                 lines.append("  " + from_status)
@@ -111,6 +131,7 @@ class RichView:
         self.console = Console()
         self.live = Live(console=self.console, refresh_per_second=4, transient=False)
         self.t0 = time.monotonic()
+        self.printed: set[str] = set()  # epoch lines already printed above the panel, per job
 
     def __enter__(self) -> RichView:
         self.live.start()
@@ -130,6 +151,11 @@ class RichView:
 
         panels = []
         for snap in snapshots:
+            for epoch_line in snap.progress.epoch_lines:  # every epoch line once, above the live panel
+                key = f"{snap.job['metadata']['name']}|{epoch_line}"
+                if key not in self.printed:
+                    self.printed.add(key)
+                    self.note(f"{snap.job['metadata']['name']} chief: {epoch_line}")
             table = Table(box=None, show_header=True, header_style="bold")
             for col in ("pod", "phase", "attempt", "restarts", "exit"):
                 table.add_column(col)

@@ -34,7 +34,12 @@ class Progress:
     epochs: int = 0
     step: int = 0
     steps: int = 0
+    #: The epoch the latest step line is in (the one after `epoch`), and that line's own figures.
+    step_epoch: int = 0
+    step_metrics: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, str] = field(default_factory=dict)
+    #: Every epoch line of this attempt, in order (`epoch 1/6 loss=...`): a view shows each once.
+    epoch_lines: list[str] = field(default_factory=list)
     resumed_at: int | None = None
     #: Steps of that epoch already done when it resumed (a graceful stop saves mid-epoch).
     resumed_step: int = 0
@@ -56,10 +61,14 @@ class Progress:
         elif m := _EPOCH.match(body):
             self.epoch, self.epochs = int(m.group(1)), int(m.group(2))
             self.metrics = _values(m.group(3))
-            self.step = self.steps = 0
+            self.step = self.steps = self.step_epoch = 0
+            self.step_metrics = {}
+            self.epoch_lines.append(body)
         elif m := _STEP.match(body):
             self.step, self.steps = int(m.group(1)), int(m.group(2))
-            self.metrics = {**self.metrics, **_values(m.group(5))}
+            self.step_epoch, self.epochs = int(m.group(3)), int(m.group(4))
+            self.step_metrics = _values(m.group(5))
+            self.metrics = {**self.metrics, **self.step_metrics}
         elif m := _RESUMED.match(body):
             self.resumed_at, self.resumed_step = int(m.group(1)), int(m.group(2) or 0)
         elif m := _RESIZED.match(body):
