@@ -361,10 +361,11 @@ def termination_message_file(container: Mapping[str, Any], mounts: list[tuple[st
 
 def process_spec(pod: Mapping[str, Any], container: Mapping[str, Any], env: Mapping[str, str],
                  mounts: list[tuple[str, Path]], default_cwd: Path,
-                 image: ImageDefaults = ImageDefaults()) -> ProcessSpec:
+                 image: ImageDefaults = ImageDefaults(), tmpdir: Path | None = None) -> ProcessSpec:
     """argv, full environment and cwd for one container run.
 
-    The environment is, lowest first: the kubelet's basics (base_env), the image's ENV, the pod's env.
+    The environment is, lowest first: the kubelet's basics (base_env; `tmpdir`, the pod's own temporary
+    directory, as TMPDIR in place of the host's), the image's ENV, the pod's env.
     """
     mounts = list(mounts)
     if image.workdir and all(path != image.workdir.rstrip("/") for path, _ in mounts):
@@ -386,6 +387,8 @@ def process_spec(pod: Mapping[str, Any], container: Mapping[str, Any], env: Mapp
     spec = pod.get("spec") or {}
     hostname = spec.get("hostname") or (pod.get("metadata") or {}).get("name", "")
     full_env = base_env(hostname)
+    if tmpdir is not None:
+        full_env["TMPDIR"] = str(tmpdir)
     full_env.update({k: rewrite_paths(v, mounts) for k, v in image.env.items()})
     full_env.update({k: rewrite_paths(v, mounts) for k, v in env.items()})
     cwd = default_cwd

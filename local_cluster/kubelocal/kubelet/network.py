@@ -19,6 +19,7 @@ from typing import Any
 
 from kubelocal import containers as ct
 from kubelocal.network import PodAttachment, PodNetwork, enter_argv, in_cluster_env, write_pod_files
+from kubelocal.network.enter import tmp_keeps
 from kubelocal.network.podfiles import PodFiles, pod_hostname
 from kubelocal.podtoken import PodCredentials
 
@@ -32,9 +33,13 @@ class PodProcessSpec(ct.ProcessSpec):
     netns: str = ""
     binds: tuple[tuple[Path, str], ...] = ()
     hostname: str | None = None
+    #: The pod's own temporary directory, its /tmp (host paths under /tmp it was given stay: tmp_keep).
+    tmp: Path | None = None
+    tmp_keep: tuple[str, ...] = ()
 
     def command(self, command: list[Any]) -> list[str]:
-        return _absolute(enter_argv(self.netns, self.binds, super().command(command), hostname=self.hostname))
+        return _absolute(enter_argv(self.netns, self.binds, super().command(command), hostname=self.hostname,
+                                    tmp=self.tmp, tmp_keep=self.tmp_keep))
 
 
 def _absolute(argv: list[str]) -> list[str]:
@@ -60,8 +65,9 @@ class PodNetworking:
         return att, files
 
     def pod_spec(self, spec: ct.ProcessSpec, pod: Mapping[str, Any], container: Mapping[str, Any],
-                 att: PodAttachment, files: PodFiles) -> PodProcessSpec:
-        """The container's spec entering the pod's namespaces, with the `kubernetes` Service's env and its IP."""
+                 att: PodAttachment, files: PodFiles, tmp: Path | None = None) -> PodProcessSpec:
+        """The container's spec entering the pod's namespaces, with the `kubernetes` Service's env and its IP;
+        `tmp`, the pod's own temporary directory, is its /tmp."""
         env = dict(spec.env)
         for key, value in in_cluster_env(self.net.api_ip).items():
             env.setdefault(key, value)
@@ -71,9 +77,12 @@ class PodNetworking:
                 env[var["name"]] = att.ip
         binds = tuple(files.binds())
         hostname = pod_hostname(pod)
+        keep = tuple(tmp_keeps([*spec.argv, *env.values(), str(spec.cwd), *(str(h) for _, h in spec.mounts),
+                                *(str(src) for src, _ in binds), *([str(tmp)] if tmp is not None else [])]))
         fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(ct.ProcessSpec)}
-        fields.update(env=env, argv=_absolute(enter_argv(att.netns, binds, spec.argv, hostname=hostname)))
-        return PodProcessSpec(**fields, netns=att.netns, binds=binds, hostname=hostname)
+        fields.update(env=env, argv=_absolute(enter_argv(att.netns, binds, spec.argv, hostname=hostname, tmp=tmp,
+                                                         tmp_keep=keep)))
+        return PodProcessSpec(**fields, netns=att.netns, binds=binds, hostname=hostname, tmp=tmp, tmp_keep=keep)
 
     async def detach(self, uid: str) -> None:
         """Remove the pod's namespace and free its IP (after its processes are gone)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import signal
 from collections.abc import Mapping
 from pathlib import Path
@@ -257,11 +258,18 @@ class PodRuntime(PodWorker):
         if self.network is not None:
             self.pod_ip = None
 
+    @property
+    def tmp(self) -> Path:
+        """The pod's own temporary directory (TMPDIR; on the pod network also its /tmp), removed with the pod."""
+        return self.dir / "tmp"
+
     async def _main(self) -> None:
-        """The pod's containers, then (on the pod network) its namespace removed: its processes are gone."""
+        """The pod's containers, then (on the pod network) its namespace removed and its temporary directory:
+        its processes are gone."""
         try:
             await super()._main()
         finally:
+            await asyncio.to_thread(shutil.rmtree, self.tmp, ignore_errors=True)
             if self.attached and self.network is not None:
                 self.attached = False
                 try:
@@ -301,6 +309,7 @@ class PodRuntime(PodWorker):
         volumes = ct.volume_host_paths(self.pod, self.dir, workdir)
         cwd = self.dir / "work"
         cwd.mkdir(parents=True, exist_ok=True)
+        self.tmp.mkdir(parents=True, exist_ok=True)
         for volume in self.pod["spec"].get("volumes") or []:
             host = volumes[volume["name"]]
             host.mkdir(parents=True, exist_ok=True)
@@ -325,7 +334,7 @@ class PodRuntime(PodWorker):
                 mounts.append((podtoken.MOUNT_PATH, sa_mount))
             specs[c.name] = ct.process_spec(self.pod, c.spec, env, mounts, cwd,
                                             ct.defaults_for(c.spec.get("image"), self.kubelet.images,
-                                                            self.kubelet.image))
+                                                            self.kubelet.image), tmpdir=self.tmp)
             for key, value in self.kubelet.cluster_env.items():  # host paths: never mapped into the pod's mounts
                 if key not in env and (host_side or key != "KUBECONFIG"):  # a pod on the network is in-cluster
                     specs[c.name].env[key] = value
@@ -336,7 +345,7 @@ class PodRuntime(PodWorker):
             att, pod_files = await self.network.attach(self.pod, self.dir, creds)
             self.attached, self.pod_ip = True, att.ip
             for c in self.all_containers:
-                specs[c.name] = self.network.pod_spec(specs[c.name], self.pod, c.spec, att, pod_files)
+                specs[c.name] = self.network.pod_spec(specs[c.name], self.pod, c.spec, att, pod_files, self.tmp)
             self.mark()
         return specs
 

@@ -1,5 +1,5 @@
 """Run a command inside a pod's network namespace, with the pod's files bind-mounted in a private mount
-namespace (and, given one, the pod's hostname in a private UTS namespace).
+namespace (and, given one, the pod's hostname in a private UTS namespace, and its own directory as /tmp).
 
 `enter_argv` builds the command line (nsenter, then unshare, then sh mounting the files and exec'ing the
 command), so the process the caller spawns becomes the command itself: its PID is the container's PID, and
@@ -11,18 +11,48 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 NETNS_DIR = "/run/netns"
+TMP = "/tmp"
+_UNDER_TMP = re.compile(r"(?<![\w.-])/tmp/([^/\s:;,=\'\"]+)")
+
+
+def tmp_keeps(texts: Iterable[str]) -> list[str]:
+    """The host paths under /tmp a pod is given (named in its command, env, working directory or volumes): each
+    existing `/tmp/<name>` named, so that a private /tmp still shows them at their paths. Sorted, no repeats."""
+    names = {match[1] for text in texts for match in _UNDER_TMP.finditer(text)}
+    return sorted(f"{TMP}/{name}" for name in names if os.path.lexists(f"{TMP}/{name}"))
+
+
+def private_tmp_script(tmp: Path, keeps: Sequence[str]) -> list[str]:
+    """Shell lines that make `tmp` the namespace's /tmp, each of `keeps` (host paths under /tmp) still at its
+    path: bound onto a mount point of the same name inside `tmp` first, then `tmp` with them over /tmp. The
+    mount points are made here, on the host, as empty directories or files in `tmp`."""
+    lines = []
+    for keep in keeps:
+        rel = Path(keep).relative_to(TMP)
+        point = tmp / rel
+        if Path(keep).is_dir():
+            point.mkdir(parents=True, exist_ok=True)
+        else:
+            point.parent.mkdir(parents=True, exist_ok=True)
+            point.touch(exist_ok=True)
+        lines.append(f"mount --bind {shlex.quote(keep)} {shlex.quote(str(point))}")
+    lines.append(f"mount --rbind {shlex.quote(str(tmp.resolve()))} {TMP}")
+    return lines
 
 
 def enter_argv(
-    netns: str, binds: Sequence[tuple[str | Path, str]], command: Sequence[str], *, hostname: str | None = None
+    netns: str, binds: Sequence[tuple[str | Path, str]], command: Sequence[str], *, hostname: str | None = None,
+    tmp: Path | None = None, tmp_keep: Sequence[str] = (),
 ) -> list[str]:
-    """argv that runs `command` in netns `netns` with each (host path, pod path) bind-mounted over the pod path."""
+    """argv that runs `command` in netns `netns` with each (host path, pod path) bind-mounted over the pod path;
+    given `tmp`, that directory is its /tmp (with the host paths of `tmp_keep` still at their paths)."""
     if not command:
         raise ValueError("command: empty (give the program to run in the pod)")
     script = ["set -e"]
@@ -41,6 +71,8 @@ def enter_argv(
                           '[ -n "$run_tmpfs" ] || { mount -t tmpfs -o mode=755 tmpfs /run; run_tmpfs=1; };; esac; '
                           f'mkdir -p {q}; fi')
         script.append(f"mount --bind {shlex.quote(str(src_path.resolve()))} {shlex.quote(dst)}")
+    if tmp is not None:
+        script += private_tmp_script(tmp, tmp_keep)
     if hostname:
         script.append(f"printf %s {shlex.quote(hostname)} > /proc/sys/kernel/hostname")  # this UTS namespace's
     script.append('exec "$@"')
