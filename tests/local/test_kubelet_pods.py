@@ -275,6 +275,24 @@ def test_a_container_a_fault_killed_says_who_killed_it_and_restarts(cluster: Loc
     assert main_status(pod)["restartCount"] == 1
 
 
+def test_a_container_over_its_memory_limit_is_oom_killed_by_the_kernel_and_says_so(cluster: LocalClusterThread,
+                                                                                   core: Core) -> None:
+    memory = cluster.kubelet.memory
+    if not memory.enforced:
+        pytest.skip(f"memory limits {memory.why}")
+    hog = "print('allocating', flush=True); block = bytearray(400 * 2**20); print('not reached')"
+    limit = {"container": {"resources": {"limits": {"memory": "64Mi"}}}}
+    name = create(core, python_pod(unique("oom"), hog, **limit))
+    within = create(core, python_pod(unique("fits"), "block = bytearray(8 * 2**20)", **limit))
+    pod = wait_until(phase_is(core, name, "Succeeded", "Failed"), what=f"{name} to finish")
+    terminated = main_status(pod)["state"]["terminated"]
+    assert (pod["status"]["phase"], terminated["exitCode"], terminated["reason"]) == ("Failed", 137, "OOMKilled")
+    assert core.read_namespaced_pod_log(name, "default") == "allocating\n"
+    assert wait_until(phase_is(core, within, "Succeeded", "Failed"), what=f"{within} to finish")["status"][
+        "phase"] == "Succeeded"
+    assert memory.base is not None and not list(memory.base.glob(f"{pod['metadata']['uid']}_*"))  # gone with it
+
+
 def test_init_containers_run_first_and_share_the_pod_volumes(core: Core) -> None:
     body = python_pod(unique("init"), "print(open('/shared/init.txt').read())",
                       volumes=[{"name": "shared", "emptyDir": {}}],

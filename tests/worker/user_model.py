@@ -61,3 +61,19 @@ def data_without_validation() -> Splits:
     """`data` without the validation split: every forward pass is a training step (build_stalling counts them)."""
     splits = data()
     return Splits(train=splits.train, val=None, test=splits.test)
+
+
+def build_hungry() -> keras.Model:
+    """`build`, except that worker $HOG_WORKER_INDEX first fills $HOG_MIB MiB of memory, 64 MiB at a time, and
+    keeps it: a model or input pipeline too big for its container's memory limit, as the OOM killer sees it."""
+    import json
+    import os
+
+    import numpy as np
+
+    task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
+    if str(task.get("index")) == os.environ.get("HOG_WORKER_INDEX"):
+        print(f"[user_model] filling {os.environ['HOG_MIB']} MiB", flush=True)
+        kept = [np.ones(64 << 20, dtype=np.uint8) for _ in range(int(os.environ["HOG_MIB"]) // 64)]
+        print(f"[user_model] kept {len(kept) * 64} MiB", flush=True)
+    return build()

@@ -19,8 +19,9 @@ from kubelocal import containers as ct
 from kubelocal.kubeclient import now_rfc3339
 from kubelocal.lifeline import ChildProcess, Lifeline, spawn
 
+from .cgroups import ContainerCgroup
 from .logs import termination_message
-from .rules import KILLED_REASON, START_ERROR_EXIT, exit_code, terminated_reason
+from .rules import KILLED_REASON, OOM_KILLED_REASON, START_ERROR_EXIT, exit_code, terminated_reason
 
 
 @dataclass
@@ -40,6 +41,8 @@ class Run:
     forced_reason: str | None = None
     forced_message: str | None = None
     termination_file: Path | None = None
+    #: The cgroup that holds the run to its memory limit (None: no limit, or limits not enforced here).
+    cgroup: ContainerCgroup | None = None
     #: The containerID when no process carries the run (a simulated pod's); else `process://<pid>`.
     runtime_id: str | None = None
     exited: asyncio.Event = field(default_factory=asyncio.Event)
@@ -126,19 +129,21 @@ class Container:
         return self.runs[-1]
 
 
-def start_process(c: Container, spec: ct.ProcessSpec, log_dir: Path, lifeline: Lifeline) -> Run:
-    """Start the container's next run as a process (its own group, output to the run's log); a run that could
-    not start is already terminated, StartError."""
+def start_process(c: Container, spec: ct.ProcessSpec, log_dir: Path, lifeline: Lifeline,
+                  cgroup: ContainerCgroup | None = None) -> Run:
+    """Start the container's next run as a process (its own group, output to the run's log, in `cgroup` when it
+    has a memory limit); a run that could not start is already terminated, StartError."""
     restart = len(c.runs)
     run = Run(restart=restart, log_path=log_dir / f"{restart}.log", started_at=now_rfc3339(),
-              termination_file=spec.termination_file)
+              termination_file=spec.termination_file, cgroup=cgroup)
     if spec.termination_file is not None:
         # Each run starts with no message, so a restart never reports its predecessor's.
         spec.termination_file.parent.mkdir(parents=True, exist_ok=True)
         spec.termination_file.unlink(missing_ok=True)
     with run.log_path.open("ab") as log_file:
         try:
-            proc = spawn(spec.argv, cwd=spec.cwd, env=spec.env, stdout=log_file, lifeline=lifeline)
+            argv = cgroup.wrap(spec.argv) if cgroup is not None else spec.argv
+            proc = spawn(argv, cwd=spec.cwd, env=spec.env, stdout=log_file, lifeline=lifeline)
         except OSError as exc:
             run.code, run.reason, run.finished_at = START_ERROR_EXIT, "StartError", now_rfc3339()
             run.message = f"failed to start container process: exec: {spec.argv[0]!r}: {exc.strerror}"
@@ -161,6 +166,8 @@ async def wait_process(c: Container, run: Run, lifeline: Lifeline) -> int:
         run.finished_at = now_rfc3339()
         forced = bool(run.forced_reason) and returncode < 0
         run.reason = run.forced_reason if forced else terminated_reason(run.code)
+        if run.cgroup is not None and run.code and run.cgroup.oom_kills():
+            run.reason, forced = OOM_KILLED_REASON, False  # the kernel's OOM killer acted in its cgroup
         run.message = (run.forced_message if forced else None) or termination_message(
             run.termination_file, run.log_path, run.code, c.spec.get("terminationMessagePolicy")) or None
     finally:
@@ -169,6 +176,8 @@ async def wait_process(c: Container, run: Run, lifeline: Lifeline) -> int:
         # Like a container's PID 1 exiting: whatever the process left in its group goes too.
         killpg(proc.pid, signal.SIGKILL)
         lifeline.forget(proc.pid)
+        if run.cgroup is not None:
+            run.cgroup.remove()  # still busy: removed with the kubelet's cgroup
         run.exited.set()  # also when cancelled at shutdown, so no log follower waits forever
     return run.code
 

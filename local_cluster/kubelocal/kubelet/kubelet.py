@@ -25,6 +25,7 @@ from kubelocal.lifeline import ChildProcess, Lifeline
 from kubelocal.nodes import is_simulated
 
 from . import faults
+from .cgroups import MemoryCgroups
 from .container import killpg
 from .logs import read_log
 from .network import PodNetworking
@@ -86,6 +87,8 @@ class ProcessKubelet:
         self.processes: dict[int, ChildProcess] = {}
         #: Kills every pod's process group if this process dies without stopping them (e.g. SIGKILLed).
         self.lifeline = Lifeline()
+        #: Where containers with resources.limits.memory get their cgroup (made at start), or why they do not.
+        self.memory = MemoryCgroups(None, 0, "not enforced: the kubelet has not started")
         self.lost_nodes: set[str] = set()
         self._runtimes: dict[str, PodWorker] = {}
         self._retired: list[PodWorker] = []  # forgotten runtimes whose tasks may still be winding down
@@ -111,6 +114,8 @@ class ProcessKubelet:
         """Register the declared nodes (Ready), then start serving pods."""
         self._loop = asyncio.get_running_loop()
         self.lifeline.start()
+        self.memory = MemoryCgroups.detect()
+        (log.info if self.memory.enforced else log.warning)("memory limits: %s", self.memory.why)
         await self.node_status.ensure_lease_namespace()
         await self.node_status.register_all(self.declared_nodes)
         names = [node["metadata"]["name"] for node in self.declared_nodes if not is_simulated(node)]
@@ -144,6 +149,10 @@ class ProcessKubelet:
         for pid in list(self.processes):
             killpg(pid, signal.SIGKILL)
         self.lifeline.close()
+        for _ in range(20):  # the killed processes leave their cgroups as the kernel finishes them
+            if self.memory.close():
+                break
+            await asyncio.sleep(0.1)
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)

@@ -24,6 +24,7 @@ from kubelocal.lifeline import ChildProcess, Lifeline
 from kubelocal.network import IpamExhausted, NetworkError
 from kubelocal.resources import node_allocatable
 
+from .cgroups import MemoryCgroups, memory_limit
 from .container import Container, Run, killpg, start_process, wait_process
 from .network import PodNetworking
 from .pod_status import StatusManager
@@ -52,6 +53,7 @@ class KubeletHost(Protocol):
     images: dict[str, ct.ImageDefaults]
     cluster_env: dict[str, str]
     network: PodNetworking | None
+    memory: MemoryCgroups
 
     @property
     def node_objects(self) -> dict[str, dict[str, Any]]: ...
@@ -351,7 +353,9 @@ class PodRuntime(PodWorker):
 
     def _start_run(self, c: Container) -> Run:
         spec = self.specs[c.name]
-        run = start_process(c, spec, self.dir / "logs" / c.name, self.kubelet.lifeline)
+        limit = memory_limit(c.spec)
+        cgroup = self.kubelet.memory.create(f"{self.uid}_{c.name}_{len(c.runs)}", limit) if limit else None
+        run = start_process(c, spec, self.dir / "logs" / c.name, self.kubelet.lifeline, cgroup)
         if run.proc is None:
             return run  # StartError
         self.kubelet.processes[run.pid] = run.proc

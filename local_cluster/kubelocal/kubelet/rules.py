@@ -14,6 +14,8 @@ START_ERROR_EXIT = 128
 #: The reason of a container that a signal sent by the kubelet itself (the grace period ran out) or by a fault
 #: injection ended; its message says who and why. A container runtime would say Error: only the kubelet knows.
 KILLED_REASON = "Killed"
+#: The reason of a container in whose cgroup the kernel's OOM killer acted (it went over its memory limit).
+OOM_KILLED_REASON = "OOMKilled"
 
 
 def exit_code(returncode: int) -> int:

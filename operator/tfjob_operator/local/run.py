@@ -225,6 +225,7 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
         operator = start_operator(kubeconfig, workdir, addressing="dns" if network else "loopback",
                                   netns_path=network.netns_path if network else None)
         view.note(f"control plane at {cluster.url} (kubectl --kubeconfig {kubeconfig}); operator pid {operator.pid}")
+        view.note(f"memory limits {cluster.kubelet.memory.why}")
         try:
             clients = connect(str(kubeconfig))
             for job in jobs:

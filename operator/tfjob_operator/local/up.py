@@ -75,6 +75,7 @@ def _banner(cluster: LocalCluster, kubeconfig: Path) -> str:
         + (f"Pod network: each pod has its own IP (10.244.0.0/16) and cluster DNS (10.96.0.10); in-cluster "
            f"clients reach the API at https://10.96.0.1:443 ({cluster.network.net.netns})\n" if cluster.network
            else f"No pod network ({cluster.pod_network_reason}): pods share this machine's network\n") +
+        f"Memory limits (resources.limits.memory): {cluster.kubelet.memory.why}\n"
         f"Kubeconfig written to {kubeconfig}; use it with:\n"
         f"  export KUBECONFIG={kubeconfig}\n"
         f"  kubectl get nodes\n"
