@@ -293,6 +293,16 @@ def test_a_container_over_its_memory_limit_is_oom_killed_by_the_kernel_and_says_
     assert memory.base is not None and not list(memory.base.glob(f"{pod['metadata']['uid']}_*"))  # gone with it
 
 
+@pytest.mark.parametrize("limits", [{}, {"memory": "64Mi"}], ids=["no-limit", "memory-limit"])
+def test_a_command_that_does_not_exist_fails_to_start_as_start_error(core: Core, limits: dict[str, str]) -> None:
+    container = {"command": ["no-such-trainer", "--epochs", "1"], "resources": {"limits": limits}}
+    name = create(core, python_pod(unique("nocmd"), "", container=container))
+    pod = wait_until(phase_is(core, name, "Succeeded", "Failed"), what=f"{name} to finish")
+    terminated = main_status(pod)["state"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (128, "StartError")
+    assert terminated["message"].startswith("failed to start container process: exec: 'no-such-trainer'")
+
+
 def test_init_containers_run_first_and_share_the_pod_volumes(core: Core) -> None:
     body = python_pod(unique("init"), "print(open('/shared/init.txt').read())",
                       volumes=[{"name": "shared", "emptyDir": {}}],

@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -64,6 +65,14 @@ class ContainerCgroup:
     def remove(self) -> bool:
         """Remove the cgroup once its processes are gone; False while some remain (removed with the base)."""
         return _rmdir(self.path)
+
+
+def startable(command: str, env: Mapping[str, str], cwd: Path) -> bool:
+    """The command names an executable file, found as exec finds it (a path, or on the environment's PATH)."""
+    if "/" in command:
+        path = Path(command) if os.path.isabs(command) else cwd / command
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(command, path=env.get("PATH", os.defpath)) is not None
 
 
 def read_counter(text: str, key: str) -> int:

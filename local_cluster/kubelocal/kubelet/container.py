@@ -19,7 +19,7 @@ from kubelocal import containers as ct
 from kubelocal.kubeclient import now_rfc3339
 from kubelocal.lifeline import ChildProcess, Lifeline, spawn
 
-from .cgroups import ContainerCgroup
+from .cgroups import ContainerCgroup, startable
 from .logs import termination_message
 from .rules import KILLED_REASON, OOM_KILLED_REASON, START_ERROR_EXIT, exit_code, terminated_reason
 
@@ -142,7 +142,10 @@ def start_process(c: Container, spec: ct.ProcessSpec, log_dir: Path, lifeline: L
         spec.termination_file.unlink(missing_ok=True)
     with run.log_path.open("ab") as log_file:
         try:
-            argv = cgroup.wrap(spec.argv) if cgroup is not None else spec.argv
+            argv = spec.argv
+            # A command that cannot start is not wrapped: it fails here, as StartError, not in the wrapper's shell.
+            if cgroup is not None and startable(spec.argv[0], spec.env, spec.cwd):
+                argv = cgroup.wrap(spec.argv)
             proc = spawn(argv, cwd=spec.cwd, env=spec.env, stdout=log_file, lifeline=lifeline)
         except OSError as exc:
             run.code, run.reason, run.finished_at = START_ERROR_EXIT, "StartError", now_rfc3339()
