@@ -7,12 +7,13 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tfjob_operator import constants
+from tfjob_operator import constants, kubeyaml
 from tfjob_operator.api import TFJob
 from tfjob_operator.gang.backends import backend_for, backend_names
 from tfjob_operator.limits import MAX_DEPTH
@@ -28,6 +29,11 @@ MAX_FILE_BYTES = 3 * 1024 * 1024
 
 def load_manifests(path: str) -> list[Any]:
     """YAML documents of a file (`-` for stdin), empty documents skipped; InvalidSpec when it cannot be read."""
+    return [doc for doc in parse_manifests(*read_manifest_text(path)) if doc is not None]
+
+
+def read_manifest_text(path: str) -> tuple[str, str]:
+    """(the text of a file, `-` for stdin; how messages name it); InvalidSpec when it cannot be read as text."""
     where = "(stdin)" if path == "-" else path
     try:
         with (open(sys.stdin.fileno(), "rb", closefd=False) if path == "-" else open(path, "rb")) as f:
@@ -37,14 +43,18 @@ def load_manifests(path: str) -> list[Any]:
     if len(raw) > MAX_FILE_BYTES:
         raise InvalidSpec([f"{where}: larger than {MAX_FILE_BYTES // 2**20} MiB (the API server's request limit)"])
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8"), where
     except UnicodeDecodeError as exc:
         raise InvalidSpec([f"{where}: not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x}); "
                            "save the file as UTF-8"]) from None
+
+
+def parse_manifests(text: str, where: str) -> list[Any]:
+    """Every YAML document of `text`, empty ones as None, read as kubectl reads them; InvalidSpec naming the line."""
     try:
         if _nested_deeper_than(text, MAX_DEPTH):
             raise RecursionError  # refused before PyYAML's recursive composer meets it
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        return kubeyaml.load_all(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -81,9 +91,37 @@ def _doc_name(doc: Any, index: int) -> str:
     return str(name) if readable else f"(document {index + 1})"
 
 
-def read_tfjobs(path: str, namespace: str | None = None) -> list[TFJob]:
-    """Every TFJob in a file, validated; InvalidSpec carries all messages prefixed by the job's name."""
+@dataclass
+class Manifests:
+    """A file's TFJobs, validated, and its objects of other kinds (a ConfigMap with the script), as written."""
+
+    jobs: list[TFJob]
+    others: list[dict[str, Any]]
+
+
+def is_tfjob_document(doc: dict[str, Any]) -> bool:
+    """A document read as a TFJob (and refused if it is not one): kind TFJob, no kind, or a tfjob.dev apiVersion."""
+    kind, api_version = doc.get("kind"), doc.get("apiVersion")
+    return (not isinstance(kind, str) or not kind or kind == constants.KIND
+            or (isinstance(api_version, str) and api_version.split("/")[0] == constants.GROUP))
+
+
+def _other_kind_messages(name: str, doc: dict[str, Any]) -> list[str]:
+    # What kubectl itself refuses before sending: no apiVersion, no name.
+    meta = doc.get("metadata")
+    messages = []
+    if not isinstance(doc.get("apiVersion"), str) or not doc["apiVersion"]:
+        messages.append(f"{name}: apiVersion: required (a {doc['kind']} needs one, e.g. v1)")
+    if not isinstance(meta, dict) or not (isinstance(meta.get("name"), str) and meta["name"]):
+        messages.append(f"{name}: metadata.name: required (give the {doc['kind']} a name)")
+    return messages
+
+
+def read_manifests(path: str, namespace: str | None = None) -> Manifests:
+    """Every document of a file: TFJobs validated, other kinds kept as kubectl would send them; InvalidSpec
+    carries all messages prefixed by the document's name."""
     jobs: list[TFJob] = []
+    others: list[dict[str, Any]] = []
     messages: list[str] = []
     seen: dict[tuple[str, str], int] = {}
     for index, doc in enumerate(load_manifests(path)):
@@ -91,6 +129,11 @@ def read_tfjobs(path: str, namespace: str | None = None) -> list[TFJob]:
         if not isinstance(doc, dict):
             what = type(doc).__name__.replace("str", "string").replace("dict", "mapping")
             messages.append(f"{name}: a TFJob must be a YAML mapping, got a {what}")
+            continue
+        if not is_tfjob_document(doc):
+            messages.extend(problems := _other_kind_messages(name, doc))
+            if not problems:
+                others.append(doc)
             continue
         if doc.get("apiVersion") == constants.KUBEFLOW_API_VERSION:
             print(f"note: {name}: read {constants.KUBEFLOW_API_VERSION} "
@@ -114,21 +157,34 @@ def read_tfjobs(path: str, namespace: str | None = None) -> list[TFJob]:
         raise InvalidSpec(messages)
     if not jobs:
         raise InvalidSpec([f"{path}: no TFJob found in the file"])
-    return jobs
+    return Manifests(jobs, others)
+
+
+def read_tfjobs(path: str, namespace: str | None = None) -> list[TFJob]:
+    """Every TFJob in a file, validated, for the commands that take TFJobs only (`tfjob submit`)."""
+    found = read_manifests(path, namespace)
+    if found.others:
+        raise InvalidSpec([f"{_doc_name(doc, 0)}: kind: {doc['kind']!r} is not a TFJob; this command creates "
+                           "TFJobs only (create the others with kubectl apply -f)" for doc in found.others])
+    return found.jobs
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     try:
-        jobs = read_tfjobs(args.file, args.namespace)
+        found = read_manifests(args.file, args.namespace)
     except InvalidSpec as exc:
         return _refuse(exc)
+    jobs = found.jobs
     if args.gang is not None:
         if args.gang not in backend_names():
             print(f"error: --gang {args.gang}: unknown gang backend (choose one of {', '.join(backend_names())})",
                   file=sys.stderr)
             return EXIT_INVALID
     options = RenderOptions(cluster_domain=args.cluster_domain)
-    objects: list[dict[str, Any]] = []
+    objects: list[dict[str, Any]] = list(found.others)  # first, as `tfjob local` creates them before the jobs
+    for index, doc in enumerate(found.others):
+        print(f"note: {doc['kind']} {_doc_name(doc, index)} is not a TFJob: printed as it is, before the "
+              "rendered objects", file=sys.stderr)
     for job in jobs:
         job.metadata.namespace = job.namespace
         rendered = render(job, options)
@@ -147,9 +203,8 @@ def cmd_render(args: argparse.Namespace) -> int:
             return _refuse(exc)
         gang = apply_backend(backend, job, rendered.pods)
         objects.extend([rendered.service, *gang.groups, *gang.pods])
-    # libyaml's emitter when present: the pure-Python one takes ~40 s for a 1000-pod job (46 MB of TF_CONFIG).
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    sys.stdout.write(yaml.dump_all(objects, Dumper=dumper, sort_keys=False, width=110))
+    # libyaml's emitter (kubeyaml's dumper): the pure-Python one takes ~40 s for a 1000-pod job (46 MB of TF_CONFIG).
+    sys.stdout.write(kubeyaml.dump_all(objects))
     return 0
 
 
@@ -178,9 +233,11 @@ def cmd_local(args: argparse.Namespace) -> int:
         return int(run_local_up(port=args.port, kubeconfig=kubeconfig, nodes=args.nodes, workdir=Path(args.workdir),
                                 kubeflow=args.kubeflow, sim_speed=args.sim_speed, pod_network=args.pod_network))
     try:
-        jobs = read_tfjobs(args.target)
+        found = read_manifests(args.target)
     except InvalidSpec as exc:
         return _refuse(exc)
+    jobs = found.jobs
+    from tfjob_operator.kube import KubeError
     from tfjob_operator.local.run import LocalRunOptions, run_local, stall_needs_a_timeout
 
     if args.restore_node_after is not None and args.lose_node_after is None:
@@ -199,40 +256,38 @@ def cmd_local(args: argparse.Namespace) -> int:
                               heal_partition_after=args.heal_partition_after, pod_network=args.pod_network,
                               lose_node_after=args.lose_node_after, restore_node_after=args.restore_node_after,
                               preempt_worker_after=args.preempt_worker_after,
-                              port=args.port, live=False if args.plain else None)
+                              port=args.port, live=False if args.plain else None, objects=found.others)
     try:
         return run_local(jobs, options)
     except ValueError as exc:  # no pod network where one is needed (--pod-network on, --partition-worker-after)
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
+    except KubeError as exc:  # the plane refused an object of the file (a ConfigMap, the TFJob)
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CLUSTER
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Print the files' manifests as tfjob.dev/v1; changes and differences to stderr. Nothing printed if any is bad."""
-    from tfjob_operator.migrate import migrate_document
+    from tfjob_operator.migrate import migrate_file
 
-    out: list[dict[str, Any]] = []
+    out: list[str] = []
     notes: list[str] = []
     problems: list[str] = []
     for path in args.files:
         try:
-            docs = load_manifests(path)
+            text, where = read_manifest_text(path)
+            docs = parse_manifests(text, where)
         except InvalidSpec as exc:
             problems.extend(exc.messages)
             continue
-        for index, doc in enumerate(docs):
-            name = f"{path}: {_doc_name(doc, index)}"
-            if not isinstance(doc, dict):
-                problems.append(f"{name}: a document must be a YAML mapping")
-                continue
-            try:
-                migrated = migrate_document(doc)
-            except InvalidSpec as exc:
-                problems.extend(f"{name}: {m}" for m in exc.messages)
-                continue
-            out.append(migrated.doc)
-            notes.extend(f"{name}: changed: {c}" for c in migrated.changes)
-            notes.extend(f"{name}: differs: {d}" for d in migrated.differences)
+        names = [f"{path}: {_doc_name(doc, index)}" for index, doc in enumerate(docs)]
+        migrated, file_notes, file_problems = migrate_file(text, docs, names)
+        problems += file_problems
+        notes += file_notes
+        if out and not re.match(r"(\s*#.*\n|\s*\n)*---", migrated):
+            out.append("---\n")  # the next file's first document, in one stream
+        out.append(migrated if migrated.endswith("\n") or not migrated else migrated + "\n")
     if problems:
         print("error: nothing was migrated:", file=sys.stderr)
         for problem in problems:
@@ -240,7 +295,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     for note in notes:
         print(note, file=sys.stderr)
-    sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=110, allow_unicode=True))
+    sys.stdout.write("".join(out))
     return 0
 
 

@@ -133,6 +133,33 @@ def submit(clients: Clients, job: TFJob) -> dict[str, Any]:
     return dict(result)
 
 
+def create_object(clients: Clients, obj: dict[str, Any]) -> dict[str, Any]:
+    """Create an object of any kind the API server serves (a ConfigMap beside a TFJob in one file), found by
+    discovery as kubectl finds it; returns what the API server stored."""
+    api_version, kind = str(obj["apiVersion"]), str(obj["kind"])
+    meta = obj.get("metadata") or {}
+    what = f"{kind.lower()}/{meta.get('name') or meta.get('generateName')}"
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    try:
+        served = clients.kube.request_sync("GET", base)
+    except KubeError as exc:
+        if exc.status != 404:
+            raise _explain(exc, "create", what, clients.namespace) from None
+        served = {}
+    resource = next((r for r in served.get("resources") or [] if r.get("kind") == kind and "/" not in r["name"]), None)
+    if resource is None:
+        raise KubeError(404, "GET", base, None, what=f"create {what}",
+                        detail=f"the API server serves no {kind} in {api_version}",
+                        hint="install what serves it (its CRD) first, or remove it from the file")
+    namespace = str(meta.get("namespace") or clients.namespace)
+    path = f"{base}/namespaces/{namespace}/{resource['name']}" if resource.get("namespaced") else \
+        f"{base}/{resource['name']}"
+    try:
+        return dict(clients.kube.request_sync("POST", path, obj))
+    except KubeError as exc:
+        raise exc.explained(f"create {what}", "fix the field it names" if exc.status == 422 else None) from None
+
+
 def get_job(clients: Clients, name: str, api: ApiGroup | None = None) -> dict[str, Any]:
     """The job named `name` in API `api`; with none, in ours, else in Kubeflow's (see API_CHOICES)."""
     namespace = clients.namespace

@@ -61,6 +61,8 @@ def _friendly(error: Mapping[str, Any]) -> str:
         return f"must be ≥ {ctx.get('ge')}, got {_short(got)}"
     if kind == "missing":
         return "required field is missing"
+    if kind == "int_parsing_size":  # kubectl sends an integer past int64 as a float (kubeyaml)
+        return f"must be an integer that fits in 64 bits, got {_short(got)}"
     if kind == "value_error":  # our own validators' words (api._json_int ...) are already a sentence
         return str(error["msg"]).removeprefix("Value error, ")
     return f"{error['msg']} (got {_short(got)})"

@@ -1,9 +1,12 @@
 """Kubeflow's way of writing a MultiWorkerMirroredStrategy TFJob (kubeflow.org/v1, examples/kubeflow/) trains
-unchanged with the operator serving the Kubeflow API: kubectl apply, kubectl get tfjobs.kubeflow.org, logs."""
+unchanged with the operator serving the Kubeflow API: kubectl apply, kubectl get tfjobs.kubeflow.org, logs; and
+the same file (a ConfigMap and the TFJob) trains under `tfjob local`."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,3 +42,22 @@ def test_kubeflow_mwms_example_trains_to_90_percent_and_kubectl_shows_its_state(
         assert accuracy and float(accuracy[-1]) >= 0.9, (worker, accuracy)
     saved = local.workdir / "cluster" / "volumes" / "default" / "strategy-volume" / "saved_model"
     assert (saved / "saved_model.pb").exists()
+
+
+@pytest.mark.timeout(330)
+def test_tfjob_local_creates_the_files_configmap_first_and_trains_the_job(tmp_path: Path) -> None:
+    """The same file under `tfjob local`: the ConfigMap (the script) is created before the TFJob, whose pods
+    mount it, and the job trains (read as tfjob.dev/v1, no Kubeflow API needed)."""
+    result = subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "local", str(EXAMPLE), "--plain",
+                             "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    created = [i for i, line in enumerate(lines) if line.endswith(" created")]
+    assert [lines[i].split()[-2] for i in created] == ["configmap/mnist-mwms-script", "tfjob.tfjob.dev/mnist-mwms"]
+    assert "TFJob mnist-mwms: Succeeded" in result.stdout
+    logs = sorted(tmp_path.glob("pods/default_mnist-mwms-worker-*/logs/tensorflow/0.log"))
+    assert len(logs) == 2, logs
+    for log in logs:
+        accuracy = re.findall(r"test_accuracy=([0-9.]+)", log.read_text())
+        assert accuracy and float(accuracy[-1]) >= 0.9, (log, accuracy)
+    assert (tmp_path / "volumes" / "default" / "strategy-volume" / "saved_model" / "saved_model.pb").is_file()

@@ -14,11 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import kubernetes_validate
-import yaml
 
 from kubelocal.apiserver.objects import pod_validation_errors
 from kubelocal.apiserver.schema import check_object, core_schema, validate_metadata
-from tfjob_operator import crd, limits
+from tfjob_operator import cli, crd, kubeyaml, limits
 
 KUBERNETES_VERSION = "1.37.0"
 _CRD_SCHEMA = crd.generate()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
@@ -73,18 +72,24 @@ def object_refusals(obj: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+#: What `tfjob render` makes of a TFJob; objects of other kinds in the file are printed as written, unjudged.
+RENDERED_KINDS = ("Service", "Pod")
+
+
 def rendered_refusals(stdout: str) -> list[str]:
-    """Refusals for every object `tfjob render` printed."""
+    """Refusals for every object `tfjob render` rendered (read back as kubectl would read its output)."""
     out: list[str] = []
-    for obj in yaml.safe_load_all(stdout):
-        if obj is not None:
+    for obj in kubeyaml.load_all(stdout):
+        if obj is not None and obj.get("kind") in RENDERED_KINDS:
             out += [f"{obj['kind']}/{obj['metadata']['name']}: {e}" for e in object_refusals(obj)]
     return out
 
 
 def input_documents(raw: bytes) -> list[Any]:
-    """The documents of a manifest that `tfjob render` accepted (it must have been readable)."""
-    return [d for d in yaml.safe_load_all(raw.decode()) if d is not None]
+    """The TFJobs of a manifest that `tfjob render` accepted (it must have been readable), as kubectl sends them;
+    documents of other kinds, which render passes through, are not TFJobs for the API server to judge."""
+    docs = [d for d in kubeyaml.load_all(raw.decode()) if d is not None]
+    return [d for d in docs if not isinstance(d, dict) or cli.is_tfjob_document(d)]
 
 
 def refusal_problems(stdout: str, stderr: str) -> list[str]:

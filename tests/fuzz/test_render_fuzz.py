@@ -100,9 +100,11 @@ REPRODUCERS = {
     "same-job-twice": ((GOOD + "---\n" + GOOD).encode(), "documents 1 and 2 are the same TFJob default/mnist"),
     "10000-workers": (GOOD.replace("replicas: 2", "replicas: 10000").encode(),
                       "spec.tfReplicaSpecs.Worker.replicas: must be ≤ 1000, got 10000"),
+    # kubectl reads an integer past int64 as a float (tfjob_operator.kubeyaml), and so does render.
     "replicas-2-to-the-63": (GOOD.replace("replicas: 2", "replicas: 9223372036854775808").encode(),
-                             "must be ≤ 1000, got 9223372036854775808"),
-    "replicas-10-to-the-30": (GOOD.replace("replicas: 2", f"replicas: {10**30}").encode(), "must be ≤ 1000"),
+                             "replicas: must be an integer that fits in 64 bits, got 9.223372036854776e+18"),
+    "replicas-10-to-the-30": (GOOD.replace("replicas: 2", f"replicas: {10**30}").encode(),
+                              "replicas: must be an integer that fits in 64 bits, got 1e+30"),
     "env-as-mapping": (GOOD.replace("image: tf:1", "image: tf:1\n            env: {A: b}").encode(),
                        "containers[0].env: must be an array"),
     "ports-5": (GOOD.replace("image: tf:1", "image: tf:1\n            ports: 5").encode(),

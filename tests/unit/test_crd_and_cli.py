@@ -140,3 +140,32 @@ def test_crd_command_prints_the_checked_in_crd() -> None:
     result = tfjob_cli("crd")
     assert result.returncode == 0
     assert result.stdout == (ROOT / "crds" / "tfjob.yaml").read_text()
+
+
+def test_render_passes_other_kinds_through_first_and_says_so() -> None:
+    """examples/kubeflow/mnist-mwms.yaml: a ConfigMap (the script) and the TFJob in one file."""
+    path = ROOT / "examples" / "kubeflow" / "mnist-mwms.yaml"
+    result = tfjob_cli("render", str(path))
+    assert result.returncode == 0, result.stderr
+    objects = list(yaml.safe_load_all(result.stdout))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("ConfigMap", "mnist-mwms-script"), ("Service", "mnist-mwms"), ("Pod", "mnist-mwms-worker-0"),
+        ("Pod", "mnist-mwms-worker-1")]
+    assert objects[0] == next(yaml.safe_load_all(path.read_text()))  # as written, its script a block again
+    assert "  train.py: |\n    import argparse\n" in result.stdout
+    assert "note: ConfigMap mnist-mwms-script is not a TFJob: printed as it is" in result.stderr
+
+
+def test_render_refuses_another_kind_without_a_name_and_a_tfjob_dev_kind_it_does_not_know() -> None:
+    good = (ROOT / "examples" / "mnist-cpu.yaml").read_text()
+    result = tfjob_cli("render", "-", stdin=good + "---\napiVersion: v1\nkind: ConfigMap\ndata: {a: b}\n---\n"
+                       "apiVersion: tfjob.dev/v1\nkind: TFJobs\nmetadata: {name: typo}\n")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert "(document 2): metadata.name: required (give the ConfigMap a name)" in result.stderr
+    assert "typo: kind: 'TFJobs' is not a TFJob" in result.stderr
+
+
+def test_submit_says_it_creates_tfjobs_only_for_a_file_with_other_kinds() -> None:
+    result = tfjob_cli("submit", str(ROOT / "examples" / "kubeflow" / "mnist-mwms.yaml"))
+    assert result.returncode == 2 and "mnist-mwms-script: kind: 'ConfigMap' is not a TFJob" in result.stderr
+    assert "create the others with kubectl apply -f" in result.stderr

@@ -91,3 +91,85 @@ def test_other_kinds_in_the_file_pass_through(tmp_path: Path, capsys: pytest.Cap
     config: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}}
     code, out, _ = run(capsys, write(tmp_path, "all.yaml", KUBEFLOW_JOB + "---\n" + yaml.safe_dump(config)))
     assert code == 0 and list(yaml.safe_load_all(out))[1] == config
+
+
+COMMENTED = """\
+# A Kubeflow job, as exported
+apiVersion: kubeflow.org/v1   # the old API
+kind: TFJob
+metadata:
+  name: dist-mnist   # the name
+  resourceVersion: "99"   # server-set, removed with its line
+  # about the uid
+  uid: "1f2e"
+# the spec
+spec:
+  runPolicy:
+    managedBy: kubeflow.org/training-operator   # Kubeflow's, removed with its line
+    # three tries
+    backoffLimit: 3
+  tfReplicaSpecs:
+    # the chief
+    Master:   # Kubeflow calls it Master
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - name: tensorflow
+              image: kubeflow/tf-dist-mnist-test:1.0
+              command:
+                - python
+                - -c
+                - |
+                  # a script in a block
+                  print("hello")
+    worker:
+      replicas: 2   # two workers
+      restartPolicy: OnFailure
+      template: {spec: {containers: [{name: tensorflow, image: "kubeflow/tf-dist-mnist-test:1.0"}]}}
+status:   # written by the operator, removed with its lines
+  conditions: []
+# trailing comment
+"""
+
+
+def _comments(text: str) -> list[str]:
+    return [line[line.index("#"):] for line in text.splitlines() if "#" in line]
+
+
+def test_a_round_trip_keeps_every_comment_and_block_and_changes_only_what_it_reports(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, write(tmp_path, "job.yaml", COMMENTED))
+    assert code == 0, err
+    removed = [c for c in _comments(COMMENTED) if "removed with its line" in c]
+    assert _comments(out) == [c for c in _comments(COMMENTED) if c not in removed]
+    assert "- |\n                  # a script in a block\n                  print(\"hello\")\n" in out
+    # Every line that differs is one of the reported changes.
+    before, after = COMMENTED.splitlines(), out.splitlines()
+    gone = [line.strip() for line in before if line not in after]
+    new = [line.strip() for line in after if line not in before]
+    assert new == ["apiVersion: tfjob.dev/v1      # the old API", "Chief:    # Kubeflow calls it Master", "Worker:"]
+    assert [g.split(":")[0] for g in gone] == ["apiVersion", "resourceVersion", "uid", "managedBy", "Master", "worker",
+                                               "status", "conditions"]
+    changed = [line.split(": changed: ")[1] for line in err.splitlines() if ": changed: " in line]
+    assert changed == [
+        "apiVersion: kubeflow.org/v1 → tfjob.dev/v1",
+        "metadata: removed uid, resourceVersion (written by the API server)",
+        "status: removed (the operator writes it)",
+        "spec.tfReplicaSpecs.Master → spec.tfReplicaSpecs.Chief (Kubeflow's Master is the chief)",
+        "spec.tfReplicaSpecs.worker → spec.tfReplicaSpecs.Worker",
+        "spec.runPolicy.managedBy: kubeflow.org/training-operator removed (empty means this operator)"]
+
+
+def test_the_kubeflow_example_changes_by_its_api_version_line_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/kubeflow/mnist-mwms.yaml: the ConfigMap with its `train.py: |` script and every comment come out
+    byte for byte; the TFJob's apiVersion is the one line that changes, and the one change reported."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "kubeflow" / "mnist-mwms.yaml"
+    code, out, err = run(capsys, example)
+    text = example.read_text()
+    assert code == 0
+    assert out == text.replace("apiVersion: kubeflow.org/v1", "apiVersion: tfjob.dev/v1")
+    assert [line for line in err.splitlines() if ": changed: " in line] == [
+        f"{example}: mnist-mwms: changed: apiVersion: kubeflow.org/v1 → tfjob.dev/v1"]
+    assert f"{example}: mnist-mwms-script: differs: not a TFJob (kind 'ConfigMap'): unchanged" in err

@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
-from tfjob_operator.jobs import Clients, connect, get_job, job_events, job_pods, submit, true_conditions
+from tfjob_operator.jobs import Clients, connect, create_object, get_job, job_events, job_pods, submit, true_conditions
 from tfjob_operator.local.elastic import CapacityFaults, breakdown_text, width_text
 from tfjob_operator.local.processes import stop_process
 from tfjob_operator.local.view import JobSnapshot, make_view
@@ -55,6 +55,8 @@ class LocalRunOptions:
     preempt_worker_after: float | None = None
     port: int = 0
     live: bool | None = None  # None: a rich live view on a terminal, plain lines otherwise
+    #: Objects of other kinds from the job's file (a ConfigMap with the script), created before the jobs.
+    objects: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -228,6 +230,9 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
         view.note(f"memory limits {cluster.kubelet.memory.why}")
         try:
             clients = connect(str(kubeconfig))
+            for obj in options.objects:
+                stored = create_object(clients, obj)
+                view.note(f"{str(obj['kind']).lower()}/{stored['metadata']['name']} created")
             for job in jobs:
                 submit(clients, job)
                 view.note(f"tfjob.{constants.GROUP}/{job.name} created")
