@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup test lint demo bench crd clean kubeflow-sdk-venv
+.PHONY: setup test lint demo bench crd clean kubeflow-sdk-venv upstream
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found %s); set PYTHON=python3.11" % sys.version.split()[0])'
@@ -34,6 +34,12 @@ lint: setup
 
 test: lint kubeflow-sdk-venv
 	$(BIN)/pytest -n 2 --dist loadgroup --durations=30
+
+# The upstream control plane the third tier runs under: etcd 3.7.0 and kube-apiserver, kube-controller-manager,
+# kube-scheduler v1.37.2, built from upstream/'s pinned Go modules (needs Go) into ~/.cache/tfjob-operator/upstream
+# (TFJOB_UPSTREAM_CACHE); a second run does nothing. `make test` and `make demo` do not need it.
+upstream: setup
+	$(BIN)/python -m kubelocal.upstream.build
 
 demo: setup
 	$(BIN)/tfjob local examples/mnist-cpu.yaml --workdir .tfjob-local/demo
