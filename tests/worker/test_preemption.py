@@ -3,7 +3,8 @@
 SIGTERM to one worker mid-epoch: every worker stops after the same step, the chief backs up, all exit 143, and
 the next run's first step is the one after the last completed (0 steps lost). A save that cannot fit in the
 grace period is not started. A backup saved at one width resumes at another, in samples, with the batch and
-learning rate of the scaling policy.
+learning rate of the scaling policy. Each SIGTERM is sent to a process held at a step the test chose
+(TFJOB_FAULT_HOLD_AT_STEP), so where a run stops does not depend on how fast the machine runs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from tfjob_worker import exit_codes
 
 pytestmark = pytest.mark.timeout(300)
 
-STEPS = 150  # per epoch: long enough that a SIGTERM after step 40 lands mid-epoch (the stop comes within 1 s of steps)
+#: Per epoch: a SIGTERM at step 40 stops the workers mid-epoch 1, since the flags are exchanged at least every
+#: 100 steps (preemption.MAX_INTERVAL).
+STEPS = 150
+HOLD = "TFJOB_FAULT_HOLD_AT_STEP"
 ARGS = ["--epochs", "2", "--steps-per-epoch", str(STEPS), "--log-every-steps", "20"]
 STOPPED = re.compile(r"\[tfjob\] preempted: stopped after epoch (\d+) step (\d+) \(samples (\d+)\); "
                      r"(saving|not saving)")
@@ -35,12 +39,18 @@ def run(launcher: Launcher, out: Path, workers: int, extra: list[str], tag: str,
                                   tag=tag, env=env)
 
 
-def preempt(procs: dict[str, Proc], victim: str, after: str, timeout: float = 150) -> float:
-    """SIGTERM `victim`'s supervisor once the chief printed `after`; every worker's exit code must be 143.
+def hold(victim: str, step: int) -> dict[str, str]:
+    """The environment that holds `victim` (e.g. "worker1") after its `step`-th training step until SIGTERM."""
+    return {HOLD: f"{step} task=worker:{victim.removeprefix('worker')}"}
+
+
+def preempt(procs: dict[str, Proc], victim: str, timeout: float = 150) -> float:
+    """SIGTERM `victim`'s supervisor once it holds at its step (`hold`); every worker's exit code must be 143.
     Returns the seconds from SIGTERM to the last exit."""
-    chief = procs["worker0"]
-    wait_for(lambda: after in chief.stdout or chief.popen.poll() is not None, timeout=timeout, what=after)
-    assert chief.popen.poll() is None, chief.describe()
+    held = procs[victim]
+    wait_for(lambda: "[tfjob] fault: holding after step" in held.stderr or held.popen.poll() is not None,
+             timeout=timeout, what=f"{victim} holding")
+    assert held.popen.poll() is None, held.describe()
     sent = time.monotonic()
     procs[victim].popen.send_signal(signal.SIGTERM)
     codes = {name: p.wait(60) for name, p in procs.items()}
@@ -67,8 +77,8 @@ def test_sigterm_mid_epoch_stops_all_workers_after_one_step_saves_and_loses_no_s
         launcher: Launcher, tmp_path: Path, loop: str) -> None:
     out = tmp_path / "out"
     extra = ["--custom-loop"] if loop == "custom-loop" else []
-    first = run(launcher, out, 2, extra, "a-")
-    seconds = preempt(first, "worker1", "[tfjob] step 40/")
+    first = run(launcher, out, 2, extra, "a-", env=hold("worker1", 40))
+    seconds = preempt(first, "worker1")
     epoch, step, samples, saved = stopped_at(first["worker0"])
     assert saved and (epoch, samples) == (1, step * 64) and 40 <= step < STEPS
     assert seconds < 30  # the default grace period
@@ -87,11 +97,11 @@ def test_a_save_that_cannot_fit_in_the_grace_period_is_not_started_and_the_last_
     # Less than the 2 s a save must leave to exit; the flags exchanged after every step, so the decision comes
     # before the supervisor's deadline (1 s before the grace ends).
     grace = {"TFJOB_TERMINATION_GRACE_SECONDS": "2", "TFJOB_STOP_CHECK_EVERY_STEPS": "1"}
-    first = run(launcher, out, 2, [], "a-", env=grace)
+    first = run(launcher, out, 2, [], "a-", env={**grace, **hold("worker1", STEPS + 40)})  # epoch 2, step 40
     wait_for(lambda: "[tfjob] epoch 1/2" in first["worker0"].stdout, timeout=150, what="epoch 1's backup")
     backup = out / "backup" / "chief"
     before = {p.name: p.stat().st_mtime_ns for p in backup.iterdir()}
-    preempt(first, "worker1", f"[tfjob] step 40/{STEPS} epoch=2/2")
+    preempt(first, "worker1")
     _, _, _, saved = stopped_at(first["worker0"])
     assert not saved and "does not fit in the" in first["worker0"].stdout
     assert {p.name: p.stat().st_mtime_ns for p in backup.iterdir()} == before
@@ -111,8 +121,8 @@ def test_a_backup_saved_at_one_width_resumes_at_another_in_samples_with_the_poli
     out = tmp_path / "out"
     env = {"TFJOB_ELASTIC_SCALING": policy}
     extra = ["--custom-loop"] if loop == "custom-loop" else []
-    first = run(launcher, out, before, extra, "a-", env=env)
-    preempt(first, "worker0", "[tfjob] step 40/")
+    first = run(launcher, out, before, extra, "a-", env={**env, **hold("worker0", 40)})
+    preempt(first, "worker0")
     _, _, samples, saved = stopped_at(first["worker0"])
     assert saved
 
@@ -133,13 +143,3 @@ def test_a_backup_saved_at_one_width_resumes_at_another_in_samples_with_the_poli
 
 def step_losses(stdout: str) -> list[float]:
     return [float(loss) for loss in re.findall(r"\[tfjob\] step \d+/\d+ epoch=\S+ loss=(\S+)", stdout)]
-
-
-def test_a_global_batch_that_does_not_divide_among_the_workers_exits_1_naming_the_variable(
-        launcher: Launcher, tmp_path: Path) -> None:
-    env = {"TFJOB_ELASTIC_REFERENCE_WORKERS": "3"}  # 33 x 3 = 99 examples cannot split between 2 workers
-    procs = run(launcher, tmp_path / "out", 2, ["--batch-size-per-replica", "33"], "a-", env=env)
-    codes = {name: p.wait(120) for name, p in procs.items()}
-    assert codes == {"worker0": exit_codes.USER_ERROR, "worker1": exit_codes.USER_ERROR}
-    assert ("TFJOB_ELASTIC_SCALING=ConstantGlobalBatch: the global batch 99 (--batch-size-per-replica 33 x 3 "
-            "reference replicas) does not divide among 2 replicas") in procs["worker0"].stderr

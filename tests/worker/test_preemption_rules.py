@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tfjob_worker import cluster, exit_codes, peers, preemption
-from tfjob_worker.elastic import epoch_steps
+from tfjob_worker.elastic import check_widths, epoch_steps, job_widths
 from tfjob_worker.preemption import NO_DEADLINE, decide
-from tfjob_worker.scaling import plan_batch, resume_position
+from tfjob_worker.scaling import plan_batch, replica_batches, resume_position
 
 
 @pytest.mark.parametrize(("rows", "stop", "save"), [
@@ -49,26 +49,79 @@ def test_a_stop_signal_counts_the_grace_from_its_arrival():
     assert signal.remaining(now=110.0) == 20.0
 
 
-@pytest.mark.parametrize(("policy", "replicas", "reference", "per_replica", "global_batch", "lr"), [
-    ("ConstantGlobalBatch", 4, 4, 32, 128, 0.004),  # at the reference width: today's linear scaling rule
-    ("ScaleLearningRate", 4, 4, 32, 128, 0.004),
-    ("ConstantGlobalBatch", 2, 4, 64, 128, 0.004),  # narrower: same global batch and LR, bigger share each
-    ("ScaleLearningRate", 2, 4, 32, 64, 0.002),  # narrower: same share each, LR x 2/4
-    ("ScaleLearningRate", 8, 4, 32, 256, 0.008),
+@pytest.mark.parametrize(("policy", "replicas", "reference", "shares", "global_batch", "lr"), [
+    ("ConstantGlobalBatch", 4, 4, (32,) * 4, 128, 0.004),  # at the reference width: today's linear scaling rule
+    ("ScaleLearningRate", 4, 4, (32,) * 4, 128, 0.004),
+    ("ConstantGlobalBatch", 2, 4, (64, 64), 128, 0.004),  # narrower: same global batch and LR, bigger share each
+    ("ConstantGlobalBatch", 3, 4, (43, 43, 42), 128, 0.004),  # uneven: the shares differ by one, sum 128
+    ("ScaleLearningRate", 2, 4, (32, 32), 64, 0.002),  # narrower: same share each, LR x 2/4
+    ("ScaleLearningRate", 3, 4, (32,) * 3, 96, 0.003),
+    ("ScaleLearningRate", 8, 4, (32,) * 8, 256, 0.008),
 ])
-def test_the_scaling_policy_sets_batch_and_learning_rate_at_each_width(policy, replicas, reference, per_replica,
+def test_the_scaling_policy_sets_batch_and_learning_rate_at_each_width(policy, replicas, reference, shares,
                                                                         global_batch, lr):
     plan = plan_batch(policy, 32, 0.001, replicas, reference)
-    assert (plan.per_replica, plan.global_batch) == (per_replica, global_batch)
+    assert (plan.shares, plan.global_batch) == (shares, global_batch)
     assert plan.learning_rate == pytest.approx(lr)
 
 
-def test_a_global_batch_that_does_not_divide_and_an_unknown_policy_name_the_variable():
-    with pytest.raises(ValueError, match=r"TFJOB_ELASTIC_SCALING=ConstantGlobalBatch: the global batch 128 .* "
-                                         r"does not divide among 3 replicas"):
-        plan_batch("ConstantGlobalBatch", 32, 0.001, 3, 4)
+@pytest.mark.parametrize("per_replica", [16, 10, 7, 1])
+@pytest.mark.parametrize("reference", [4, 5])  # 4 workers, or a chief and 4 workers
+def test_every_width_of_an_elastic_job_splits_its_global_batch_exactly_and_as_evenly_as_it_can(per_replica,
+                                                                                               reference):
+    total = per_replica * reference
+    for replicas in range(1, total + 1):
+        shares = plan_batch("ConstantGlobalBatch", per_replica, 0.001, replicas, reference).shares
+        assert len(shares) == replicas and sum(shares) == total  # every replica trains, the global batch exact
+        assert max(shares) - min(shares) == (0 if total % replicas == 0 else 1) and min(shares) >= 1
+        assert list(shares) == sorted(shares, reverse=True)  # the larger shares first, as the data pipeline cuts
+
+
+def test_a_width_with_more_replicas_than_examples_and_an_unknown_policy_name_the_variable():
+    assert replica_batches(64, 3) == (22, 21, 21)
+    with pytest.raises(ValueError, match=r"TFJOB_ELASTIC_SCALING=ConstantGlobalBatch: the global batch 4 "
+                                         r"\(--batch-size-per-replica 2 x 2 reference replicas\) leaves some of 5 "
+                                         r"replicas without an example; raise --batch-size-per-replica to at least 3"):
+        plan_batch("ConstantGlobalBatch", 2, 0.001, 5, 2)
+    assert plan_batch("ScaleLearningRate", 2, 0.001, 5, 2).shares == (2,) * 5  # nothing to split
     with pytest.raises(ValueError, match="TFJOB_ELASTIC_SCALING='Constant'"):
         plan_batch("Constant", 32, 0.001, 3, 4)
+
+
+ELASTIC = {"TFJOB_ELASTIC_SCALING": "ConstantGlobalBatch", "TFJOB_ELASTIC_REFERENCE_WORKERS": "4",
+           "TFJOB_ELASTIC_MIN_WORKERS": "2", "TFJOB_ELASTIC_MAX_WORKERS": "6"}
+
+
+def test_every_width_an_elastic_job_may_run_at_is_checked_at_start():
+    assert job_widths(ELASTIC) == [2, 3, 4, 5, 6] and job_widths({}) == []
+    check_widths(ELASTIC, 2, 0.001)  # 8 examples: one or more for each of up to 6 replicas
+    with pytest.raises(ValueError, match=r"cannot train at 5 training processes, one of the widths 2-6 .*: "
+                                         r"TFJOB_ELASTIC_SCALING=ConstantGlobalBatch: the global batch 4"):
+        check_widths(ELASTIC, 1, 0.001)
+    check_widths({**ELASTIC, "TFJOB_ELASTIC_SCALING": "ScaleLearningRate"}, 1, 0.001)
+    check_widths({}, 1, 0.001)  # not elastic: nothing to check
+    with pytest.raises(ValueError, match=r"TFJOB_ELASTIC_MAX_WORKERS='four': expected a whole number >= 1"):
+        check_widths({**ELASTIC, "TFJOB_ELASTIC_MAX_WORKERS": "four"}, 2, 0.001)
+
+
+@pytest.mark.parametrize(("value", "role", "index", "world_size", "step"), [
+    ("", "worker", 0, 2, None),
+    ("40", "worker", 1, 2, 40),  # every process
+    ("40 task=worker:1", "worker", 1, 2, 40),
+    ("40 task=worker:1", "worker", 0, 2, None),
+    ("40 task=chief:0", "worker", 0, 2, None),
+    ("25 world_size=3", "worker", 2, 3, 25),
+    ("25 world_size=3 task=worker:0", "worker", 0, 4, None),
+])
+def test_a_hold_at_a_step_applies_to_the_tasks_and_width_it_names(value, role, index, world_size, step):
+    env = {preemption.HOLD_ENV: value}
+    assert preemption.hold_step(role, index, world_size, env) == step
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "40 worker:1", "40 rank=1"])
+def test_a_bad_hold_names_the_variable_and_its_form(value):
+    with pytest.raises(ValueError, match=r"TFJOB_FAULT_HOLD_AT_STEP=.*expected STEP \[task=TYPE:INDEX\]"):
+        preemption.hold_step("worker", 0, 2, {preemption.HOLD_ENV: value})
 
 
 @pytest.mark.parametrize(("epoch", "samples", "batch", "steps", "where"), [

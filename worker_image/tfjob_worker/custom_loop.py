@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from . import checkpoint, progress
-from .data import per_worker_train_fn
+from .data import train_shares_fn
 from .graceful import StopAgreement
 from .preemption import Preempted
 from .scaling import resume_position
@@ -57,8 +57,8 @@ def run_custom_loop(job: Job, tf: Any, keras: Any) -> None:
         else:  # every worker must write (reads of synced variables are collectives); others throw it away
             agreement.timed_save(lambda: checkpoint.write_to_scratch(state.write))
 
-    train_ds = strategy.distribute_datasets_from_function(
-        per_worker_train_fn(tf, job.splits, job.global_batch, job.cfg.seed))
+    train_ds = strategy.distribute_datasets_from_function(  # each replica's share; the loss counts the global batch
+        train_shares_fn(tf, job.splits, job.global_batch, job.cfg.seed))
     val_ds = None
     if job.splits.val is not None:
         val_ds = strategy.experimental_distribute_dataset(

@@ -60,16 +60,37 @@ def as_splits(value: Any) -> Splits:
     )
 
 
-def train_dataset(tf: Any, splits: Splits, batch: int, seed: int) -> Any:
-    """Shuffle (fixed seed, same order on every worker) before batching, repeat, drop the remainder.
+def train_shares_fn(tf: Any, splits: Splits, global_batch: int, seed: int, weigh: bool = False) -> Any:
+    """dataset_fn(input_context) for `strategy.distribute_datasets_from_function`: every worker reads the same
+    global batches (one shuffle, fixed seed, repeated, remainder dropped) and keeps its own replicas' shares of
+    each (`scaling.replica_batches`: as even as can be, differing by one where the batch does not divide). So a
+    step trains on the same examples at every width; only their split over the replicas changes.
 
-    Auto-sharding by DATA then hands each worker disjoint slices of every global batch.
+    `weigh` (Keras fit) at an uneven split: each example carries the weight share x replicas / global batch.
+    Keras averages a replica's loss over its share and divides by the replicas; with the weight every example
+    then counts 1 / global batch, as `tf.nn.compute_average_loss(global_batch_size=...)` counts it.
     """
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    ds = tf.data.Dataset.from_tensor_slices(splits.train)
-    ds = ds.shuffle(splits.num_train, seed=seed, reshuffle_each_iteration=True).repeat()
-    return ds.batch(batch, drop_remainder=True).prefetch(2).with_options(options)
+    from .scaling import replica_batches
+
+    def dataset_fn(input_context: Any) -> Any:
+        replicas = input_context.num_replicas_in_sync
+        local = max(replicas // input_context.num_input_pipelines, 1)
+        shares = replica_batches(global_batch, replicas)
+        first = input_context.input_pipeline_id * local
+        mine = shares[first:first + local]
+        start, size = sum(shares[:first]), sum(mine)
+        ds = tf.data.Dataset.from_tensor_slices(splits.train)
+        ds = ds.shuffle(splits.num_train, seed=seed, reshuffle_each_iteration=True).repeat()
+        ds = ds.batch(global_batch, drop_remainder=True)
+        if size != global_batch:
+            ds = ds.map(lambda x, y: (x[start:start + size], y[start:start + size]))
+        if weigh and global_batch % replicas:
+            weights = np.concatenate([np.full(n, n * replicas / global_batch, dtype="float32") for n in mine])
+            ds = ds.map(lambda x, y: (x, y, tf.constant(weights)))
+        if local > 1:  # this worker's replicas take consecutive batches, one each, in replica order
+            ds = ds.rebatch(list(mine), drop_remainder=True)
+        return ds.prefetch(2)
+    return dataset_fn
 
 
 def eval_dataset(tf: Any, pair: tuple[np.ndarray, np.ndarray], batch: int) -> Any:

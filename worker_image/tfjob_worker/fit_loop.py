@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from . import progress
-from .data import eval_dataset, per_worker_train_fn, train_dataset
+from .data import eval_dataset, per_worker_train_fn, train_shares_fn
 from .training import EpochRecorder, Job, finish, first_step_done, make_loss, make_optimizer, save_checkpoint
 
 
@@ -166,7 +166,8 @@ def run_fit(job: Job, tf: Any, keras: Any) -> None:
             per_worker_train_fn(tf, job.splits, job.global_batch, job.cfg.seed))
         validation = None  # evaluated on the chief at the end instead
     else:
-        train = train_dataset(tf, job.splits, job.global_batch, job.cfg.seed)
+        train = job.strategy.distribute_datasets_from_function(
+            train_shares_fn(tf, job.splits, job.global_batch, job.cfg.seed, weigh=True))
         validation = eval_dataset(tf, job.splits.val, job.global_batch) if job.splits.val is not None else None
     backup_exists = tf.train.latest_checkpoint(os.path.join(job.backup_dir, "chief")) is not None
     recorder = EpochRecorder(job, resumable=backup_exists)

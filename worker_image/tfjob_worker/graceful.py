@@ -46,6 +46,10 @@ class StopAgreement:
         if _exchanges(self.strategy):  # ...unless a peer is already gone: then nobody can agree
             preemption.LostPeerStop(peers.collective_peers(cluster.from_env()),
                                     busy=lambda: self.decision is not None).arm()
+        self.hold_at: int | None = None  # fault injection: hold after this many calls until SIGTERM
+        if os.environ.get(preemption.HOLD_ENV, "").strip():
+            view = cluster.from_env()
+            self.hold_at = preemption.hold_step(view.role, view.index, view.world_size)
         self.fixed_every = every or preemption.check_every()  # None: agreed at each exchange
         self.last_save_seconds = 0.0
         self.decision: Decision | None = None
@@ -61,6 +65,8 @@ class StopAgreement:
         if self.decision is not None:
             return self.decision
         self._calls += 1
+        if self._calls == self.hold_at:
+            self._hold()
         if self._calls < self._next:
             return None
         started = time.perf_counter()
@@ -78,6 +84,15 @@ class StopAgreement:
         self._proposal = preemption.next_interval(step_seconds, self.exchange_seconds)
         self._last = (self._calls, ended)
         return None
+
+    def _hold(self) -> None:
+        """Fault injection (TFJOB_FAULT_HOLD_AT_STEP): wait here, between two steps, until SIGTERM. Peers wait for
+        this process in their next collective, so a stop agreed after the SIGTERM lands at a known step."""
+        sys.stderr.write(f"[tfjob] fault: holding after step {self._calls} until SIGTERM "
+                         f"({preemption.HOLD_ENV})\n")
+        sys.stderr.flush()
+        while not self.signal.raised:
+            time.sleep(0.05)
 
     def _exchange(self, row: tuple[float, ...]) -> list[tuple[float, ...]]:
         if self._gather is None:

@@ -151,6 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     cfg = parse_args(args)  # exits 2 on a usage error
     if os.environ.get(lifecycle.CHILD_ENV) != "1":
+        try:  # an elastic job learns now, not at its first resize, that a width it may run at cannot train
+            elastic.check_widths(os.environ, cfg.batch_size_per_replica, cfg.learning_rate)
+        except ValueError as exc:
+            progress.error(f"{exc}")
+            lifecycle.exit_now(exit_codes.USER_ERROR)
         stall = StallPolicy(timeout=cfg.stall_timeout, first_step_grace=cfg.first_step_grace)
         lifecycle.exit_now(lifecycle.supervise(args, cfg.startup_timeout, stall, cfg.metrics_port))
     startup = StartupClock.from_env()

@@ -46,9 +46,22 @@ SCALING_ENV = "TFJOB_ELASTIC_SCALING"
 #: The width (workers) that --batch-size-per-replica and --learning-rate refer to; the operator sets it from the
 #: spec's replicas. Unset: the width of the job's first run, recorded in the backup directory.
 REFERENCE_WORKERS_ENV = "TFJOB_ELASTIC_REFERENCE_WORKERS"
+#: The narrowest and widest widths (training processes) an elastic job may run at: spec.elasticPolicy's bounds
+#: (+ the chief). The runtime plans every width between them at start (elastic.check_widths).
+MIN_WORKERS_ENV = "TFJOB_ELASTIC_MIN_WORKERS"
+MAX_WORKERS_ENV = "TFJOB_ELASTIC_MAX_WORKERS"
 CONSTANT_GLOBAL_BATCH = "ConstantGlobalBatch"
 SCALE_LEARNING_RATE = "ScaleLearningRate"
 POLICIES = (CONSTANT_GLOBAL_BATCH, SCALE_LEARNING_RATE)
+
+
+def replica_batches(global_batch: int, replicas: int) -> tuple[int, ...]:
+    """Each replica's share of one global batch, in replica order: as even as can be, the first
+    `global_batch % replicas` one example larger (64 over 3: 22, 21, 21). The global batch stays exact."""
+    if replicas < 1 or global_batch < replicas:
+        raise ValueError(f"a global batch of {global_batch} cannot give each of {replicas} replicas an example")
+    small, extra = divmod(global_batch, replicas)
+    return tuple(small + 1 if i < extra else small for i in range(replicas))
 
 
 @dataclass(frozen=True)
@@ -58,15 +71,22 @@ class BatchPlan:
     policy: str
     replicas: int
     reference: int
-    per_replica: int
+    per_replica: int  # --batch-size-per-replica: what the flags say, at the reference width
     global_batch: int
     learning_rate: float  # the target LR (after warm-up)
 
+    @property
+    def shares(self) -> tuple[int, ...]:
+        """Each replica's batch at this width (they differ by one where the global batch does not divide)."""
+        return replica_batches(self.global_batch, self.replicas)
+
 
 def plan_batch(policy: str, per_replica: int, base_lr: float, replicas: int, reference: int) -> BatchPlan:
-    """ConstantGlobalBatch: global batch = per_replica x reference, split over `replicas`, LR = base x reference.
+    """ConstantGlobalBatch: global batch = per_replica x reference, split over `replicas` (unevenly where it does
+    not divide: `replica_batches`), LR = base x reference.
     ScaleLearningRate: per-replica batch fixed, LR = base x replicas (the reference's LR x replicas / reference).
-    At the reference width both are the linear scaling rule of global_batch_size and scaled_learning_rate."""
+    At the reference width both are the linear scaling rule of global_batch_size and scaled_learning_rate.
+    Raises ValueError only where a width cannot train: a global batch smaller than the replicas."""
     if policy not in POLICIES:
         raise ValueError(f"environment variable {SCALING_ENV}={policy!r}: expected one of {', '.join(POLICIES)}")
     if reference < 1:
@@ -76,13 +96,13 @@ def plan_batch(policy: str, per_replica: int, base_lr: float, replicas: int, ref
         return BatchPlan(policy, replicas, reference, per_replica, global_batch_size(per_replica, replicas),
                          scaled_learning_rate(base_lr, replicas))
     total = global_batch_size(per_replica, reference)
-    if total % replicas:
+    if total < replicas:
         raise ValueError(
             f"{SCALING_ENV}={CONSTANT_GLOBAL_BATCH}: the global batch {total} (--batch-size-per-replica "
-            f"{per_replica} x {reference} reference replicas) does not divide among {replicas} replicas; "
-            f"choose a batch divisible by every width the job may run at, or set {SCALING_ENV}="
-            f"{SCALE_LEARNING_RATE}")
-    return BatchPlan(policy, replicas, reference, total // replicas, total, scaled_learning_rate(base_lr, reference))
+            f"{per_replica} x {reference} reference replicas) leaves some of {replicas} replicas without an "
+            f"example; raise --batch-size-per-replica to at least {-(-replicas // reference)}, lower the widest "
+            f"width the job may run at, or set {SCALING_ENV}={SCALE_LEARNING_RATE}")
+    return BatchPlan(policy, replicas, reference, per_replica, total, scaled_learning_rate(base_lr, reference))
 
 
 def resume_position(epoch: int, epoch_samples: int, global_batch: int, steps: int) -> tuple[int, int]:
