@@ -110,8 +110,9 @@ class ElasticPolicy(_Model):
     )
     scaling: ElasticScaling = Field(
         ElasticScaling.CONSTANT_GLOBAL_BATCH,
-        description="ConstantGlobalBatch (default: per-worker batch = global batch / width, learning rate kept) or "
-        "ScaleLearningRate (per-worker batch kept, learning rate × width / Worker.replicas).",
+        description="ConstantGlobalBatch (default: the global batch and learning rate kept, the global batch split "
+        "over the width, shares differing by one where it does not divide) or ScaleLearningRate (per-worker batch "
+        "kept, learning rate × width / Worker.replicas).",
     )
     resizeCooldownSeconds: Annotated[int, Field(ge=0), _INT] = Field(
         300,

@@ -59,6 +59,9 @@ ENV_STALL_TIMEOUT: Final = "TFJOB_STALL_TIMEOUT_SECONDS"
 #: Elastic jobs (the worker runtime applies them): the scaling policy, and N0, the width batch and LR were set for.
 ENV_ELASTIC_SCALING: Final = "TFJOB_ELASTIC_SCALING"
 ENV_ELASTIC_REFERENCE_WORKERS: Final = "TFJOB_ELASTIC_REFERENCE_WORKERS"
+#: ...and the narrowest and widest widths it may run at (training processes), which the runtime checks at start.
+ENV_ELASTIC_MIN_WORKERS: Final = "TFJOB_ELASTIC_MIN_WORKERS"
+ENV_ELASTIC_MAX_WORKERS: Final = "TFJOB_ELASTIC_MAX_WORKERS"
 #: The pod's terminationGracePeriodSeconds: the time the runtime has to save after SIGTERM.
 ENV_TERMINATION_GRACE_SECONDS: Final = "TFJOB_TERMINATION_GRACE_SECONDS"
 #: Kubernetes' terminationGracePeriodSeconds when a pod spec leaves it unset.

@@ -216,9 +216,10 @@ def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOption
 
 
 def _elastic_env(job: TFJob) -> dict[str, str]:
-    """An elastic job's scaling policy and the width its batch and learning rate were written for: the training
-    processes (chief + workers) it started with, its Worker.replicas as the status records (the spec's before it
-    started). The worker runtime reads both (tfjob_worker.scaling)."""
+    """An elastic job's scaling policy, the width its batch and learning rate were written for (the training
+    processes, chief + workers, it started with: its Worker.replicas as the status records, the spec's before it
+    started), and the narrowest and widest widths it may run at. The worker runtime reads them
+    (tfjob_worker.scaling) and checks every width at start."""
     policy = job.spec.elasticPolicy
     if policy is None:
         return {}
@@ -227,7 +228,9 @@ def _elastic_env(job: TFJob) -> dict[str, str]:
     base = recorded or (specs[ReplicaType.WORKER].replicas if ReplicaType.WORKER in specs else 0)  # type: ignore[comparison-overlap]
     chief = 1 if job.has_chief() else 0
     return {constants.ENV_ELASTIC_SCALING: policy.scaling.value,
-            constants.ENV_ELASTIC_REFERENCE_WORKERS: str(base + chief)}
+            constants.ENV_ELASTIC_REFERENCE_WORKERS: str(base + chief),
+            constants.ENV_ELASTIC_MIN_WORKERS: str(policy.minReplicas + chief),
+            constants.ENV_ELASTIC_MAX_WORKERS: str(policy.maxReplicas + chief)}
 
 
 def render(job: TFJob, options: RenderOptions | None = None) -> Rendered:

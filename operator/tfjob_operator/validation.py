@@ -15,6 +15,8 @@ from pydantic import ValidationError
 from tfjob_operator import apigroups, constants, limits
 from tfjob_operator.api import REPLICA_TYPE_ALIASES, ReplicaType, TFJob
 from tfjob_operator.podschema import quantity_problem, template_schema_messages
+from tfjob_worker.config import batch_size_flag
+from tfjob_worker.scaling import plan_batch
 
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -189,7 +191,44 @@ def _elastic_messages(job: TFJob) -> list[str]:
     elif not policy.minReplicas <= workers <= policy.maxReplicas:
         messages.append(f"spec.tfReplicaSpecs.Worker.replicas: {workers} must lie in spec.elasticPolicy "
                         f"[minReplicas {policy.minReplicas}, maxReplicas {policy.maxReplicas}] (the initial width)")
+    else:
+        messages.extend(_elastic_width_messages(job, workers))
     return messages
+
+
+def runtime_args(template: Mapping[str, Any]) -> list[str] | None:
+    """The arguments the worker runtime (`python -m tfjob_worker`) gets in this pod template, or None when its
+    training container runs something else (or a shell line, which only the runtime itself reads)."""
+    index = training_container_index(template)
+    if index is None:
+        return None
+    container = template["spec"]["containers"][index]
+    tokens = [str(t) for t in [*(container.get("command") or []), *(container.get("args") or [])]]
+    return tokens[tokens.index("tfjob_worker") + 1:] if "tfjob_worker" in tokens else None
+
+
+def _elastic_width_messages(job: TFJob, workers: int) -> list[str]:
+    """Every width in [minReplicas, maxReplicas] must train (the runtime's batch plan, `tfjob_worker.scaling`),
+    where the Worker's arguments say its batch; otherwise the runtime checks the same at start."""
+    policy = job.spec.elasticPolicy
+    assert policy is not None
+    args = runtime_args(job.spec.tfReplicaSpecs[ReplicaType.WORKER].template)
+    per_replica = batch_size_flag(args) if args is not None else None
+    if per_replica is None:
+        return []
+    chief = 1 if job.has_chief() else 0  # the runtime counts training processes: the chief is one
+    for width in range(policy.minReplicas, policy.maxReplicas + 1):
+        try:
+            plan_batch(policy.scaling.value, per_replica, 1.0, width + chief, workers + chief)
+        except ValueError:
+            reference = workers + chief
+            return [f"spec.elasticPolicy.maxReplicas: {policy.maxReplicas} workers would leave a replica without an "
+                    f"example: {policy.scaling.value} keeps the global batch at {per_replica * reference} "
+                    f"(--batch-size-per-replica {per_replica} x {reference} training processes at Worker.replicas) "
+                    f"and splits it over the training processes, {width + chief} at {width} workers; lower "
+                    f"maxReplicas to {per_replica * reference - chief}, raise --batch-size-per-replica, or set "
+                    "scaling: ScaleLearningRate"]
+    return []
 
 
 def _name_length_messages(job: TFJob) -> list[str]:

@@ -1,6 +1,7 @@
 """A worker pod deleted mid-epoch (as a drain or a preemption does) on a local cluster with the operator: the
 kubelet's SIGTERM makes every worker stop after the same step and the chief back up; the gang restarts and
-resumes at that step, mid-epoch, with nothing lost."""
+resumes at that step, mid-epoch, with nothing lost. Worker 1 holds at step 40 (TFJOB_FAULT_HOLD_AT_STEP) until
+the delete's SIGTERM, so the stop lands mid-epoch 1 however fast the machine runs."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from polling import wait_for
 
 from tfjob_operator.local.image import worker_image_defaults
 
-STEPS = 200  # per epoch: the stop (within 1 s of steps of the delete) lands mid-epoch 1
+STEPS = 200  # per epoch: the stop comes within 100 steps (preemption.MAX_INTERVAL) of the hold at step 40
 
 
 @pytest.fixture
@@ -35,7 +36,8 @@ def job(name: str, out: Path) -> dict[str, Any]:
     args = ["--epochs", "2", "--steps-per-epoch", str(STEPS), "--log-every-steps", "20", "--output-dir", str(out)]
     container = {"name": "tensorflow", "image": "tfjob-operator/worker:0.1.0",
                  "command": ["python", "-m", "tfjob_worker", *args],
-                 "env": [{"name": "PYTHONPATH", "value": str(REPO / "worker_image")}],
+                 "env": [{"name": "PYTHONPATH", "value": str(REPO / "worker_image")},
+                         {"name": "TFJOB_FAULT_HOLD_AT_STEP", "value": "40 task=worker:1 attempt=0"}],
                  "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}
     return {"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": name},
             "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "ExitCode",
@@ -68,7 +70,8 @@ def test_a_deleted_worker_pod_stops_the_gang_at_one_step_and_the_restart_resumes
         cluster: Cluster, tmp_path: Path) -> None:
     name = apply(cluster, job("graceful", tmp_path / "out"))
     chief = f"{name}-worker-0"
-    wait_for(lambda: "[tfjob] step 40/" in log(cluster, chief), timeout=240, interval=0.5, what="step 40 of epoch 1")
+    wait_for(lambda: "[tfjob] fault: holding after step 40" in log(cluster, f"{name}-worker-1"), timeout=240,
+             interval=0.5, what="worker 1 holding at step 40 of epoch 1")
     followed = follow(cluster, chief)
     deleted = time.monotonic()
     cluster.core.delete_namespaced_pod(f"{name}-worker-1", "default")

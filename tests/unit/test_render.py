@@ -317,12 +317,15 @@ def test_an_elastic_job_tells_the_runtime_its_scaling_and_base_width() -> None:
                                                          "scaling": "ScaleLearningRate"})
     env = _env(_training_container(manifest))
     assert (env["TFJOB_ELASTIC_SCALING"], env["TFJOB_ELASTIC_REFERENCE_WORKERS"]) == ("ScaleLearningRate", "4")
+    assert (env["TFJOB_ELASTIC_MIN_WORKERS"], env["TFJOB_ELASTIC_MAX_WORKERS"]) == ("2", "4")  # checked at start
     assert "TFJOB_ELASTIC_SCALING" not in _env(_training_container(job({"Worker": replica(2)})))
 
 
 def test_an_elastic_jobs_reference_width_counts_its_chief_as_the_runtime_counts_training_processes() -> None:
     manifest = job({"Chief": replica(1), "Worker": replica(3)}, elasticPolicy={"minReplicas": 1, "maxReplicas": 3})
-    assert _env(_training_container(manifest))["TFJOB_ELASTIC_REFERENCE_WORKERS"] == "4"
+    env = _env(_training_container(manifest))
+    assert (env["TFJOB_ELASTIC_REFERENCE_WORKERS"], env["TFJOB_ELASTIC_MIN_WORKERS"],
+            env["TFJOB_ELASTIC_MAX_WORKERS"]) == ("4", "2", "4")
 
 
 def test_the_operator_sets_the_variables_the_worker_runtime_reads() -> None:
@@ -330,6 +333,8 @@ def test_the_operator_sets_the_variables_the_worker_runtime_reads() -> None:
 
     assert constants.ENV_ELASTIC_SCALING == scaling.SCALING_ENV
     assert constants.ENV_ELASTIC_REFERENCE_WORKERS == scaling.REFERENCE_WORKERS_ENV
+    assert (constants.ENV_ELASTIC_MIN_WORKERS, constants.ENV_ELASTIC_MAX_WORKERS) == (scaling.MIN_WORKERS_ENV,
+                                                                                      scaling.MAX_WORKERS_ENV)
     assert constants.ENV_TERMINATION_GRACE_SECONDS == preemption.GRACE_ENV
 
 

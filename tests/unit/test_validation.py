@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -294,3 +295,52 @@ def test_elastic_policy_is_refused_on_kubeflow_jobs_naming_the_field() -> None:
     manifest = {**with_("spec.elasticPolicy", {"minReplicas": 1, "maxReplicas": 4}), "apiVersion": "kubeflow.org/v1"}
     with pytest.raises(InvalidSpec, match=r"spec.elasticPolicy: only on tfjob.dev/v1"):
         parse_tfjob(manifest)
+
+
+def runtime_job(args: list[str], lo: int = 2, hi: int = 4, workers: int = 4, chief: bool = False,
+                command: list[str] | None = None, scaling: str = "ConstantGlobalBatch") -> dict[str, Any]:
+    """An elastic job whose workers run the worker runtime with `args`."""
+    manifest = with_("spec.elasticPolicy", {"minReplicas": lo, "maxReplicas": hi, "scaling": scaling})
+    specs = manifest["spec"]["tfReplicaSpecs"]
+    specs["Worker"]["replicas"] = workers
+    specs["Worker"]["template"]["spec"]["containers"][0].update(
+        command=command if command is not None else ["python", "-m", "tfjob_worker"], args=args)
+    if chief:
+        specs["Chief"] = copy.deepcopy(specs["Worker"]) | {"replicas": 1}
+    return manifest
+
+
+@pytest.mark.parametrize("args", [
+    ["--batch-size-per-replica", "16"], ["--batch-size-per-replica", "10"], ["--batch-size-per-replica=7"],
+    [],  # the runtime's default, 32
+    ["--batch-size-per-replica", "1"],  # 4 examples: one for each of up to 4 workers
+])
+def test_an_elastic_job_whose_every_width_gets_examples_is_accepted_whatever_its_batch(args: list[str]) -> None:
+    assert parse_tfjob(runtime_job(args)).spec.elasticPolicy is not None
+
+
+@pytest.mark.parametrize(("manifest", "expected"), [
+    (runtime_job(["--batch-size-per-replica", "1"], lo=1, hi=6, workers=3),
+     "spec.elasticPolicy.maxReplicas: 6 workers would leave a replica without an example: ConstantGlobalBatch keeps "
+     "the global batch at 3 (--batch-size-per-replica 1 x 3 training processes at Worker.replicas) and splits it "
+     "over the training processes, 4 at 4 workers; lower maxReplicas to 3, raise --batch-size-per-replica, or set "
+     "scaling: ScaleLearningRate"),
+    (runtime_job(["--epochs", "5", "--batch-size-per-replica", "1"], lo=1, hi=5, workers=2, chief=True),
+     "keeps the global batch at 3 (--batch-size-per-replica 1 x 3 training processes at Worker.replicas) and splits "
+     "it over the training processes, 4 at 3 workers; lower maxReplicas to 2"),  # the chief is a training process
+])
+def test_an_elastic_job_with_a_width_its_global_batch_cannot_feed_is_refused_at_admission(manifest: dict[str, Any],
+                                                                                          expected: str) -> None:
+    with pytest.raises(InvalidSpec, match=re.escape(expected)):
+        parse_tfjob(manifest)
+
+
+@pytest.mark.parametrize("manifest", [
+    runtime_job(["--batch-size-per-replica", "1"], lo=1, hi=6, workers=3, scaling="ScaleLearningRate"),
+    runtime_job(["--batch-size-per-replica", "1"], lo=1, hi=6, workers=3, command=["python", "train.py"]),
+    runtime_job(["-c", "python -m tfjob_worker --batch-size-per-replica 1"], lo=1, hi=6, workers=3,
+                command=["sh"]),  # a shell line: the runtime checks every width itself at start
+])
+def test_widths_are_checked_at_admission_only_where_the_arguments_say_the_runtimes_batch(
+        manifest: dict[str, Any]) -> None:
+    assert parse_tfjob(manifest).spec.elasticPolicy is not None

@@ -112,9 +112,11 @@ def test_every_width_an_elastic_job_may_run_at_is_checked_at_start():
     ("40 task=chief:0", "worker", 0, 2, None),
     ("25 world_size=3", "worker", 2, 3, 25),
     ("25 world_size=3 task=worker:0", "worker", 0, 4, None),
+    ("40 attempt=0", "worker", 0, 2, 40),  # TFJOB_ATTEMPT 0, set by the operator
+    ("40 attempt=1", "worker", 0, 2, None),
 ])
 def test_a_hold_at_a_step_applies_to_the_tasks_and_width_it_names(value, role, index, world_size, step):
-    env = {preemption.HOLD_ENV: value}
+    env = {preemption.HOLD_ENV: value, "TFJOB_ATTEMPT": "0"}
     assert preemption.hold_step(role, index, world_size, env) == step
 
 

@@ -139,6 +139,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def batch_size_flag(argv: Sequence[str]) -> int | None:
+    """--batch-size-per-replica as `python -m tfjob_worker ARGV` would read it (its default when absent), or None
+    when ARGV would not parse it (argparse then says so at start). For the operator, which checks an elastic
+    job's widths against its container's arguments at admission."""
+    value: str | None = None
+    for i, token in enumerate(argv):
+        if token == "--batch-size-per-replica" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif token.startswith("--batch-size-per-replica="):
+            value = token.partition("=")[2]
+    if value is None:
+        return int(build_parser().get_default("batch_size_per_replica"))
+    try:
+        return _positive_int(value)
+    except (ValueError, argparse.ArgumentTypeError):
+        return None
+
+
 def _env_number(env: Mapping[str, str], name: str, default: float, parse: type = float) -> float:
     """A number from the environment; a bad value is a usage error naming the variable."""
     text = env.get(name, "").strip()

@@ -29,9 +29,10 @@ GRACE_ENV = "TFJOB_TERMINATION_GRACE_SECONDS"
 DEFAULT_GRACE = 30.0
 #: Steps between two exchanges of the stop flag, fixed; unset: adaptive (next_interval).
 CHECK_EVERY_ENV = "TFJOB_STOP_CHECK_EVERY_STEPS"
-#: Fault injection (tests, demos): "STEP [task=TYPE:INDEX] [world_size=N]": after its STEP-th training step, the
-#: process (every one, or only that task, or only at that width) holds until it gets SIGTERM. A test then stops a
-#: run at a step it chose, however fast the machine runs. Unset: no hold.
+#: Fault injection (tests, demos): "STEP [task=TYPE:INDEX] [world_size=N] [attempt=A]": after its STEP-th training
+#: step, the process (every one, or only that task, at that width, in that gang attempt: the operator's
+#: TFJOB_ATTEMPT) holds until it gets SIGTERM. A test then stops a run at a step it chose, however fast the machine
+#: runs. Unset: no hold.
 HOLD_ENV = "TFJOB_FAULT_HOLD_AT_STEP"
 #: Adaptive interval: the exchange may cost this share of training time...
 EXCHANGE_BUDGET = 0.01
@@ -82,10 +83,10 @@ def hold_step(role: str, index: int, world_size: int, env: Mapping[str, str] = o
     if not text:
         return None
     step, *conditions = text.split()
-    wanted = {"task": f"{role}:{index}", "world_size": str(world_size)}
+    wanted = {"task": f"{role}:{index}", "world_size": str(world_size), "attempt": env.get("TFJOB_ATTEMPT", "")}
     if not step.isdigit() or int(step) < 1 or any(c.partition("=")[0] not in wanted for c in conditions):
         raise ValueError(f"environment variable {HOLD_ENV}={text!r}: expected STEP [task=TYPE:INDEX] "
-                         "[world_size=N], e.g. '40 task=worker:1'")
+                         "[world_size=N] [attempt=A], e.g. '40 task=worker:1'")
     matched = all(wanted[key] == value for key, _, value in (c.partition("=") for c in conditions))
     return int(step) if matched else None
 
