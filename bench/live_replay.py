@@ -197,7 +197,7 @@ def run_live(jobs: list[Job], speed: float, nodes: int,
     ):
         kubeconfig = Path(tmp) / "kubeconfig"
         write_kubeconfig(kubeconfig, cluster.url)
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TFJOB_ADDRESSING": "loopback", "TFJOB_METRICS_PORT": "0",
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TFJOB_METRICS_PORT": "0",
                "TFJOB_LIVENESS_PORT": "0", "TFJOB_LOG_LEVEL": "WARNING", "TFJOB_GANG_BACKEND": "builtin"}
         log = (Path(tmp) / "operator.log").open("wb")
         operator = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "operator"], env=env, stdout=log,

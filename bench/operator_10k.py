@@ -156,7 +156,7 @@ class Operator:
 
     def __init__(self, kubeconfig: Path, log: Path) -> None:
         self.port = free_port()
-        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TFJOB_ADDRESSING": "loopback",
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig),
                     "TFJOB_METRICS_PORT": str(self.port), "TFJOB_METRICS_HOST": "127.0.0.1",
                     "TFJOB_LIVENESS_PORT": "0", "TFJOB_LOG_LEVEL": os.environ.get("TFJOB_LOG_LEVEL", "WARNING"),
                     "TFJOB_LEADER_ELECTION": "true"}

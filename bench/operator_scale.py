@@ -313,7 +313,6 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
         env = {
             **os.environ,
             "KUBECONFIG": str(operator_kubeconfig),
-            "TFJOB_ADDRESSING": "loopback",
             "TFJOB_METRICS_PORT": "0",
             "TFJOB_LIVENESS_PORT": "0",
             "TFJOB_LOG_LEVEL": "WARNING",

@@ -32,8 +32,8 @@ class KubeflowLocal:
 @contextlib.contextmanager
 def kubeflow_local(workdir: Path, nodes: str = "1x{cpu:64,memory:128Gi}") -> Iterator[KubeflowLocal]:
     """The local control plane with Kubeflow's TFJob CRD and the operator with TFJOB_KUBEFLOW_API=all. The
-    operator runs on the host with loopback addressing (operator_harness), which pods on a network of their own
-    could not use: the plane keeps loopback ports (`--pod-network off`)."""
+    operator runs on the host (operator_harness), which reaches no pod IP of a pod network: the plane keeps loopback
+    ports (`--pod-network off`), which the operator follows."""
     kubeconfig = workdir / "kubeconfig"
     log = (workdir / "local-up.log").open("wb")
     up = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "local", "up", "--kubeflow", "--nodes", nodes,

@@ -52,8 +52,10 @@ class Operator:
 
     def __init__(self, kubeconfig: Path, log_path: Path, command: list[str] | None = None, **settings: str) -> None:
         self.command = command or [sys.executable, "-m", "tfjob_operator.cli", "operator"]
-        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1",
-                    "TFJOB_ADDRESSING": "loopback", "TFJOB_METRICS_PORT": "0", "TFJOB_LIVENESS_PORT": "0",
+        # No TFJOB_ADDRESSING: the operator follows the plane (loopback on these planes, which have no pod network).
+        inherited = {k: v for k, v in os.environ.items() if k != "TFJOB_ADDRESSING"}
+        self.env = {**inherited, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1",
+                    "TFJOB_METRICS_PORT": "0", "TFJOB_LIVENESS_PORT": "0",
                     "TFJOB_TERMINATING_TIMEOUT": "2", "TFJOB_RESYNC_SECONDS": "5", "TFJOB_RETRY_BACKOFF": "0.1",
                     "TFJOB_RETRY_MAX_BACKOFF": "1", **settings}
         self.log_path = log_path

@@ -31,6 +31,7 @@ from kubelocal.kubelet import PodNetworking, ProcessKubelet
 from kubelocal.network import plane
 from kubelocal.nodes import DEFAULT_NODES, parse_node_spec
 from kubelocal.pki import CertificateAuthority, new_ca
+from kubelocal.published import publish
 from kubelocal.scheduler import Scheduler
 
 T = TypeVar("T")
@@ -229,6 +230,9 @@ class LocalCluster:
         try:
             if self.pod_network:
                 await self._start_network()
+            # How its pods reach each other (kube-public/pod-addressing), so clients follow the plane.
+            await publish(self.url, self.network is not None, self.pod_network_reason,
+                          self.network.net.api_ip if self.network is not None else None)
             if self.crds:
                 await install_crds(self.url, self.crds)
             self._components = ComponentLoop()

@@ -14,8 +14,9 @@ from typing import Any
 
 import kopf
 
-from tfjob_operator import apigroups, constants, informer
+from tfjob_operator import addressing, apigroups, constants, informer
 from tfjob_operator.controller import JobController
+from tfjob_operator.kube import Kube, RetryPolicy, load_api_client
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.settings import OperatorSettings
 
@@ -38,6 +39,16 @@ class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     """Apply operator settings to kopf, start /metrics and the controller."""
     ops: OperatorSettings = getattr(memo, "settings", None) or OperatorSettings()
+    if not getattr(memo, "addressing_resolved", False):  # under `kopf run`: `tfjob operator` resolved it already
+        api = load_api_client()
+        try:
+            chosen = await addressing.resolve(Kube(api, RetryPolicy(timeout=ops.request_timeout)), ops.addressing)
+        except addressing.AddressingMismatch as exc:
+            raise kopf.PermanentError(str(exc)) from None
+        finally:
+            api.close()
+        ops = ops.model_copy(update={"addressing": chosen})
+        memo.addressing_resolved = True
     memo.settings = ops
     logging.getLogger().setLevel(ops.log_level)
     settings.watching.server_timeout = ops.watch_server_timeout
@@ -74,7 +85,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     await controller.watch_pods()
     memo.controller = controller
     log.info("tfjob operator started: namespaces=%s addressing=%s gang=%s%s", ops.namespaces or "all",
-             ops.addressing.value, ops.gang_backend.value,
+             ops.addressing.value if ops.addressing else "dns", ops.gang_backend.value,
              "" if leading is None else " (standby: it watches, and acts once it holds the Lease)")
     if leading is not None:
         memo.lead_when_elected = asyncio.create_task(_lead_when(leading, controller), name="lead when elected")

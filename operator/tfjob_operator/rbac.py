@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tfjob_operator.addressing import PUBLISHED_NAME, PUBLISHED_NAMESPACE
+
 #: Verbs RBAC knows for resource requests (the API server maps HTTP methods onto these).
 RESOURCE_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"})
 
@@ -38,8 +40,15 @@ class Permission:
     name: str | None
 
 
+#: Reads the chart grants none of: where the object exists its publisher lets every caller read it (as kubeadm's
+#: RoleBinding does for kube-public/cluster-info), and where it does not the operator takes the 404 or 403 for
+#: "a cluster" (`tfjob_operator.addressing`).
+PUBLIC_READS = frozenset({Permission("", "configmaps", "get", PUBLISHED_NAMESPACE, PUBLISHED_NAME)})
+
+
 def permissions(records: Iterable[Request]) -> set[Permission]:
-    """The permissions a set of requests needed; non-resource requests (discovery) need none of ours."""
+    """The permissions a set of requests needed; non-resource requests (discovery) and PUBLIC_READS need none of
+    ours."""
     out = set()
     for r in records:
         if r.resource is None or r.group is None or r.verb not in RESOURCE_VERBS:
@@ -50,7 +59,7 @@ def permissions(records: Iterable[Request]) -> set[Permission]:
         # create, list, watch and deletecollection are never name-scoped in RBAC.
         name = None if r.verb in ("create", "list", "watch", "deletecollection") else r.name
         out.add(Permission(r.group, resource, r.verb, r.namespace, name))
-    return out
+    return out - PUBLIC_READS
 
 
 @dataclass(frozen=True, order=True)

@@ -25,7 +25,7 @@ import kopf
 import prometheus_client
 from aiohttp import web
 
-from tfjob_operator import leader, webhook
+from tfjob_operator import addressing, leader, webhook
 from tfjob_operator.apigroups import TFJOB_DEV, ApiGroup, KubeflowApi, served_groups
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, load_api_client
 from tfjob_operator.settings import OperatorSettings
@@ -291,13 +291,21 @@ def run_operator(settings: OperatorSettings | None = None, *, stop_flag: threadi
         try:
             for group in served_groups(settings.kubeflow_api):
                 await wait_for_tfjob_api(Kube(api, RetryPolicy(attempts=1, timeout=settings.request_timeout)), group)
+            # TF_CONFIG's addressing follows the plane (AddressingMismatch when TFJOB_ADDRESSING contradicts it).
+            chosen = await addressing.resolve(Kube(api, RetryPolicy(timeout=settings.request_timeout)),
+                                              settings.addressing)
+            memo.settings = settings.model_copy(update={"addressing": chosen})
+            memo.addressing_resolved = True
         finally:
             api.close()
         await kopf.operator(memo=memo, settings=configured, stop_flag=stop_flag,  # type: ignore[arg-type]
                             **kopf_arguments(settings))  # type: ignore[arg-type]
 
     if not settings.leader_election:
-        asyncio.run(main())
+        try:
+            asyncio.run(main())
+        except addressing.AddressingMismatch as exc:
+            return refuse(exc)
         return 0
     # A warm standby: kopf and the controller's watches run from the start, and the controller acts once this
     # replica holds the Lease (a failover then needs no list of every job and pod). Not while the webhook makes
@@ -318,4 +326,12 @@ def run_operator(settings: OperatorSettings | None = None, *, stop_flag: threadi
     except leader.LeadershipLost as exc:
         log.error("leader election: %s; exiting so that only the new leader acts", exc)
         return 1
+    except addressing.AddressingMismatch as exc:
+        return refuse(exc)
     return 0
+
+
+def refuse(exc: addressing.AddressingMismatch) -> int:
+    """A setting that contradicts the plane: one line on stderr saying what to change, exit 2 (as a bad setting)."""
+    print(f"tfjob operator: {exc}", file=sys.stderr, flush=True)
+    return 2

@@ -1,6 +1,6 @@
 """Operator settings: one pydantic-settings object read once at start-up from `TFJOB_*` environment variables.
 
-Example: `TFJOB_NAMESPACES=team-a,team-b TFJOB_ADDRESSING=loopback tfjob operator`.
+Example: `TFJOB_NAMESPACES=team-a,team-b TFJOB_GANG_BACKEND=volcano tfjob operator`.
 """
 
 from __future__ import annotations
@@ -70,9 +70,10 @@ class OperatorSettings(BaseSettings):
         "tfjob.dev/tfjob-operator); all (also no managedBy or kubeflow.org/training-operator). Jobs managed by "
         "anyone else (e.g. kueue.x-k8s.io/multikueue) are never touched.",
     )
-    addressing: Addressing = Field(
-        Addressing.DNS, description="dns (a cluster, or tfjob local on a pod network) or loopback (tfjob local "
-        "without one).")
+    addressing: Addressing | None = Field(
+        None, description="Leave unset: the operator follows the plane it runs against (a local plane publishes "
+        "kube-public/pod-addressing; a cluster has none: dns). Set (dns or loopback), it must agree with the plane, "
+        "or the operator refuses to start saying what to change.")
     cluster_domain: str | None = Field(
         None, description="DNS suffix after <ns>.svc in TF_CONFIG, e.g. cluster.local; empty keeps the short form."
     )
@@ -194,7 +195,7 @@ class OperatorSettings(BaseSettings):
         return level
 
     @field_validator("pod_name", "pod_namespace", "webhook_service_name", "webhook_cert_dir", "webhook_config_name",
-                     "scheduler_name", "cluster_domain", "gang_priority_class", mode="before")
+                     "scheduler_name", "cluster_domain", "gang_priority_class", "addressing", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         """The chart passes empty strings for unset options."""

@@ -77,12 +77,12 @@ class JobResult:
     recovery: dict[str, float] | None = None
 
 
-def operator_env(kubeconfig: Path, addressing: str = "loopback") -> dict[str, str]:
-    """The operator's settings for local mode: the plane's addressing (`dns` on a pod network, else `loopback`)."""
+def operator_env(kubeconfig: Path) -> dict[str, str]:
+    """The operator's settings for local mode. No TFJOB_ADDRESSING (one in this shell is dropped too): the
+    operator follows the plane's (`kube-public/pod-addressing`: `dns` on a pod network, else `loopback`)."""
     return {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "TFJOB_ADDRESSING"},
         "KUBECONFIG": str(kubeconfig),
-        "TFJOB_ADDRESSING": addressing,
         "TFJOB_METRICS_PORT": "0",
         "TFJOB_LIVENESS_PORT": "0",
         # A few local jobs: read the chief's progress often (a cluster's default is 30 s).
@@ -92,8 +92,7 @@ def operator_env(kubeconfig: Path, addressing: str = "loopback") -> dict[str, st
     }
 
 
-def start_operator(kubeconfig: Path, workdir: Path, *, addressing: str = "loopback",
-                   netns_path: str | None = None) -> subprocess.Popen[bytes]:
+def start_operator(kubeconfig: Path, workdir: Path, *, netns_path: str | None = None) -> subprocess.Popen[bytes]:
     """The operator as its own process, which dies with this one even when this one is SIGKILLed; given the
     plane's namespace, run in there (it reaches pods' IPs, and the API at the same 127.0.0.1 port)."""
     from kubelocal.lifeline import die_with_parent
@@ -103,7 +102,7 @@ def start_operator(kubeconfig: Path, workdir: Path, *, addressing: str = "loopba
     if netns_path is not None:
         argv = ["nsenter", f"--net={netns_path}", "--", *argv]
     return subprocess.Popen(
-        argv, env=operator_env(kubeconfig, addressing), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        argv, env=operator_env(kubeconfig), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         preexec_fn=die_with_parent(),
     )
 
@@ -224,8 +223,7 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, cluster.url)
         network = cluster.network
-        operator = start_operator(kubeconfig, workdir, addressing="dns" if network else "loopback",
-                                  netns_path=network.netns_path if network else None)
+        operator = start_operator(kubeconfig, workdir, netns_path=network.netns_path if network else None)
         view.note(f"control plane at {cluster.url} (kubectl --kubeconfig {kubeconfig}); operator pid {operator.pid}")
         view.note(f"memory limits {cluster.kubelet.memory.why}")
         try:

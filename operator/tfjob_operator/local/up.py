@@ -10,11 +10,13 @@ from pathlib import Path
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalCluster
 from kubelocal.nodes import NodeSpecError, describe_nodes
+from kubelocal.published import NAME, NAMESPACE
 from tfjob_operator.crd import CRD_PATH, KUBEFLOW_CRD_PATH
 from tfjob_operator.local.image import local_images, worker_image_defaults
 
 EXIT_USAGE = 2
 REQUEST_LOG = 10_000  # requests `tfjob local up` remembers (the test hook; nothing reads it here)
+PUBLISHED = f"{NAMESPACE}/{NAME}"
 
 
 def run_local_up(port: int, kubeconfig: Path, nodes: str | None, workdir: Path, *, kubeflow: bool = False,
@@ -66,6 +68,11 @@ async def _serve(cluster: LocalCluster, kubeconfig: Path) -> int:
 
 def _banner(cluster: LocalCluster, kubeconfig: Path) -> str:
     nodes = "\n".join("  " + line for line in describe_nodes(cluster.nodes).splitlines())
+    network = cluster.network
+    # The operator follows the plane's addressing (kube-public/pod-addressing): no setting to keep in step. On the
+    # pod network it runs in the plane's namespace, as `tfjob local` runs it, to read the chief's /metrics at pod
+    # IPs (from this machine's own namespace no pod IP is reachable).
+    operator = f"nsenter --net={network.netns_path} tfjob operator" if network else "tfjob operator"
     return (
         f"Local Kubernetes control plane at {cluster.url} "
         "(API emulator, controllers, scheduler stand-in, process kubelet)\n"
@@ -73,15 +80,17 @@ def _banner(cluster: LocalCluster, kubeconfig: Path) -> str:
         + "".join(f"TFJob CRD installed from {path}\n" for path in cluster.crds) +
         f"Pods run as processes on this machine; their files live under {cluster.workdir}\n"
         + (f"Pod network: each pod has its own IP (10.244.0.0/16) and cluster DNS (10.96.0.10); in-cluster "
-           f"clients reach the API at https://10.96.0.1:443 ({cluster.network.net.netns})\n" if cluster.network
+           f"clients reach the API at https://10.96.0.1:443 ({network.net.netns})\n" if network
            else f"No pod network ({cluster.pod_network_reason}): pods share this machine's network\n") +
         f"Memory limits (resources.limits.memory): {cluster.kubelet.memory.why}\n"
+        f"Pods address each other by {'dns' if network else 'loopback'} (published in {PUBLISHED}; the operator "
+        "follows it, TFJOB_ADDRESSING unset)\n"
         f"Kubeconfig written to {kubeconfig}; use it with:\n"
         f"  export KUBECONFIG={kubeconfig}\n"
         f"  kubectl get nodes\n"
-        + ("  python examples/helm_local.py install       # the chart's operator, as a pod\n" if cluster.network
+        f"  {operator} &   # the operator, on this machine\n"
+        + ("  python examples/helm_local.py install       # or the chart's operator, as a pod\n" if network
            else "") +
-        "  kubectl apply -f examples/mnist-cpu.yaml"
-        + ("\n" if cluster.network else "   # then run the operator: tfjob operator\n") +
+        "  kubectl apply -f examples/mnist-cpu.yaml\n"
         "Press Ctrl-C to stop."
     )
