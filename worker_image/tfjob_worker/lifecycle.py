@@ -17,6 +17,7 @@ from typing import Any
 
 from . import exit_codes, preemption, termination
 from .progress import error
+from .reach import ReachCheck
 from .reports import REPORT_FD_ENV, LineReader, Report
 from .stall import StallPolicy, stall_reason
 from .startup import BEGAN_ENV
@@ -79,7 +80,7 @@ class Watch:
 
 
 def supervise(argv: Sequence[str], startup_timeout: float, stall: StallPolicy | None = None,
-              metrics_port: int = 0) -> int:
+              metrics_port: int = 0, reach: ReachCheck | None = None) -> int:
     """Run the trainer as a child process; enforce the start-up timeout, the stall watchdog and the grace
     period from outside it, and serve its metrics.
 
@@ -149,6 +150,11 @@ def supervise(argv: Sequence[str], startup_timeout: float, stall: StallPolicy | 
             if report is not None:
                 watch.take(report, now)
                 collector.update(report)
+        if reach is not None and reach.verdict is not None and watch.started_at is None:  # a peer never reachable
+            child.kill()
+            child.wait()
+            error(f"{reach.verdict.message}; exit {reach.verdict.code}")
+            return reach.verdict.code
         if watch.started_at is None and deadline is not None and now >= deadline:
             child.kill()
             child.wait()

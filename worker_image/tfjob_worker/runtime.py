@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from . import cluster, elastic, exit_codes, lifecycle, peers, preemption, progress
+from . import cluster, elastic, exit_codes, lifecycle, peers, preemption, progress, reach
 from .cluster import ClusterConfigError, ClusterView
 from .config import BUILTIN_MODELS, RunConfig, parse_args
 from .preemption import Preempted
@@ -157,7 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress.error(f"{exc}")
             lifecycle.exit_now(exit_codes.USER_ERROR)
         stall = StallPolicy(timeout=cfg.stall_timeout, first_step_grace=cfg.first_step_grace)
-        lifecycle.exit_now(lifecycle.supervise(args, cfg.startup_timeout, stall, cfg.metrics_port))
+        # Peers this pod can never reach are said within seconds (reach), not after the start-up timeout.
+        check = reach.start_check() if cfg.strategy != "independent" else None
+        lifecycle.exit_now(lifecycle.supervise(args, cfg.startup_timeout, stall, cfg.metrics_port, check))
     startup = StartupClock.from_env()
     startup.mark("launch")
     lifecycle.die_with_supervisor()
