@@ -14,12 +14,16 @@ It stops `tfjob local` once training runs again (the rest of the job is not meas
 
     python bench/elastic_recovery.py [--manifest examples/mnist-elastic.yaml]
 
-Ends with `SUMMARY detection_s=... restart_s=... tf_start_s=... restore_s=... total_s=... width=3`.
+Also the timeline from the loss, each step in seconds since it: the node found NotReady (the node monitor grace),
+the gang restarted (the operator saw the lost node's pod evicted), the new, narrower gang Running, its first step.
+Ends with `SUMMARY not_ready_s=... restarted_s=... running_s=... first_step_s=... detection_s=... restart_s=...
+tf_start_s=... restore_s=... total_s=... width=3 load=...` (load: the 1-minute load average at the end).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import subprocess
@@ -33,6 +37,10 @@ NODES = "4x{cpu:1,memory:2Gi}"
 RECOVERY = re.compile(r"training again ([\d.]+)s after the loss \(detection ([\d.]+)s, restart ([\d.]+)s, "
                       r"TF start ([\d.]+)s, restore ([\d.]+)s\)")
 RESIZED = re.compile(r"Resized: (\d+) → (\d+) workers")
+TIMELINE = re.compile(r"timeline from the loss: (.*)$")
+MARK = re.compile(r"(node NotReady|gang restarted|new gang Running|first step) \+([\d.]+)s")
+KEYS = {"node NotReady": "not_ready_s", "gang restarted": "restarted_s", "new gang Running": "running_s",
+        "first step": "first_step_s"}
 
 
 def measure(manifest: Path, timeout: float) -> dict[str, float]:
@@ -41,7 +49,7 @@ def measure(manifest: Path, timeout: float) -> dict[str, float]:
                "--workdir", work, "--lose-node-after", "0", "--timeout", str(timeout)]
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
-        width, found = 0, None
+        width, found, marks = 0, None, {}
         deadline = time.monotonic() + timeout
         try:
             for line in proc.stdout:
@@ -50,6 +58,8 @@ def measure(manifest: Path, timeout: float) -> dict[str, float]:
                     width = int(m.group(2))
                 if m := RECOVERY.search(line):
                     found = [float(v) for v in m.groups()]
+                if m := TIMELINE.search(line):
+                    marks = {KEYS[what]: float(at) for what, at in MARK.findall(m.group(1))}
                     break
                 if time.monotonic() > deadline:
                     break
@@ -62,8 +72,8 @@ def measure(manifest: Path, timeout: float) -> dict[str, float]:
         if found is None:
             raise SystemExit("training never ran again after the node loss (see the output above)")
         total, detection, restart, tf_start, restore = found
-        return {"detection_s": detection, "restart_s": restart, "tf_start_s": tf_start, "restore_s": restore,
-                "total_s": total, "width": width}
+        return {**marks, "detection_s": detection, "restart_s": restart, "tf_start_s": tf_start,
+                "restore_s": restore, "total_s": total, "width": width}
 
 
 def main() -> None:
@@ -74,6 +84,7 @@ def main() -> None:
     started = time.monotonic()
     figures = measure(args.manifest, args.timeout)
     figures["run_s"] = time.monotonic() - started
+    figures["load"] = os.getloadavg()[0]
     print("SUMMARY " + " ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in figures.items()))
 
 

@@ -13,7 +13,13 @@ wall clock:
   - the resumed epoch's end as tfjob local shows it (to its 0.5 s refresh).
 A cold `import tensorflow, tf_keras` in a fresh process is timed next to it for reference.
 
-    python bench/recovery_time.py [--manifest examples/mnist-cpu.yaml] [--repeats 1]
+Then the graceful stop (worker runtime only, 3 digits-MLP workers on loopback): the gang asked to stop as the
+operator's gang restart asks it (SIGTERM to every pod at once) while worker 2 holds after step 40 and its peers
+wait for it in a collective, once with worker 2 alive (they agree on a step, the chief saves, all exit 143) and
+once with worker 2 SIGKILLed just before (the agreement cannot come: the runtime sees the peer gone and stops).
+Seconds from the SIGTERM until every survivor exited; the dead-peer case is kept within 1 s of the live one.
+
+    python bench/recovery_time.py [--manifest examples/mnist-cpu.yaml] [--repeats 1] [--stop-only]
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 STARTUP = re.compile(r"^\[tfjob\] ready (.*)$", re.MULTILINE)
@@ -153,19 +160,108 @@ def summary_fields(split: dict[str, float]) -> str:
             f"recovery_build={split['build']:.2f}s recovery_restore={split['restore']:.2f}s")
 
 
+#: The graceful-stop runs: 3 workers of the digits MLP on loopback, worker 2 held after this step (so its peers wait
+#: for it in their next collective), then the gang asked to stop as the operator's gang restart does (SIGTERM to
+#: every pod at once), with worker 2 alive or SIGKILLed just before.
+STOP_WORKERS = 3
+HOLD_STEP = 40
+STOP_ARGS = ["--epochs", "1", "--steps-per-epoch", "150", "--log-every-steps", "20"]
+
+
+def graceful_stop(dead_peer: bool, timeout: float = 300.0) -> dict[str, float]:
+    """SIGTERM to every live worker of a gang whose worker 2 holds at HOLD_STEP; with `dead_peer`, worker 2 is
+    SIGKILLed first (its peers then wait for an agreement it cannot give). Seconds from the SIGTERM to each
+    survivor's exit, its exit code, and whether the chief saved."""
+    import json
+    import signal
+    import socket
+
+    ports = []
+    for _ in range(STOP_WORKERS):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env.update(PYTHONPATH=str(REPO / "worker_image"), PYTHONUNBUFFERED="1",
+               TFJOB_FAULT_HOLD_AT_STEP=f"{HOLD_STEP} task=worker:{STOP_WORKERS - 1}")
+    with tempfile.TemporaryDirectory(prefix="graceful-stop-") as tmp:
+        procs, logs = [], []
+        for index in range(STOP_WORKERS):
+            config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            out, err = Path(tmp) / f"w{index}.out", Path(tmp) / f"w{index}.err"
+            logs.append((out, err))
+            with open(out, "wb") as o, open(err, "wb") as e:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "tfjob_worker", *STOP_ARGS, "--output-dir", str(Path(tmp) / "job")],
+                    stdout=o, stderr=e, env={**env, "TF_CONFIG": json.dumps(config)}, cwd=tmp,
+                    start_new_session=True))
+        try:
+            held = logs[-1][1]
+            deadline = time.monotonic() + timeout
+            while "[tfjob] fault: holding after step" not in held.read_text(errors="replace"):
+                if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                    raise SystemExit("graceful stop: worker 2 never held:\n" + held.read_text(errors="replace"))
+                time.sleep(0.05)
+            time.sleep(1.0)  # its peers are in their next collective now, waiting for it
+            survivors = procs[:-1] if dead_peer else procs
+            if dead_peer:
+                os.killpg(procs[-1].pid, signal.SIGKILL)
+                procs[-1].wait()
+            sent = time.monotonic()
+            for proc in survivors:
+                proc.send_signal(signal.SIGTERM)
+            exits = []
+            for proc in survivors:
+                code = proc.wait(timeout=120)
+                exits.append((time.monotonic() - sent, code))
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        chief_out = logs[0][0].read_text(errors="replace")
+    return {"seconds": max(s for s, _ in exits), "codes": sorted({c for _, c in exits}),
+            "saved": "saving (last save" in chief_out}
+
+
+def print_stops(live: dict[str, Any], dead: dict[str, Any]) -> None:
+    for what, run in (("all peers alive", live), ("one peer SIGKILLed first", dead)):
+        print(f"  graceful stop, {what}: SIGTERM -> every survivor exited {run['seconds']:.2f} s, exit "
+              f"{'/'.join(map(str, run['codes']))}, the chief {'saved' if run['saved'] else 'did not save'}")
+
+
+def stop_fields(live: dict[str, Any], dead: dict[str, Any]) -> str:
+    return (f"stop_live={live['seconds']:.2f}s stop_dead_peer={dead['seconds']:.2f}s "
+            f"stop_dead_peer_extra={dead['seconds'] - live['seconds']:.2f}s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--manifest", type=Path, default=REPO / "examples" / "mnist-cpu.yaml")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--stop-only", action="store_true", help="only the graceful stops (alive, dead peer)")
     a = parser.parse_args()
-    splits = []
+    fields = []
+    if not a.stop_only:
+        splits = []
+        for _ in range(a.repeats):
+            splits.append(measure(a.manifest))
+            tf_import = cold_tf_import()
+            print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            print_split(splits[-1], tf_import)
+        median = {k: statistics.median(s[k] for s in splits) for k in splits[0]}
+        fields.append(summary_fields(median))
+    lives, deads = [], []
     for _ in range(a.repeats):
-        splits.append(measure(a.manifest))
-        tf_import = cold_tf_import()
+        lives.append(graceful_stop(dead_peer=False))
+        deads.append(graceful_stop(dead_peer=True))
         print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        print_split(splits[-1], tf_import)
-    median = {k: statistics.median(s[k] for s in splits) for k in splits[0]}
-    print(f"SUMMARY {summary_fields(median)}")
+        print_stops(lives[-1], deads[-1])
+    live = {"seconds": statistics.median(r["seconds"] for r in lives)}
+    dead = {"seconds": statistics.median(r["seconds"] for r in deads)}
+    fields.append(stop_fields(live, dead))
+    print(f"SUMMARY {' '.join(fields)}")
 
 
 if __name__ == "__main__":

@@ -155,7 +155,7 @@ class Cluster:
         return self.local.call(coro)
 
 
-#: Tests lose nodes on purpose and want it noticed in seconds (a cluster's default is 40 s).
+#: Tests lose nodes on purpose and want it noticed in seconds (a cluster's default is 50 s).
 TEST_CONTROLLERS = ControllerSettings(node_monitor_grace=4.0)
 
 

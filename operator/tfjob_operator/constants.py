@@ -70,6 +70,13 @@ KUBE_DEFAULT_TERMINATION_GRACE_SECONDS: Final = 30
 #: (tfjob_worker.termination reads it; a local process kubelet maps the path to a file of the pod).
 ENV_TERMINATION_MESSAGE_PATH: Final = "TFJOB_TERMINATION_MESSAGE_PATH"
 
+#: The taint the node lifecycle controller puts on a node it lost (no heartbeat for node-monitor-grace-period). An
+#: elastic job's chief and worker pods tolerate it for 0 s (render.py), unless their template says otherwise: the
+#: taint manager then evicts them as soon as their node is found lost, not after the 300 s that
+#: DefaultTolerationSeconds admission gives every pod (docs/elastic.md, "Recovery timeline").
+NODE_UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
+NODE_LOSS_TOLERATION_SECONDS: Final = 0
+
 #: Longest DNS-1123 label: a pod hostname `<job>-<type>-<index>` must fit in it.
 MAX_DNS_LABEL: Final = 63
 

@@ -192,6 +192,8 @@ def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOption
     pod_spec["hostname"] = name
     pod_spec["subdomain"] = job.name
     pod_spec["restartPolicy"] = _pod_restart_policy(spec.restartPolicy)
+    if job.spec.elasticPolicy is not None and rtype in (ReplicaType.CHIEF, ReplicaType.WORKER):
+        _tolerate_node_loss(pod_spec)
     container_index = training_container_index(template)
     if container_index is not None:
         env = {constants.ENV_JOB_NAME: job.name, constants.ENV_ATTEMPT: str(options.attempt)}
@@ -213,6 +215,19 @@ def render_pod(job: TFJob, rtype: ReplicaType, index: int, options: RenderOption
         # A failed run's log tail becomes its termination message, so the job's Failed condition can say why.
         container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def _tolerate_node_loss(pod_spec: dict[str, Any]) -> None:
+    """An elastic gang pod is evicted as soon as its node is found lost (constants.NODE_UNREACHABLE_TAINT), so the
+    gang shrinks then, not 300 s later; a toleration of that taint in the template is kept as written."""
+    tolerations = pod_spec.get("tolerations") or []
+    if any(t.get("effect") in (None, "", "NoExecute") and (t.get("key") == constants.NODE_UNREACHABLE_TAINT
+                                                            or (not t.get("key") and t.get("operator") == "Exists"))
+           for t in tolerations):
+        return
+    pod_spec["tolerations"] = [*tolerations, {"key": constants.NODE_UNREACHABLE_TAINT, "operator": "Exists",
+                                              "effect": "NoExecute",
+                                              "tolerationSeconds": constants.NODE_LOSS_TOLERATION_SECONDS}]
 
 
 def _elastic_env(job: TFJob) -> dict[str, str]:

@@ -98,6 +98,11 @@ class OperatorSettings(BaseSettings):
     terminating_timeout: float = Field(
         60.0, ge=0, description="Seconds past its grace period after which a pod stuck Terminating is force-deleted."
     )
+    node_monitor_grace: float = Field(
+        50.0, gt=0, description="The cluster's node-monitor-grace-period (kube-controller-manager: 50 s since "
+        "Kubernetes 1.32, 40 s before): after this long without a heartbeat a node is found lost. An elastic gang "
+        "whose survivors exited 'peer lost' waits this long plus 10 s for the lost node to show, then counts the "
+        "exits as a failure.")
     reconcile_budget_bytes: int = Field(
         128 * 1024 * 1024, gt=0, description="Bytes of rendered pods one job may need (estimated from its spec "
         "before rendering); a job over it fails with reason ReconcileBudgetExceeded instead of stalling the operator.")

@@ -102,24 +102,30 @@ def test_lose_a_node_shrink_to_3_then_widen_back_to_4_after_the_cooldown() -> No
 
 def test_a_node_lost_as_a_cluster_shows_it_peers_first_then_the_node_shrinks_with_no_backoff_used() -> None:
     """On a real node loss the peers notice first (exit 200 'peer lost' within a second), the node is found lost
-    seconds later, and its pod then stays Terminating (no kubelet confirms): the gang still goes 4 → 3 as a
-    disruption, without waiting for that pod, and backoffLimit 0 is not touched."""
+    after kube's node-monitor-grace-period (50 s), the taint manager evicts its pod at once (the pods tolerate the
+    unreachable taint 0 s), and that pod then stays Terminating (no kubelet confirms): the gang still goes 4 → 3
+    as a disruption, without waiting for that pod, and backoffLimit 0 is not touched."""
     cluster = Cluster()
     cluster.settle(0)
+    for pod in cluster.pods.values():
+        assert {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                "tolerationSeconds": 0} in pod["spec"]["tolerations"]
     finished = (T0 + timedelta(seconds=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
     for i in range(3):
         cluster.pods[f"j-worker-{i}"]["status"] = {"phase": "Failed", "containerStatuses": [{
             "name": "tensorflow", "state": {"terminated": {"exitCode": 200, "finishedAt": finished}}}]}
     cluster.settle(10.5)
+    cluster.settle(55)  # the node is not found lost yet: still waiting for the cause, not counting a failure
     status = cluster.job["status"]
-    assert (status["state"], status.get("failureRestarts", 0)) == ("Running", 0)  # waiting for the cause
+    assert (status["state"], status.get("failureRestarts", 0)) == ("Running", 0)
 
     cluster.fits = 3
+    found = (T0 + timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")  # 50 s after the loss at 10 s
     lost = cluster.pods["j-worker-3"]
-    lost["metadata"]["deletionTimestamp"] = (T0 + timedelta(seconds=16)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    lost["metadata"]["deletionTimestamp"] = found
     lost["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
-                                     "lastTransitionTime": (T0 + timedelta(seconds=16)).strftime("%Y-%m-%dT%H:%M:%SZ")}]
-    cluster.settle(16)
+                                     "lastTransitionTime": found}]
+    cluster.settle(60)
     status = cluster.job["status"]
     attempt1 = sorted(n for n, p in cluster.pods.items() if p["metadata"]["labels"][constants.LABEL_ATTEMPT] == "1")
     assert (cluster.width, attempt1, status["state"]) == (3, ["j-worker-0", "j-worker-1", "j-worker-2"], "Running")

@@ -27,10 +27,11 @@ USER_AGENT = "kubelocal-controller-manager"
 class ControllerSettings:
     #: Seconds the garbage collector waits before acting on a vanished owner (0: as soon as it sees it).
     gc_delay: float = 0.0
-    #: A node whose Lease is older than this is unreachable: kube's node-monitor-grace-period (40 s). Tests that
-    #: lose nodes on purpose set a few seconds; a shorter default marks busy nodes unreachable under load (a
-    #: heartbeat delayed while the machine is saturated) and evicts healthy pods.
-    node_monitor_grace: float = 40.0
+    #: A node whose Lease is older than this is unreachable: kube's node-monitor-grace-period (50 s since Kubernetes
+    #: 1.32, kubernetes PR #126287; 40 s before). Tests that lose nodes on purpose set a few seconds; a shorter
+    #: default marks busy nodes unreachable under load (a heartbeat delayed while the machine is saturated) and
+    #: evicts healthy pods. The operator's TFJOB_NODE_MONITOR_GRACE says the same value (tfjob local passes it).
+    node_monitor_grace: float = 50.0
     #: Upper bound on tolerationSeconds for NoExecute eviction (None: honour them, e.g. 300 s).
     toleration_cap: float | None = 0.0
 

@@ -391,6 +391,7 @@ class JobController:
         any) and the gang view. `job` is None for an invalid job, or one over its budget: nothing is rendered."""
         if job is None:
             return ReconcileOptions(terminating_timeout=self.settings.terminating_timeout,
+                                    node_monitor_grace=self.settings.node_monitor_grace,
                                     kubeflow_api=self.settings.kubeflow_api)
         ports: dict[str, int] | None = None
         if self.settings.addressing == Addressing.LOOPBACK and not view.finished:
@@ -403,6 +404,7 @@ class JobController:
             cluster_domain=self.settings.cluster_domain,
             loopback_ports=ports,
             terminating_timeout=self.settings.terminating_timeout,
+            node_monitor_grace=self.settings.node_monitor_grace,
             gang=await gang_view(self.settings, self.gang_options, self.kube, self.admission, job, effective,
                                  rendered.pods, pods),
             pod_create_error=acts.pod_create_error,

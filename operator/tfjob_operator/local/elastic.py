@@ -67,6 +67,11 @@ class Recovery:
     lost_at: float
     #: When the job first showed a gang restart after the loss (the operator saw it), as polled (±0.5 s).
     detected_at: float | None = None
+    #: When the lost node was first seen not Ready (the node monitor grace over), as polled.
+    not_ready_at: float | None = None
+    #: The gang attempt that lost the node, and when every pod of a later attempt was first seen Running.
+    attempt: int = 0
+    running_at: float | None = None
     #: The resumed chief's `ready` split (began, phases, total), once it printed it.
     ready: dict[str, float] = field(default_factory=dict)
     width: int | None = None
@@ -79,6 +84,25 @@ class Recovery:
         restore = self.ready.get("restore", 0.0)
         return {"detection": self.detected_at - self.lost_at, "restart": max(began - self.detected_at, 0.0),
                 "tf_start": total - restore, "restore": restore, "total": began + total - self.lost_at}
+
+
+def timeline_text(rec: Recovery) -> str | None:
+    """Each step from the loss, in seconds since it: `node NotReady +6.2s, gang restarted +6.7s, narrower gang
+    Running +7.7s, first step +28.0s`; None until training runs again."""
+    parts = rec.breakdown()
+    if parts is None:
+        return None
+    marks = [("node NotReady", rec.not_ready_at), ("gang restarted", rec.detected_at),
+             ("new gang Running", rec.running_at)]
+    shown = [f"{what} +{at - rec.lost_at:.1f}s" for what, at in marks if at is not None]
+    return ", ".join([*shown, f"first step +{parts['total']:.1f}s"])
+
+
+def _attempt(pod: dict[str, Any]) -> int:
+    try:
+        return int(pod["metadata"]["labels"].get(constants.LABEL_ATTEMPT, "0"))
+    except ValueError:
+        return 0
 
 
 def breakdown_text(parts: dict[str, float]) -> str:
@@ -118,7 +142,8 @@ class CapacityFaults:
             victim = worker_victim(pods)
             if victim and (node := (victim.get("spec") or {}).get("nodeName")):
                 cluster.call(cluster.kubelet.lose_node(node))
-                self.lost_node, self.recovery = node, Recovery(lost_at=time.time())
+                self.lost_node, self.recovery = node, Recovery(lost_at=time.time(),
+                                                               attempt=max(map(_attempt, pods), default=0))
                 self.lost_mono = now
                 self.note(f"node {node} lost (its worker {victim['metadata']['name']} with it; --lose-node-after)")
         if (self.restore_node_after is not None and self.lost_node and not self.restored
@@ -126,6 +151,7 @@ class CapacityFaults:
             cluster.call(cluster.kubelet.restore_node(self.lost_node))
             self.restored = True
             self.note(f"node {self.lost_node} restored (--restore-node-after)")
+        self._follow_recovery(clients, pods)
         if self.preempt_worker_after is not None and not self.preempted and since >= self.preempt_worker_after:
             victim = worker_victim(pods)
             if victim:
@@ -133,6 +159,23 @@ class CapacityFaults:
                 self.preempted = True
                 self.note(f"preempted {victim['metadata']['name']}: evicted as a drain does, with its grace period "
                           "(SIGTERM: the workers finish the step, the chief saves; --preempt-worker-after)")
+
+    def _follow_recovery(self, clients: Any, pods: list[dict[str, Any]]) -> None:
+        """The steps of the timeline the view does not otherwise show: the node turning NotReady, the new gang
+        Running."""
+        rec = self.recovery
+        if rec is None or rec.ready:
+            return
+        now = time.time()
+        if rec.not_ready_at is None and clients is not None and self.lost_node:
+            node = clients.core.read_node(self.lost_node)
+            ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
+            if ready is None or ready.status != "True":
+                rec.not_ready_at = now
+        newer = [p for p in pods if _attempt(p) > rec.attempt and not p["metadata"].get("deletionTimestamp")]
+        if rec.running_at is None and newer and all((p.get("status") or {}).get("phase") == "Running"
+                                                     for p in newer):
+            rec.running_at = now
 
     def _watch(self, events: list[dict[str, Any]], progress: Progress) -> None:
         for event, reason, message in restart_events(events):
@@ -150,6 +193,7 @@ class CapacityFaults:
             parts = rec.breakdown()
             if parts:
                 self.note(f"training again {breakdown_text(parts)}")
+                self.note(f"timeline from the loss: {timeline_text(rec)}")
         if progress.resized and progress.resized != self._resumed and progress.resumed_at:
             self._resumed = progress.resized
             self.note(f"resumed at epoch {progress.resumed_at} with {progress.resized[1]} replicas "

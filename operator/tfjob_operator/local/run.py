@@ -77,11 +77,14 @@ class JobResult:
     recovery: dict[str, float] | None = None
 
 
-def operator_env(kubeconfig: Path) -> dict[str, str]:
+def operator_env(kubeconfig: Path, node_monitor_grace: float | None = None) -> dict[str, str]:
     """The operator's settings for local mode. No TFJOB_ADDRESSING (one in this shell is dropped too): the
-    operator follows the plane's (`kube-public/pod-addressing`: `dns` on a pod network, else `loopback`)."""
+    operator follows the plane's (`kube-public/pod-addressing`: `dns` on a pod network, else `loopback`). The
+    plane's node monitor grace (how long an elastic gang waits for a lost node to show), when given."""
+    grace = {"TFJOB_NODE_MONITOR_GRACE": f"{node_monitor_grace:g}"} if node_monitor_grace is not None else {}
     return {
         **{k: v for k, v in os.environ.items() if k != "TFJOB_ADDRESSING"},
+        **grace,
         "KUBECONFIG": str(kubeconfig),
         "TFJOB_METRICS_PORT": "0",
         "TFJOB_LIVENESS_PORT": "0",
@@ -92,7 +95,8 @@ def operator_env(kubeconfig: Path) -> dict[str, str]:
     }
 
 
-def start_operator(kubeconfig: Path, workdir: Path, *, netns_path: str | None = None) -> subprocess.Popen[bytes]:
+def start_operator(kubeconfig: Path, workdir: Path, *, netns_path: str | None = None,
+                   node_monitor_grace: float | None = None) -> subprocess.Popen[bytes]:
     """The operator as its own process, which dies with this one even when this one is SIGKILLed; given the
     plane's namespace, run in there (it reaches pods' IPs, and the API at the same 127.0.0.1 port)."""
     from kubelocal.lifeline import die_with_parent
@@ -102,8 +106,8 @@ def start_operator(kubeconfig: Path, workdir: Path, *, netns_path: str | None = 
     if netns_path is not None:
         argv = ["nsenter", f"--net={netns_path}", "--", *argv]
     return subprocess.Popen(
-        argv, env=operator_env(kubeconfig), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        preexec_fn=die_with_parent(),
+        argv, env=operator_env(kubeconfig, node_monitor_grace), stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True, preexec_fn=die_with_parent(),
     )
 
 
@@ -223,7 +227,8 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, cluster.url)
         network = cluster.network
-        operator = start_operator(kubeconfig, workdir, netns_path=network.netns_path if network else None)
+        operator = start_operator(kubeconfig, workdir, netns_path=network.netns_path if network else None,
+                                  node_monitor_grace=cluster.cluster.controller_settings.node_monitor_grace)
         view.note(f"control plane at {cluster.url} (kubectl --kubeconfig {kubeconfig}); operator pid {operator.pid}")
         view.note(f"memory limits {cluster.kubelet.memory.why}")
         try:
@@ -249,8 +254,8 @@ def addressing_line(networked: bool, why_not: str) -> str:
         return ("addressing: dns (pod network: each pod has its own IP and cluster DNS; TF_CONFIG names peers "
                 "<job>-<type>-<i>.<job>.<ns>.svc:2222, as on a cluster)")
     return f"addressing: loopback (127.0.0.1, a port per pod; {why_not})"
-#: Node monitor grace when --lose-node-after is given: a lost node is seen in seconds (kube's default is 40 s, which
-#: local mode keeps otherwise so a node busy with TensorFlow is never taken for lost).
+#: Node monitor grace when --lose-node-after is given: a lost node is seen in seconds (kube's default is 50 s, which
+#: local mode keeps otherwise so a node busy with TensorFlow is never taken for lost). The operator is told the same.
 LOST_NODE_GRACE_SECONDS = 6.0
 
 

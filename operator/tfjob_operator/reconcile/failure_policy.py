@@ -132,9 +132,17 @@ def handle_failures(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: 
     return False
 
 
-#: How long an elastic gang whose only failures are peers' 'peer lost' exits waits for the cause to show (a peer
-#: evicted, preempted, deleted, crashed, or its node found lost): its width, and whether backoffLimit counts, follow it.
-PEER_CAUSE_WAIT_SECONDS = 15
+#: An elastic gang whose only failures are peers' 'peer lost' exits waits for the cause to show (a peer evicted,
+#: preempted, deleted, crashed, or its node found lost): its width, and whether backoffLimit counts, follow it. A lost
+#: node shows last: after the cluster's node-monitor-grace-period (`ReconcileOptions.node_monitor_grace`), when the
+#: node turns unreachable and the taint manager evicts the gang's pods (they tolerate that taint 0 s: render.py).
+#: So the wait is that grace plus this much for the eviction and the watches to reach the operator.
+PEER_CAUSE_SLACK_SECONDS = 10.0
+
+
+def peer_cause_wait(node_monitor_grace: float) -> float:
+    """Seconds an elastic gang waits for the cause of its peers' 'peer lost' exits (docs/elastic.md, the timeline)."""
+    return node_monitor_grace + PEER_CAUSE_SLACK_SECONDS
 
 
 def _cause_pending(ctx: Ctx, failures: list[Failure], current: list[ObservedPod]) -> bool:
@@ -147,7 +155,7 @@ def _cause_pending(ctx: Ctx, failures: list[Failure], current: list[ObservedPod]
                and not p.terminating for p in current):
         return False
     first = min((f.pod.finished_at for f in gang if f.pod.finished_at), default=ctx.now)
-    until = first + timedelta(seconds=PEER_CAUSE_WAIT_SECONDS)
+    until = first + timedelta(seconds=peer_cause_wait(ctx.options.node_monitor_grace))
     if ctx.now >= until:
         return False
     ctx.requeue_at(until)

@@ -51,6 +51,8 @@ class ReconcileOptions:
     loopback_ports: Mapping[str, int] | None = None
     #: Seconds past a pod's deletion deadline after which it is force-deleted.
     terminating_timeout: float = 60.0
+    #: The cluster's node-monitor-grace-period (TFJOB_NODE_MONITOR_GRACE): when a lost node is found lost.
+    node_monitor_grace: float = 50.0
     gang: GangView = GangView()
     #: The API server refused to create a pod for a reason retrying cannot fix (e.g. 422): fails the job.
     pod_create_error: str | None = None
