@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tfjob_operator import constants
-from tfjob_operator.local.elastic import CapacityFaults, Recovery, width_text
+from tfjob_operator.local.elastic import CapacityFaults, Recovery, timeline_text, width_text
 from tfjob_operator.local.view import job_line
 from tfjob_operator.progress.chief_log import parse_log, plot_history
 
@@ -70,6 +70,14 @@ def test_the_recovery_splits_loss_to_first_step_into_detection_restart_tf_start_
                    ready={"began": 1006.5, "restore": 1.0, "total": 20.0})
     assert rec.breakdown() == {"detection": 6.0, "restart": 0.5, "tf_start": 19.0, "restore": 1.0, "total": 26.5}
     assert Recovery(lost_at=1000.0).breakdown() is None
+
+
+def test_the_timeline_says_each_step_in_seconds_since_the_loss() -> None:
+    rec = Recovery(lost_at=1000.0, not_ready_at=1006.2, detected_at=1006.7, running_at=1012.0,
+                   ready={"began": 1012.5, "restore": 1.0, "total": 20.0})
+    assert timeline_text(rec) == ("node NotReady +6.2s, gang restarted +6.7s, new gang Running +12.0s, "
+                                  "first step +32.5s")
+    assert timeline_text(Recovery(lost_at=1000.0, detected_at=1006.7)) is None  # not training again yet
 
 
 def test_the_node_of_the_highest_worker_is_lost_after_the_first_epoch_and_restored_later() -> None:
