@@ -195,25 +195,10 @@ class ReplicaSpec(_Model):
     template: dict[str, Any] = Field(
         default_factory=dict,
         description="Pod template (a Kubernetes PodTemplateSpec) for this replica type; kept as given, checked "
-        f"against the Kubernetes pod schema; at most {limits.MAX_CONTAINERS} containers.",
-        json_schema_extra={
-            "x-kubernetes-preserve-unknown-fields": True,
-            # Only what the limits need is typed here; the rest is checked against Kubernetes' pod schema.
-            "properties": {
-                "spec": {
-                    "type": "object",
-                    "x-kubernetes-preserve-unknown-fields": True,
-                    "properties": {
-                        key: {
-                            "type": "array",
-                            "maxItems": limits.MAX_CONTAINERS,
-                            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                        }
-                        for key in ("containers", "initContainers")
-                    },
-                }
-            },
-        },
+        "against the Kubernetes pod schema.",
+        # The CRD types the parts its rules read (crd.py: images, resource quantities); the rest is checked against
+        # Kubernetes' pod schema by validation.
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
 
     @field_validator("template", mode="before")

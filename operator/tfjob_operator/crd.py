@@ -6,6 +6,7 @@ made plain (absent means unset), titles dropped, descriptions kept for `kubectl 
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +83,70 @@ _HOSTNAMES_FIT = (
 )
 
 
+#: A pod's image: set, not blank, no leading or trailing whitespace (kube-apiserver's rules for a pod's containers,
+#: whitespace as Go's strings.TrimSpace reads it), in Go's regular expression syntax.
+_NOT_SPACE = r"[^\t-\r \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]"  # GO_SPACE
+IMAGE_PATTERN = f"^{_NOT_SPACE}([\\s\\S]*{_NOT_SPACE})?$"
+#: A resource quantity that is not negative, as kube-apiserver's ParseQuantity reads it: a sign, digits with an
+#: optional fraction (either may be empty: "-", "." and "+" are zero), then a decimal SI, binary SI or exponent
+#: suffix; "-" only before a zero ("-0" is zero, not negative). The int form is refused below 0 by `minimum`.
+QUANTITY_PATTERN = r"^(\+?[0-9]*(\.[0-9]*)?|-0*(\.0*)?)([numkMGTPE]|[KMGTPE]i|[eE][+-]?[0-9]+)?$"
+_QUANTITIES: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": {"x-kubernetes-int-or-string": True, "minimum": 0, "minLength": 1,
+                             "pattern": QUANTITY_PATTERN},
+}
+#: Our own field's quantities (PodGroup minResources) through CEL's quantity library (Kubernetes 1.28+): its map
+#: and strings are bounded, which keeps the rule's cost estimate far inside the API server's budget.
+MIN_RESOURCES_RULE = {
+    # isLessThan, not sign(): sign() is not in the quantity library of the CEL environment a new CRD's rules are
+    # compiled in (kube-apiserver 1.37 refuses it there); isLessThan is, since 1.28.
+    "rule": "type(self) == string ? isQuantity(self) && !quantity(self).isLessThan(quantity('0')) : self >= 0",
+    "message": "must be a quantity ≥ 0 (e.g. 8, 500m, 4Gi)",
+}
+
+
+def _template_schema(described: dict[str, Any]) -> dict[str, Any]:
+    """A pod template as the CRD types it: only what its rules read, each as Kubernetes refuses a pod for it, with
+    no bound Kubernetes does not have (structural rules, which have no CEL cost: a per-container CEL rule would need
+    a cap on containers for the API server's cost estimate). The rest is kept and checked by validation."""
+    container = {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "required": ["image"],
+        "properties": {
+            "image": {"type": "string", "pattern": IMAGE_PATTERN,
+                      "description": "Required: not blank, no leading or trailing whitespace."},
+            "resources": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                          "properties": {"limits": copy.deepcopy(_QUANTITIES),
+                                         "requests": copy.deepcopy(_QUANTITIES)}},
+        },
+    }
+    pod_spec = {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {"containers": {"type": "array", "items": container},
+                       "initContainers": {"type": "array", "items": copy.deepcopy(container)},
+                       "overhead": copy.deepcopy(_QUANTITIES)},
+    }
+    return {**described, "type": "object", "properties": {"spec": pod_spec}}
+
+
 def generate() -> dict[str, Any]:
     """The CRD object for tfjobs.tfjob.dev."""
     spec_schema = _model_schema(TFJobSpec)
+    replica = spec_schema["properties"]["tfReplicaSpecs"]["additionalProperties"]
+    replica["properties"]["template"] = _template_schema(replica["properties"]["template"])
+    scheduling = spec_schema["properties"]["runPolicy"]["properties"]["schedulingPolicy"]
+    min_resources = scheduling["properties"]["minResources"]
+    min_resources["maxProperties"] = limits.MAX_MIN_RESOURCES
+    min_resources["additionalProperties"] = {**min_resources["additionalProperties"],
+                                             "maxLength": limits.MAX_QUANTITY_LENGTH,
+                                             "x-kubernetes-validations": [MIN_RESOURCES_RULE]}
     # runPolicy defaults to {} so that its own field defaults (cleanPodPolicy: Running) apply when it is absent.
     spec_schema["properties"]["runPolicy"]["default"] = {}
     status_schema = _model_schema(TFJobStatus)
-    spec_schema["description"] = ("Desired state of the TFJob: replica types, run policy, success policy. "
-                                  f"At most {limits.MAX_SPEC_BYTES // 1024} KiB as JSON.")
+    spec_schema["description"] = "Desired state of the TFJob: replica types, run policy, success policy."
     status_schema["description"] = "Observed state of the TFJob, written by the operator."
     open_api = {
         "type": "object",

@@ -1,18 +1,20 @@
 """How big a TFJob may be: the limits, why they are what they are, and the checks that enforce them.
 
 One place for the numbers: the API models (`api.py`) put them in field constraints, the CRD generator
-(`crd.py`) writes them as `maximum`, `maxItems`, `maxProperties` and CEL rules so the API server refuses
-first, and `validation.parse_tfjob` (used by the CLI, the webhook and the operator) says the same words.
+(`crd.py`) writes them as `maximum`, `maxProperties` and CEL rules so the API server refuses first, and
+`validation.parse_tfjob` (used by the CLI, the webhook and the operator) says the same words.
 
-Chosen from what a real cluster holds, not from what the operator could survive:
+A pod template is limited only as Kubernetes limits a pod (no cap on containers, resources or sizes of its
+own); the TFJob's own fields have the limits below:
 - Kubernetes is tested up to 5000 nodes and 150 000 pods (SIG Scalability); one TF gang of 1000 pods is
   already the largest MultiWorkerMirrored / PS job people run, and every pod carries the whole TF_CONFIG
   (one address per peer, ~70 bytes each: 70 KB of environment at 1000 pods).
 - A pod's hostname is `<job>-<type>-<index>` and must be a DNS label (≤ 63 characters), so a job name is
   as long as its own longest pod hostname allows: 54 characters with one worker, 52 with 1000, 51 with an
   evaluator. Kubeflow accepts such names too; a fixed cap short enough for `-evaluator-0` would refuse them.
-- etcd stores an object of at most 1.5 MiB, and every pod copies its template and TF_CONFIG; a spec of at
-  most 256 KiB leaves room for both.
+- Hostile input is bounded as the API server bounds it: a document of at most 3 MiB as JSON (kube-apiserver's
+  request limit, YAML aliases expanded, so an alias bomb is refused without being expanded), nested at most 64
+  levels (the deepest valid TFJob is about 20; Kubernetes' decoders stop at 10 000, Python's recursion sooner).
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ MAX_REPLICAS_PER_TYPE: Final = 1000
 MAX_REPLICAS_PER_JOB: Final = 1000
 #: Characters of a pod hostname `<job>-<type>-<index>` (a DNS label), hence of the job name with its pods' suffixes.
 MAX_HOSTNAME_LENGTH: Final = 63
-#: Containers (and, separately, init containers) in one pod template.
-MAX_CONTAINERS: Final = 16
-#: Bytes of the job's spec as JSON (YAML aliases expanded).
-MAX_SPEC_BYTES: Final = 256 * 1024
+#: Resources named in spec.runPolicy.schedulingPolicy.minResources (our field; a PodGroup names a handful), and
+#: the characters of each quantity there: bounds for the CRD's CEL rule on them (the API server's cost estimate).
+MAX_MIN_RESOURCES: Final = 64
+MAX_QUANTITY_LENGTH: Final = 64
+#: Bytes of the whole document as JSON (YAML aliases expanded): kube-apiserver's request body limit (3 MiB).
+MAX_OBJECT_BYTES: Final = 3 * 1024 * 1024
 #: Nesting depth of the whole document (a real pod template needs about 15).
 MAX_DEPTH: Final = 64
-#: Values (mapping entries, list items, scalars) in the whole document, YAML aliases expanded.
-MAX_VALUES: Final = 100_000
 
 
 #: The words for the limits no single field constraint can say; the CRD's CEL rules carry the same.
@@ -51,31 +53,29 @@ def longest_hostname(name: str, replicas: Mapping[str, int]) -> str | None:
 
 
 def size_messages(obj: Any) -> list[str]:
-    """Refuse a document that is too deep or whose spec is too big, without expanding it: YAML aliases can
-    share one node many times, so the walk stops as soon as a limit is passed (an alias bomb costs little)."""
-    budget = MAX_SPEC_BYTES
-    stack: list[tuple[Any, int, bool]] = [(obj, 0, False)]
-    values = 0
+    """Refuse a document that is too deep or too big, without expanding it: YAML aliases can share one node many
+    times, so the walk stops as soon as a limit is passed (an alias bomb costs little). Every value costs at least
+    one byte of the budget, so the walk is bounded by it."""
+    budget = MAX_OBJECT_BYTES
+    stack: list[tuple[Any, int]] = [(obj, 0)]
     while stack:
-        node, depth, in_spec = stack.pop()
-        values += 1
-        if values > MAX_VALUES:
-            return [f"(document): more than {MAX_VALUES} values (YAML aliases expanded); is it a TFJob?"]
+        node, depth = stack.pop()
         if depth > MAX_DEPTH:
             return [f"(document): nested more than {MAX_DEPTH} levels deep (a TFJob needs about 15)"]
         if isinstance(node, Mapping):
             children = list(node.items())
             if depth == 0:
                 children = [(k, v) for k, v in children if k != "status"]  # the operator's output, not the user's
+            budget -= 2
             for key, value in children:
-                stack.append((value, depth + 1, in_spec or (depth == 0 and key == "spec")))
-                budget -= (len(str(key)) + 4) if in_spec else 0
+                stack.append((value, depth + 1))
+                budget -= len(str(key)) + 4
         elif isinstance(node, list):
-            stack.extend((v, depth + 1, in_spec) for v in node)
-            budget -= (len(node) + 2) if in_spec else 0
-        elif in_spec:
+            stack.extend((v, depth + 1) for v in node)
+            budget -= len(node) + 2
+        else:
             budget -= len(node) + 2 if isinstance(node, str) else 8
         if budget < 0:
-            return [f"spec: larger than {MAX_SPEC_BYTES // 1024} KiB as JSON (YAML aliases expanded); "
-                    "move data into a ConfigMap or the image"]
+            return [f"(document): larger than {MAX_OBJECT_BYTES // 2**20} MiB as JSON (YAML aliases expanded), the "
+                    "API server's request limit; move data into a ConfigMap or the image"]
     return []

@@ -24,6 +24,9 @@ KUBERNETES_VERSION = "1.37.0"
 MAX_ERRORS = 10
 
 _INT_BOUNDS = {"int32": 2**31, "int64": 2**63}
+#: Whitespace as Go's unicode.IsSpace (strings.TrimSpace) reads it, which kube-apiserver trims from a pod's image
+#: (Python's str.strip also trims U+001C-U+001F, which Go keeps).
+GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
 
 
 def _format_checker() -> jsonschema.FormatChecker:

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from tfjob_operator import apigroups, constants, limits
 from tfjob_operator.api import REPLICA_TYPE_ALIASES, ReplicaType, TFJob
-from tfjob_operator.podschema import quantity_problem, template_schema_messages
+from tfjob_operator.podschema import GO_SPACE, quantity_problem, template_schema_messages
 from tfjob_worker.config import batch_size_flag
 from tfjob_worker.scaling import plan_batch
 
@@ -148,8 +148,15 @@ def semantic_messages(job: TFJob) -> list[str]:
     ):
         messages.append("spec.tfReplicaSpecs: a job needs a Chief or at least one Worker to train and decide success")
     sched = job.spec.runPolicy.schedulingPolicy
-    for resource, quantity in ((sched.minResources or {}) if sched else {}).items():
-        if problem := quantity_problem(quantity):
+    min_resources = (sched.minResources or {}) if sched else {}
+    if len(min_resources) > limits.MAX_MIN_RESOURCES:
+        messages.append(f"spec.runPolicy.schedulingPolicy.minResources: {len(min_resources)} resources, more than "
+                        f"{limits.MAX_MIN_RESOURCES} (name the ones the gang needs)")
+    for resource, quantity in min_resources.items():
+        if isinstance(quantity, str) and len(quantity) > limits.MAX_QUANTITY_LENGTH:
+            messages.append(f"spec.runPolicy.schedulingPolicy.minResources.{resource}: {_short(quantity)} is longer "
+                            f"than {limits.MAX_QUANTITY_LENGTH} characters")
+        elif problem := quantity_problem(quantity):
             messages.append(f"spec.runPolicy.schedulingPolicy.minResources.{resource}: {problem}")
     if sched and sched.minAvailable is not None and sched.minAvailable > total:
         messages.append(
@@ -264,10 +271,6 @@ def _template_messages(field: str, template: Mapping[str, Any]) -> list[str]:
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
         return [f"{field}.spec.containers: required (add a container named tensorflow)"]
-    for key in ("containers", "initContainers"):
-        count = len(spec.get(key) or [])
-        if count > limits.MAX_CONTAINERS:
-            return [f"{field}.spec.{key}: {count} {key}, the limit is {limits.MAX_CONTAINERS}"]
     schema_errors = template_schema_messages(field, template)
     if schema_errors:
         return schema_errors  # the checks below read fields whose types these say are wrong
@@ -290,11 +293,11 @@ def _template_messages(field: str, template: Mapping[str, Any]) -> list[str]:
 
 
 def _image_messages(field: str, image: Any) -> list[str]:
-    # kube-apiserver refuses a pod whose image is empty, or has leading or trailing whitespace.
-    if not image or not str(image).strip():
+    # kube-apiserver refuses a pod whose image is empty, or has leading or trailing whitespace (the CRD too).
+    if not image or not str(image).strip(GO_SPACE):
         got = f", got {_short(image)}" if image else ""
         return [f"{field}: required (the image that runs training{got})"]
-    if str(image).strip() != image:
+    if str(image).strip(GO_SPACE) != image:
         return [f"{field}: {_short(image)} must not have leading or trailing whitespace"]
     return []
 

@@ -2,8 +2,8 @@
 
 Two independent checks: the local API server's own schema code (`kubelocal.apiserver`, the same functions it runs
 on every create: the CRD's openAPIV3Schema for the TFJob, the core schemas and field rules for Pods and Services)
-and kubernetes-validate's strict schemas for Kubernetes 1.37. The CRD's two CEL rules (name length, pods per job)
-are evaluated here by hand: the local API server does not run CEL.
+and kubernetes-validate's strict schemas for Kubernetes 1.37. The CRD's CEL rules are evaluated by the local API
+server's own CEL plugin (cel-python with Kubernetes' list and quantity libraries).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from typing import Any
 import kubernetes_validate
 
 from kubelocal.apiserver.objects import pod_validation_errors
+from kubelocal.apiserver.plugins.cel_rules import violations
 from kubelocal.apiserver.schema import check_object, core_schema, validate_metadata
-from tfjob_operator import cli, crd, kubeyaml, limits
+from tfjob_operator import cli, crd, kubeyaml
 
 KUBERNETES_VERSION = "1.37.0"
 _CRD_SCHEMA = crd.generate()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
@@ -28,7 +29,8 @@ FIELD_NAMED = re.compile(
 
 
 def tfjob_refusals(doc: Any) -> list[str]:
-    """Why the API server (with our CRD) would refuse this TFJob; empty if it stores it."""
+    """Why the API server (with our CRD) would refuse this TFJob; empty if it stores it: the schema, the metadata
+    rules, and the CRD's CEL rules as the local API server evaluates them."""
     if not isinstance(doc, Mapping):
         return ["not an object"]
     body = copy.deepcopy(dict(doc))
@@ -36,18 +38,8 @@ def tfjob_refusals(doc: Any) -> list[str]:
     meta = body.get("metadata")
     if isinstance(meta, dict):
         errors += [f"{p}: {m}" for p, _, m in validate_metadata(meta, name_rule="subdomain")]
-    specs = (body.get("spec") or {}).get("tfReplicaSpecs") if isinstance(body.get("spec"), dict) else None
-    if isinstance(specs, dict) and all(isinstance(s, dict) for s in specs.values()):
-        name = str(meta.get("name") or "") if isinstance(meta, dict) else ""
-        # The CRD's rule spells Master, master and MASTER as pods do (chief); any other key at its own length.
-        counts = {("chief" if k in ("Master", "master", "MASTER") else str(k)): s.get("replicas", 1)
-                  for k, s in specs.items() if isinstance(s.get("replicas", 1), int)}
-        hostname = limits.longest_hostname(name, counts)
-        if hostname is not None and len(hostname) > limits.MAX_HOSTNAME_LENGTH:
-            errors.append("CEL: a pod hostname too long")
-        total = sum(s.get("replicas", 1) for s in specs.values() if isinstance(s.get("replicas", 1), int))
-        if total > limits.MAX_REPLICAS_PER_JOB:
-            errors.append("CEL: too many pods")
+    if not errors:  # kube-apiserver runs the rules on an object that passed its schema
+        errors += [f"{p}: CEL: {m}" for p, _, m in violations(_CRD_SCHEMA, body)]
     return errors
 
 

@@ -157,3 +157,24 @@ def test_null_fields_are_unset_so_a_valid_job_still_renders(raw: bytes) -> None:
     code, stdout, stderr = render_in_process(raw)
     check_render(raw, code, stdout, stderr)
     assert code == 0
+
+
+#: The three of issue 40 (954 generated manifests, three wrong): values tagged !!binary are what kubectl sends,
+#: the base64-decoded text (tfjob_operator.kubeyaml), and a pod may have any number of containers, as in Kubernetes.
+ACCEPTED = {
+    "binary-name": (GOOD.replace("name: mnist", "name: !!binary bW5pc3Q="), "mnist-worker-0"),
+    "binary-restart-policy": (GOOD.replace("      replicas: 2", "      replicas: 2\n      restartPolicy: !!binary "
+                                           "T25GYWlsdXJl"), "restartPolicy: OnFailure"),
+    "20-containers": (GOOD.replace("          - name: tensorflow\n            image: tf:1\n", "".join(
+        f"          - name: {n}\n            image: tf:1\n" for n in ["tensorflow", *(f"side{i}" for i in range(19))])),
+        "name: side18"),
+}
+
+
+@pytest.mark.parametrize("name", list(ACCEPTED))
+def test_issue_40_cases_render_what_kubectl_would_send(name: str) -> None:
+    text, shown = ACCEPTED[name]
+    raw = text.encode()
+    code, stdout, stderr = render_in_process(raw)
+    check_render(raw, code, stdout, stderr)  # and the API server (the oracle) stores the job as kubectl sends it
+    assert code == 0 and shown in stdout, stderr

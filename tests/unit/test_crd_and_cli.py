@@ -169,3 +169,34 @@ def test_submit_says_it_creates_tfjobs_only_for_a_file_with_other_kinds() -> Non
     result = tfjob_cli("submit", str(ROOT / "examples" / "kubeflow" / "mnist-mwms.yaml"))
     assert result.returncode == 2 and "mnist-mwms-script: kind: 'ConfigMap' is not a TFJob" in result.stderr
     assert "create the others with kubectl apply -f" in result.stderr
+
+
+def test_the_crds_image_pattern_refuses_exactly_what_go_trims() -> None:
+    """A pod's image is refused by kube-apiserver when strings.TrimSpace changes it or leaves nothing: the
+    pattern's class is Go's unicode.IsSpace (podschema.GO_SPACE), read as Go reads it."""
+    from kubelocal.apiserver.schema import go_regex
+    from tfjob_operator.podschema import GO_SPACE
+
+    pattern = go_regex(crd.IMAGE_PATTERN)
+    for c in map(chr, range(0x3100)):
+        assert pattern.search(f"tf{c}1"), repr(c)
+        assert (pattern.search(c) is None) == (c in GO_SPACE) == (pattern.search(f"tf:1{c}") is None), repr(c)
+
+
+QUANTITIES = ["0", "1", "-1", "-0", "+", "-", ".", "-.", "1.", ".5", "500m", "-500m", "4Gi", "-4Gi", "1e3", "1E3",
+              "-1e-3", "1e", "1E", "1Ei", "1K", "1ki", "1.5.5", " 1", "1 ", "abc", "e3", "-e3", "0.0000000001",
+              "-0.0000000001", "-0.000Ki", "1e-400", "-1e-400", "++1", "+-1", "1e+5", "99999999999999999999999"]
+
+
+@pytest.mark.parametrize("value", QUANTITIES)
+def test_the_crds_quantity_pattern_is_parse_quantity_not_negative(value: str) -> None:
+    """A resource quantity in a pod template: the CRD's pattern accepts exactly the quantities Kubernetes'
+    ParseQuantity reads as ≥ 0 (kubelocal.apiserver.quantity, its port of that code)."""
+    from kubelocal.apiserver import quantity
+    from kubelocal.apiserver.schema import go_regex
+
+    schema = crd.generate()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "properties"]["tfReplicaSpecs"]["additionalProperties"]["properties"]["template"]["properties"]["spec"][
+        "properties"]["overhead"]["additionalProperties"]
+    accepted = len(value) >= schema["minLength"] and bool(go_regex(schema["pattern"]).search(value))
+    assert accepted == (quantity.is_quantity(value) and quantity.parse(value) >= 0)

@@ -84,6 +84,32 @@ def _types(schema: dict[str, Any]) -> frozenset[str]:
     return _type_sets(schema)[0]
 
 
+_GO_HEX_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\x\{([0-9A-Fa-f]{1,8})\}")
+
+
+@functools.lru_cache(maxsize=256)
+def go_regex(pattern: str) -> re.Pattern[str]:
+    """A schema's `pattern` (Go's RE2 syntax, as kube-apiserver reads it) for Python's re: `\\x{85}` is written
+    `\\U00000085` there, `\\z` is `\\Z`, and `$` ends the text only (Python's would also match before a final
+    newline); the rest of what CRDs use reads the same."""
+    python = _GO_HEX_ESCAPE.sub(lambda m: f"{m.group(1)}\\U{int(m.group(2), 16):08x}", pattern)
+    out, in_class, i = [], False, 0
+    while i < len(python):
+        c = python[i]
+        if c == "\\":
+            escaped = python[i:i + 2]
+            out.append("\\Z" if escaped == "\\z" else escaped)
+            i += 2
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+        elif c == "]" and in_class:
+            in_class = False
+        out.append("\\Z" if c == "$" and not in_class else c)
+        i += 1
+    return re.compile("".join(out))
+
+
 def _go_repr(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value)
@@ -141,6 +167,8 @@ class Walker:
                     "FieldValueTypeInvalid",
                     f"Invalid value: {_go_repr(value)}: {path} in body must be of type integer-or-string",
                 )
+            elif self.custom:
+                self._value_checks(value, schema, path)
             return value
         if "oneOf" in schema and not self.custom:
             # Built-ins use oneOf only for scalars (IntOrString, Quantity).
@@ -240,6 +268,8 @@ class Walker:
         return value
 
     def _value_checks(self, value: Any, schema: dict[str, Any], path: str) -> None:
+        """The value validations of OpenAPI, each for the values it applies to (a pattern to strings, a minimum to
+        numbers), as kube-openapi applies them: an int-or-string value gets those of its actual type."""
         if "enum" in schema and value not in schema["enum"]:
             self._unsupported(value, schema["enum"], path)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -277,7 +307,7 @@ class Walker:
                     f"Invalid value: {_go_repr(value)}: {path} in body should be at least "
                     f"{schema['minLength']} chars long",
                 )
-            if "pattern" in schema and not re.search(schema["pattern"], value):
+            if "pattern" in schema and not go_regex(schema["pattern"]).search(value):
                 self.error(
                     path,
                     "FieldValueInvalid",

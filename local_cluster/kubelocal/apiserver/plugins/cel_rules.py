@@ -1,7 +1,10 @@
 """CRD validation rules (`x-kubernetes-validations`) evaluated with CEL, as kube-apiserver does after the
 schema check: `self` is the value at the rule's place in the schema, `oldSelf` the stored value on an
 update (transition rules are skipped on create). A false rule is a 422 naming the field and the rule's
-message. CEL itself is cel-python's; the Kubernetes list library's `sum()` is added here."""
+message. CEL itself is cel-python's; added here are the Kubernetes list library's `sum()` and its quantity library
+(k8s.io/apiserver/pkg/cel/library/quantity.go: `isQuantity`, `quantity`, and a quantity's `sign`, `isInteger`,
+`asInteger`, `asApproximateFloat`, `add`, `sub`, `compareTo`, `isGreaterThan`, `isLessThan`), parsing as
+kube-apiserver does (`..quantity`)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
+from .. import quantity as quantities
 from ..admission import AdmissionRequest, Operation
 from ..errors import invalid
 
@@ -34,7 +38,91 @@ def _sum(values: Any) -> Any:
     return total
 
 
-FUNCTIONS = {"sum": _sum}
+class Quantity:
+    """A CEL value of Kubernetes' `kubernetes.Quantity` type: its exact value, as kube-apiserver parsed it."""
+
+    def __init__(self, amount: Any) -> None:
+        self.amount = amount
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Quantity) and self.amount == other.amount
+
+    def __hash__(self) -> int:
+        return hash(self.amount)
+
+    def __repr__(self) -> str:
+        return f"Quantity({self.amount})"
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, celtypes.StringType):
+        raise celpy.CELEvalError(f"no such overload: expected a string, got {type(value).__name__}")
+    return str(value)
+
+
+def _is_quantity(value: Any) -> Any:
+    return celtypes.BoolType(quantities.is_quantity(_text(value)))
+
+
+def _quantity(value: Any) -> Any:
+    try:
+        return Quantity(quantities.parse(_text(value)))
+    except quantities.QuantityError as exc:
+        raise celpy.CELEvalError(str(exc)) from None
+
+
+def _q(value: Any) -> Quantity:
+    if isinstance(value, Quantity):
+        return value
+    if isinstance(value, celtypes.IntType) and not isinstance(value, celtypes.BoolType):  # add(int), sub(int)
+        return Quantity(quantities.parse(str(int(value))))
+    raise celpy.CELEvalError(f"no such overload: expected a quantity, got {type(value).__name__}")
+
+
+def _as_integer(value: Any) -> Any:
+    amount = _q(value).amount
+    if amount != amount.to_integral_value() or not -(2**63) <= amount < 2**63:
+        raise celpy.CELEvalError("cannot convert value to integer")
+    return celtypes.IntType(int(amount))
+
+
+def _sign(value: Any) -> Any:
+    amount = _q(value).amount
+    return celtypes.IntType((amount > 0) - (amount < 0))
+
+
+def _compare(a: Any, b: Any) -> int:
+    x, y = _q(a).amount, _q(b).amount
+    return int((x > y) - (x < y))
+
+
+def _errors_as_values(function: Any) -> Any:
+    """CEL's errors are values (`false && error` is false): a function returns its error rather than raising it."""
+    @functools.wraps(function)
+    def call(*args: Any) -> Any:
+        try:
+            return function(*args)
+        except celpy.CELEvalError as exc:
+            return exc
+
+    return call
+
+
+_QUANTITY_FUNCTIONS = {
+    "isQuantity": _is_quantity,
+    "quantity": _quantity,
+    "sign": _sign,
+    "isInteger": lambda q: celtypes.BoolType(
+        (a := _q(q).amount) == a.to_integral_value() and -(2**63) <= a < 2**63),
+    "asInteger": _as_integer,
+    "asApproximateFloat": lambda q: celtypes.DoubleType(float(_q(q).amount)),
+    "add": lambda a, b: Quantity(_q(a).amount + _q(b).amount),
+    "sub": lambda a, b: Quantity(_q(a).amount - _q(b).amount),
+    "compareTo": lambda a, b: celtypes.IntType(_compare(a, b)),
+    "isGreaterThan": lambda a, b: celtypes.BoolType(_compare(a, b) > 0),
+    "isLessThan": lambda a, b: celtypes.BoolType(_compare(a, b) < 0),
+}
+FUNCTIONS = {"sum": _sum, **{name: _errors_as_values(f) for name, f in _QUANTITY_FUNCTIONS.items()}}
 
 
 #: Kubernetes CEL's optional syntax (`self.?field`, `self[?key]`: the optional library, Kubernetes 1.29+), which
