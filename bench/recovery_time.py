@@ -211,10 +211,13 @@ def graceful_stop(dead_peer: bool, timeout: float = 300.0) -> dict[str, float]:
             sent = time.monotonic()
             for proc in survivors:
                 proc.send_signal(signal.SIGTERM)
-            exits = []
-            for proc in survivors:
-                code = proc.wait(timeout=120)
-                exits.append((time.monotonic() - sent, code))
+            seen: dict[int, tuple[float, int]] = {}
+            while len(seen) < len(survivors) and time.monotonic() - sent < 120:
+                for i, proc in enumerate(survivors):
+                    if i not in seen and (code := proc.poll()) is not None:
+                        seen[i] = (time.monotonic() - sent, code)
+                time.sleep(0.01)
+            exits = [seen[i] for i in sorted(seen)]
         finally:
             for proc in procs:
                 if proc.poll() is None:
@@ -222,12 +225,13 @@ def graceful_stop(dead_peer: bool, timeout: float = 300.0) -> dict[str, float]:
                     proc.wait()
         chief_out = logs[0][0].read_text(errors="replace")
     return {"seconds": max(s for s, _ in exits), "codes": sorted({c for _, c in exits}),
-            "saved": "saving (last save" in chief_out}
+            "saved": "saving (last save" in chief_out, "each": [s for s, _ in exits]}
 
 
 def print_stops(live: dict[str, Any], dead: dict[str, Any]) -> None:
     for what, run in (("all peers alive", live), ("one peer SIGKILLed first", dead)):
-        print(f"  graceful stop, {what}: SIGTERM -> every survivor exited {run['seconds']:.2f} s, exit "
+        each = ", ".join(f"worker {i} {s:.2f} s" for i, s in enumerate(run["each"]))
+        print(f"  graceful stop, {what}: SIGTERM -> every survivor exited {run['seconds']:.2f} s ({each}), exit "
               f"{'/'.join(map(str, run['codes']))}, the chief {'saved' if run['saved'] else 'did not save'}")
 
 
