@@ -241,7 +241,7 @@ def cmd_local(args: argparse.Namespace) -> int:
     from tfjob_operator.local.run import LocalRunOptions, run_local, stall_needs_a_timeout
 
     if args.restore_node_after is not None and args.lose_node_after is None:
-        print("error: --restore-node-after needs --lose-node-after (it counts from the loss)", file=sys.stderr)
+        print("error: --restore-node-after needs --lose-node-after (it brings the lost node back)", file=sys.stderr)
         return EXIT_INVALID
     if args.stall_worker_after is not None and (problems := stall_needs_a_timeout(jobs)):
         print("error: --stall-worker-after: " + "; ".join(problems), file=sys.stderr)
@@ -491,8 +491,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lose the node of one worker this long after the chief's first epoch (its processes die, "
                         "its kubelet goes silent), to watch an elastic gang shrink and resume narrower")
     p.add_argument("--restore-node-after", type=float, metavar="SECONDS",
-                   help="with --lose-node-after: bring the lost node back this long after the loss, to watch the "
-                        "gang widen again after its cooldown")
+                   help="with --lose-node-after: bring the lost node back this long after the gang trains again "
+                        "(after the loss, while the job waits for room), to watch it widen again after its cooldown")
     p.add_argument("--preempt-worker-after", type=float, metavar="SECONDS",
                    help="delete one worker's pod with its grace period this long after the chief's first epoch, as a "
                         "drain does (SIGTERM: the workers finish the step, the chief saves), to watch a graceful stop")

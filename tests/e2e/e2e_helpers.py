@@ -18,6 +18,22 @@ def example(name: str, **changes: Any) -> dict[str, Any]:
     return manifest
 
 
+def with_hold(manifest: dict[str, Any], hold: str) -> dict[str, Any]:
+    """`manifest` whose workers hold at a training step until SIGTERM (TFJOB_FAULT_HOLD_AT_STEP, docs/worker.md):
+    a fault injected after that step lands there, however fast the machine runs."""
+    container = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["env"] = [*(container.get("env") or []), {"name": "TFJOB_FAULT_HOLD_AT_STEP", "value": hold}]
+    return manifest
+
+
+def held_example(name: str, directory: Path, hold: str) -> Path:
+    """examples/NAME.yaml with `with_hold`, written into `directory` for `tfjob local`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(with_hold(example(name), hold)))
+    return path
+
+
 def apply(cluster: Cluster, manifest: dict[str, Any]) -> str:
     cluster.custom.create_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", manifest)
     return str(manifest["metadata"]["name"])

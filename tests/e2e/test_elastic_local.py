@@ -1,7 +1,12 @@
 """An elastic gang on 4 local nodes (one worker each), real TensorFlow, driven through `tfjob local` as a person
 runs it: a node is lost mid-epoch, training resumes at 3 workers (how long after the loss, split), the node comes
 back, the gang widens to 4 after its cooldown, and the job ends as accurate as an undisturbed run with no
-backoffLimit used (backoffLimit 0: one failure restart would fail it)."""
+backoffLimit used (backoffLimit 0: one failure restart would fail it). The batch is the example's 16 a worker: a
+global batch of 64, which 3 workers share as 22, 21 and 21.
+
+Nothing here depends on how fast the machine runs: the node returns only once the gang trains at 3
+(`--restore-node-after` counts from then), and the workers hold at a step (TFJOB_FAULT_HOLD_AT_STEP) at 4 after
+epoch 1 until the loss restarts them, and at 3 until the widen's SIGTERM, so neither gang finishes the job early."""
 
 from __future__ import annotations
 
@@ -15,9 +20,13 @@ import yaml
 from e2e_helpers import REPO
 
 NODES = "4x{cpu:1,memory:2Gi}"
-#: test_accuracy of examples/mnist-elastic.yaml undisturbed (4 workers throughout, seed 42, tfjob local on this
-#: machine). ConstantGlobalBatch keeps the global batch and the data order, so a resumed run follows the same path.
-UNDISTURBED_ACCURACY = 0.9750
+EPOCHS = 8
+#: test_accuracy of examples/mnist-elastic.yaml at EPOCHS undisturbed (4 workers throughout, seed 42, tfjob local).
+#: ConstantGlobalBatch keeps the global batch and the data order, so a resumed run follows nearly the same path.
+UNDISTURBED_ACCURACY = 0.9694
+#: 20 steps an epoch (1293 examples // 64). Attempt 0 holds 5 steps into epoch 2 (the loss comes after epoch 1);
+#: the gang at 3 resumes at epoch 2 and holds 30 steps later, mid-epoch 3, until the widen stops it there.
+HOLDS = "25 attempt=0; 30 world_size=3"
 RECOVERY = re.compile(r"training again ([\d.]+)s after the loss \(detection ([\d.]+)s, restart ([\d.]+)s, "
                       r"TF start ([\d.]+)s, restore ([\d.]+)s\)")
 
@@ -32,21 +41,15 @@ def run(manifest: Path, workdir: Path, *flags: str, timeout: float = 480) -> sub
 def test_a_lost_node_shrinks_the_gang_to_3_and_its_return_widens_it_to_4_with_no_backoff_used(tmp_path: Path) -> None:
     job = yaml.safe_load((REPO / "examples" / "mnist-elastic.yaml").read_text())
     job["spec"]["runPolicy"]["backoffLimit"] = 0
-    # The widen waits until there has been room for 4 for the cooldown, so it comes 25 + 25 s after the loss:
-    # longer than the shrink (6-10 s) plus TensorFlow's start on a loaded 2-core machine (15-30 s), so the gang
-    # trains at 3 before it widens.
-    job["spec"]["elasticPolicy"]["resizeCooldownSeconds"] = 25
-    # Long enough that the gang still trains at 4 after the widen on a quiet machine (about 1 s an epoch here:
-    # the widen comes near epoch 35, 50 s after the loss); under make test's load an epoch takes up to 3 s, so the
-    # widen comes sooner in epochs. More epochs would only lengthen the run at 4 after the widen.
-    args = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
-    args[args.index("--epochs") + 1] = "60"
+    container = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    assert args[args.index("--batch-size-per-replica") + 1] == "16"
+    args[args.index("--epochs") + 1] = str(EPOCHS)
+    container["env"] = [{"name": "TFJOB_FAULT_HOLD_AT_STEP", "value": HOLDS}]
     manifest = tmp_path / "mnist-elastic.yaml"
     manifest.write_text(yaml.safe_dump(job))
 
-    # Back after 25 s: the gang restarted after the loss must find 3 nodes, not 4 (a node back within ~10 s is
-    # there again when the restarted gang is admitted, on a quiet machine, and nothing shrinks).
-    result = run(manifest, tmp_path / "work", "--lose-node-after", "0", "--restore-node-after", "25")
+    result = run(manifest, tmp_path / "work", "--lose-node-after", "0", "--restore-node-after", "5")
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-2000:]
     lines = out.splitlines()
@@ -57,6 +60,7 @@ def test_a_lost_node_shrinks_the_gang_to_3_and_its_return_widens_it_to_4_with_no
                  None)
     assert shrink is not None and widen is not None and shrink < widen, out[-4000:]
     assert any("with 3 replicas (the backup was saved at 4)" in line for line in lines[shrink:widen])
+    assert any(re.search(r"epoch 2/\d+ ", line) for line in lines[shrink:widen]), out[-4000:]  # trained at 3
     assert any("with 4 replicas (the backup was saved at 3)" in line for line in lines[widen:])
 
     recovery = RECOVERY.search(out)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from e2e_helpers import REPO
+from e2e_helpers import REPO, held_example
 
 from kubelocal.network import pod_network_available
 
@@ -110,7 +110,10 @@ _TF_STAMP = re.compile(r"^[EWI]\d{4} \d\d:\d\d:(\d+\.\d+) .*StartAbort", re.MULT
 
 @pytest.mark.timeout(480)
 def test_partitioned_worker_is_noticed_and_the_gang_resumes(tmp_path: Path) -> None:
-    result = tfjob("local", "examples/mnist-cpu.yaml", "--workdir", str(tmp_path), "--plain", "--pod-network", "on",
+    # Worker 1 of the first attempt holds 5 steps into epoch 2 (20 steps an epoch), its peer waiting for it in the
+    # next collective: the cut after epoch 1 lands mid-training however fast the machine runs.
+    manifest = held_example("mnist-cpu", tmp_path / "manifest", "25 task=worker:1 attempt=0")
+    result = tfjob("local", str(manifest), "--workdir", str(tmp_path), "--plain", "--pod-network", "on",
                    "--partition-worker-after", "0")
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]

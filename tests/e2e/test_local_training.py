@@ -15,10 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
-from e2e_helpers import REPO, apply, example
+from e2e_helpers import REPO, apply, example, held_example, with_hold
 from operator_harness import Cluster, wait_for
 
 TFJOB = [sys.executable, "-m", "tfjob_operator.cli"]
+#: mnist-cpu trains 20 steps an epoch (1293 examples // 64): worker 1 of the first attempt holds 5 steps into epoch
+#: 2, so a fault injected after epoch 1 hits it mid-epoch 2 however fast the machine runs (docs/worker.md).
+HOLD_IN_EPOCH_2 = "25 task=worker:1 attempt=0"
 
 
 def tfjob_local(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
@@ -62,7 +65,8 @@ print((probs.argmax(axis=1) == d.target[:200]).mean())
 
 @pytest.mark.timeout(480)
 def test_killed_worker_restarts_the_gang_once_and_training_resumes_from_backup(tmp_path: Path) -> None:
-    result = tfjob_local("examples/mnist-cpu.yaml", "--workdir", str(tmp_path), "--kill-worker-after", "0")
+    manifest = held_example("mnist-cpu", tmp_path / "manifest", HOLD_IN_EPOCH_2)
+    result = tfjob_local(str(manifest), "--workdir", str(tmp_path / "work"), "--kill-worker-after", "0")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "killed mnist-cpu-worker-1 with SIGKILL" in result.stdout
     # The restart names the pod and the kill as it was, not memory and not a start-up line of CUDA from its log.
@@ -74,8 +78,8 @@ def test_killed_worker_restarts_the_gang_once_and_training_resumes_from_backup(t
     assert "cuInit" not in result.stdout
     assert "2 attempts (1 gang restarts)" in result.stdout
     assert "attempt 1" in result.stdout  # the pods of the second attempt were shown
-    metrics = json.loads((output_dir(tmp_path, "mnist-cpu") / "result.json").read_text())
-    assert metrics["resumed_from_epoch"] is not None and metrics["resumed_from_epoch"] > 1
+    metrics = json.loads((output_dir(tmp_path / "work", "mnist-cpu") / "result.json").read_text())
+    assert metrics["resumed_from_epoch"] == 2  # the kill came mid-epoch 2: its backup is epoch 1's
     assert [h["epoch"] for h in metrics["history"]] == list(range(1, 7))
     assert metrics["test_accuracy"] >= 0.9
 
@@ -146,15 +150,15 @@ class TestOnASharedLocalCluster:
 
     @pytest.mark.timeout(400)
     def test_eviction_restarts_the_gang_without_using_the_failure_budget(self, e2e_cluster: Cluster) -> None:
-        manifest = example("mnist-cpu")
+        manifest = with_hold(example("mnist-cpu"), HOLD_IN_EPOCH_2)
         manifest["metadata"]["name"] = "evicted"
         manifest["spec"]["runPolicy"]["backoffLimit"] = 0  # a failure restart would fail the job at once
         args = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
         args[args.index("--output-dir") + 1] = "/data/evicted"
         apply(e2e_cluster, manifest)
         e2e_cluster.wait_state("evicted", "Running", timeout=60)
-        wait_for(lambda: "epoch 1/" in e2e_cluster.core.read_namespaced_pod_log("evicted-worker-0", "default"),
-                 timeout=120, interval=0.5, what="the first epoch")
+        wait_for(lambda: "fault: holding after step 25" in e2e_cluster.core.read_namespaced_pod_log(
+            "evicted-worker-1", "default"), timeout=120, interval=0.5, what="worker 1 holding in epoch 2")
         e2e_cluster.call(e2e_cluster.local.kubelet.evict("default", "evicted-worker-1"))
         status = e2e_cluster.wait_state("evicted", "Succeeded", timeout=300)
         assert status["restartCount"] == 1

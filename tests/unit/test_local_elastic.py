@@ -87,12 +87,12 @@ def test_the_node_of_the_highest_worker_is_lost_after_the_first_epoch_and_restor
     faults.tick(cluster, None, [], pods, parse_log(""))
     assert cluster.calls == []  # no epoch yet
     faults.tick(cluster, None, [], pods, parse_log("[tfjob] epoch 1/5 loss=1.0"))
-    assert cluster.calls == ["lose node-3", "restore node-3"]  # --restore-node-after 0: on the same tick
+    assert cluster.calls == ["lose node-3"]  # the node returns only once the gang trains again
     # The node's loss and the resize after it, both seen on one tick (the Restarting condition held only the last).
     events = [event("j.1", "NodeLost", "pod j-worker-3 lost its node"), event("j.0", "GangAdmitted", "admitted"),
               event("j.2", "Resized", "4 → 3 workers: node node-3 lost")]
-    faults.tick(cluster, None, events, pods, parse_log("[tfjob] epoch 1/5 loss=1.0"))
-    assert cluster.calls == ["lose node-3", "restore node-3"]  # once each
+    faults.tick(cluster, None, events, pods, parse_log("[tfjob] epoch 1/5 loss=1.0"), "Restarting")
+    assert cluster.calls == ["lose node-3"]  # restarted at 3, TensorFlow still starting: however long that takes
     assert faults.resizes == ["4 → 3 workers: node node-3 lost"]
     assert notes[-2:] == ["NodeLost: pod j-worker-3 lost its node", "Resized: 4 → 3 workers: node node-3 lost"]
     assert faults.recovery is not None and faults.recovery.detected_at is not None
@@ -104,6 +104,19 @@ def test_the_node_of_the_highest_worker_is_lost_after_the_first_epoch_and_restor
         f"[tfjob] ready restore=1.00s total=5.00s began={began:.3f}\n"))
     assert any(n.startswith("training again ") for n in notes)
     assert "resumed at epoch 2 with 3 replicas (the backup was saved at 4)" in notes
+    assert cluster.calls == ["lose node-3", "restore node-3"]  # --restore-node-after 0 after training again
+    assert notes[-1] == "node node-3 restored (--restore-node-after)"
+
+
+def test_a_lost_node_returns_after_the_delay_while_the_job_waits_for_room() -> None:
+    notes: list[str] = []
+    faults = CapacityFaults(lose_node_after=0, restore_node_after=0, preempt_worker_after=None, note=notes.append)
+    cluster = FakeCluster()
+    faults.tick(cluster, None, [], [pod(0, "node-0"), pod(1, "node-1")], parse_log("[tfjob] epoch 1/5 loss=1.0"))
+    faults.tick(cluster, None, [], [pod(0, "node-0")], parse_log("[tfjob] epoch 1/5 loss=1.0"), "Restarting")
+    assert cluster.calls == ["lose node-1"]
+    faults.tick(cluster, None, [], [], parse_log("[tfjob] epoch 1/5 loss=1.0"), "Queued")  # a gang that cannot start
+    assert cluster.calls == ["lose node-1", "restore node-1"]
 
 
 def test_the_plot_draws_a_history_with_resized_epochs(tmp_path: Path) -> None:

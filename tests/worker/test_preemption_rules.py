@@ -114,13 +114,15 @@ def test_every_width_an_elastic_job_may_run_at_is_checked_at_start():
     ("25 world_size=3 task=worker:0", "worker", 0, 4, None),
     ("40 attempt=0", "worker", 0, 2, 40),  # TFJOB_ATTEMPT 0, set by the operator
     ("40 attempt=1", "worker", 0, 2, None),
+    ("25 attempt=1; 30 world_size=3", "worker", 0, 3, 30),  # the first clause that applies
+    ("25 attempt=0; 30 world_size=3", "worker", 0, 3, 25),
 ])
 def test_a_hold_at_a_step_applies_to_the_tasks_and_width_it_names(value, role, index, world_size, step):
     env = {preemption.HOLD_ENV: value, "TFJOB_ATTEMPT": "0"}
     assert preemption.hold_step(role, index, world_size, env) == step
 
 
-@pytest.mark.parametrize("value", ["soon", "0", "40 worker:1", "40 rank=1"])
+@pytest.mark.parametrize("value", ["soon", "0", "40 worker:1", "40 rank=1", "40; 30 worker"])
 def test_a_bad_hold_names_the_variable_and_its_form(value):
     with pytest.raises(ValueError, match=r"TFJOB_FAULT_HOLD_AT_STEP=.*expected STEP \[task=TYPE:INDEX\]"):
         preemption.hold_step("worker", 0, 2, {preemption.HOLD_ENV: value})

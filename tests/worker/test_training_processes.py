@@ -95,8 +95,9 @@ def test_killed_worker_makes_the_survivor_exit_peer_lost_and_a_restart_resumes(l
     out = tmp_path / "out"
     cluster = loopback_cluster(worker=2)
     args = ["--epochs", "4", "--steps-per-epoch", "150", "--batch-size-per-replica", "16", "--output-dir", str(out)]
-    first = launcher.start_cluster(cluster, args, tag="first-")
-    assert wait_for(lambda: "[tfjob] epoch 1/4" in first["worker0"].stdout, 150), launcher.dump()
+    # Worker 1 holds 10 steps into epoch 2 (TFJOB_FAULT_HOLD_AT_STEP), worker 0 waiting for it in a collective.
+    first = launcher.start_cluster(cluster, args, tag="first-", env={"TFJOB_FAULT_HOLD_AT_STEP": "160 task=worker:1"})
+    assert wait_for(lambda: "fault: holding after step 160" in first["worker1"].stderr, 150), launcher.dump()
     os.killpg(first["worker1"].popen.pid, signal.SIGKILL)  # the whole pod dies, mid-epoch 2
     killed_at = time.monotonic()
     assert first["worker0"].wait(30) == exit_codes.PEER_LOST, launcher.dump()
@@ -110,8 +111,8 @@ def test_killed_worker_makes_the_survivor_exit_peer_lost_and_a_restart_resumes(l
     resumed = line(stdout, "[tfjob] resumed from backup at epoch")
     assert resumed is not None, stdout
     resumed_epoch = int(resumed.split(" at epoch ")[1].split()[0])  # "... at epoch 2 samples 4800"
-    assert 2 <= resumed_epoch <= len(epochs_before) + 1
-    assert f"[tfjob] epoch {resumed_epoch}/4" in stdout and "[tfjob] epoch 1/4" not in stdout
+    assert resumed_epoch == 2 and epochs_before == [line(first["worker0"].stdout, "[tfjob] epoch 1/4")]
+    assert "[tfjob] epoch 2/4" in stdout and "[tfjob] epoch 1/4" not in stdout
     assert [row["epoch"] for row in json.loads((out / "history.json").read_text())] == [1, 2, 3, 4]
     assert json.loads((out / "result.json").read_text())["resumed_from_epoch"] == resumed_epoch
 

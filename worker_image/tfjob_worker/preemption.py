@@ -29,10 +29,10 @@ GRACE_ENV = "TFJOB_TERMINATION_GRACE_SECONDS"
 DEFAULT_GRACE = 30.0
 #: Steps between two exchanges of the stop flag, fixed; unset: adaptive (next_interval).
 CHECK_EVERY_ENV = "TFJOB_STOP_CHECK_EVERY_STEPS"
-#: Fault injection (tests, demos): "STEP [task=TYPE:INDEX] [world_size=N] [attempt=A]": after its STEP-th training
-#: step, the process (every one, or only that task, at that width, in that gang attempt: the operator's
-#: TFJOB_ATTEMPT) holds until it gets SIGTERM. A test then stops a run at a step it chose, however fast the machine
-#: runs. Unset: no hold.
+#: Fault injection (tests, demos): "STEP [task=TYPE:INDEX] [world_size=N] [attempt=A]", or several such clauses
+#: separated by ';': after its STEP-th training step, the process (every one, or only that task, at that width, in
+#: that gang attempt: the operator's TFJOB_ATTEMPT) holds until it gets SIGTERM. A test then stops a run at a step
+#: it chose, however fast the machine runs. Unset: no hold.
 HOLD_ENV = "TFJOB_FAULT_HOLD_AT_STEP"
 #: Adaptive interval: the exchange may cost this share of training time...
 EXCHANGE_BUDGET = 0.01
@@ -78,17 +78,19 @@ def check_every(env: Mapping[str, str] = os.environ) -> int | None:
 
 
 def hold_step(role: str, index: int, world_size: int, env: Mapping[str, str] = os.environ) -> int | None:
-    """The step after which this process holds until SIGTERM (TFJOB_FAULT_HOLD_AT_STEP), or None."""
+    """The step after which this process holds until SIGTERM (TFJOB_FAULT_HOLD_AT_STEP: clauses separated by
+    ';', the first that applies wins), or None."""
     text = env.get(HOLD_ENV, "").strip()
-    if not text:
-        return None
-    step, *conditions = text.split()
     wanted = {"task": f"{role}:{index}", "world_size": str(world_size), "attempt": env.get("TFJOB_ATTEMPT", "")}
-    if not step.isdigit() or int(step) < 1 or any(c.partition("=")[0] not in wanted for c in conditions):
-        raise ValueError(f"environment variable {HOLD_ENV}={text!r}: expected STEP [task=TYPE:INDEX] "
-                         "[world_size=N] [attempt=A], e.g. '40 task=worker:1'")
-    matched = all(wanted[key] == value for key, _, value in (c.partition("=") for c in conditions))
-    return int(step) if matched else None
+    found = None
+    for clause in filter(None, (c.strip() for c in text.split(";"))):
+        step, *conditions = clause.split()
+        if not step.isdigit() or int(step) < 1 or any(c.partition("=")[0] not in wanted for c in conditions):
+            raise ValueError(f"environment variable {HOLD_ENV}={text!r}: expected STEP [task=TYPE:INDEX] "
+                             "[world_size=N] [attempt=A], clauses separated by ';', e.g. '40 task=worker:1'")
+        if found is None and all(wanted[key] == value for key, _, value in (c.partition("=") for c in conditions)):
+            found = int(step)
+    return found
 
 
 def next_interval(step_seconds: float | None, exchange_seconds: float) -> int:

@@ -1,7 +1,9 @@
 """`tfjob local`'s capacity faults and what it shows of an elastic gang (docs/elastic.md, "Trying it locally").
 
 - `--lose-node-after S`: S seconds after the chief's first epoch, the node of one worker is lost (the kubelet's
-  `lose_node` fault: its processes die, its Lease stops). `--restore-node-after S`: S seconds later it returns.
+  `lose_node` fault: its processes die, its Lease stops). `--restore-node-after S`: S seconds after the gang
+  trains again (its new chief's first step), so a shrunk gang always trains narrower before room returns however
+  long TensorFlow takes to start; S seconds after the loss while the job waits for room (Queued).
 - `--preempt-worker-after S`: S seconds after the first epoch, one worker's pod is deleted with its grace
   period, as a drain does: SIGTERM, the runtime's graceful stop (finish the step, save), then exit.
 - The width (`workers 3/4 (min 2)`), each resize (the `Resized` message) and where training resumed, and the
@@ -122,6 +124,7 @@ class CapacityFaults:
     lost_node: str | None = None
     lost_mono: float = 0.0
     restored: bool = False
+    trained_mono: float | None = None  # when the gang was seen training again after the loss
     preempted: bool = False
     recovery: Recovery | None = None
     resizes: list[str] = field(default_factory=list)
@@ -129,8 +132,9 @@ class CapacityFaults:
     _resumed: tuple[int, int] | None = None
 
     def tick(self, cluster: Any, clients: Any, events: list[dict[str, Any]], pods: list[dict[str, Any]],
-             progress: Progress) -> None:
-        """One view tick: inject what is due, and note what changed (resizes, the resumed width, the recovery)."""
+             progress: Progress, state: str | None = None) -> None:
+        """One view tick: inject what is due, and note what changed (resizes, the resumed width, the recovery).
+        `state` is the job's (status.state)."""
         now = time.monotonic()
         if self.first_epoch_at is None and progress.epoch >= 1:
             self.first_epoch_at = now
@@ -146,8 +150,12 @@ class CapacityFaults:
                                                                attempt=max(map(_attempt, pods), default=0))
                 self.lost_mono = now
                 self.note(f"node {node} lost (its worker {victim['metadata']['name']} with it; --lose-node-after)")
+        if self.recovery is not None and self.recovery.ready and self.trained_mono is None:
+            self.trained_mono = now
+        since_trained = now - self.trained_mono if self.trained_mono is not None else None
+        waiting = state == "Queued" and now - self.lost_mono >= (self.restore_node_after or 0)
         if (self.restore_node_after is not None and self.lost_node and not self.restored
-                and now - self.lost_mono >= self.restore_node_after):
+                and (waiting or (since_trained is not None and since_trained >= self.restore_node_after))):
             cluster.call(cluster.kubelet.restore_node(self.lost_node))
             self.restored = True
             self.note(f"node {self.lost_node} restored (--restore-node-after)")

@@ -319,7 +319,8 @@ def _follow(clients: Clients, cluster: Any, jobs: list[TFJob], options: LocalRun
                                   "running, its peers hear nothing until their peer-loss timeout")
                 if job.name in cut and options.heal_partition_after is not None:
                     _heal_when_due(cluster, clients.namespace, cut, job.name, options.heal_partition_after, view)
-                faults[job.name].tick(cluster, clients, job_events(clients, job.name), pods, progress)
+                faults[job.name].tick(cluster, clients, job_events(clients, job.name), pods, progress,
+                                      (obj.get("status") or {}).get("state"))
                 done = [c for c in conds if c in FINISHED_CONDITIONS]
                 if done and job.name not in ended:
                     ended[job.name] = _result(obj, progress, time.monotonic() - started, faults=faults[job.name])
