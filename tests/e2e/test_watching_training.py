@@ -4,6 +4,9 @@ turned into one TrainingStalled gang restart that resumes and succeeds. Real Ten
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -48,10 +51,13 @@ def test_a_hung_worker_costs_one_training_stalled_restart_and_the_job_still_succ
     assert progress["summary"].startswith("epoch ") and progress["epochs"] == 3 and "updatedAt" in progress
     table = cluster.kubectl("get", "tfj", "stalls")
     assert table.split("\n")[0].split()[:5] == ["NAME", "STATE", "WORKERS", "RESTARTS", "PROGRESS"]
-    # worker 1 hangs in epoch 2; both workers' watchdogs fire; the operator restarts the gang once
+    # worker 1 hangs in epoch 2; both workers' watchdogs fire; the operator restarts the gang once, blaming
+    # worker 1 (stopped in its own code: its py_function) and not worker 0, which only waited for it
     events = wait_for(lambda: [m for r, m in cluster.events("stalls") if r == "TrainingStalled"], 180,
                       interval=0.5, what="a TrainingStalled Event")
-    assert "stalls-worker-" in events[0] and "code 202 (training stalled)" in events[0]
+    assert re.match(r"pod stalls-worker-1 \(Worker 1, container tensorflow\) stalled in its own code at "
+                    r"worker/user_model\.py:\d+ in stall_here after step 15 \(exit 202", events[0]), events[0]
+    assert "; stalls-worker-0 was only waiting for it, inside TensorFlow;" in events[0], events[0]
     status = cluster.wait_state("stalls", "Succeeded", timeout=240)
     assert (status["restartCount"], status["failureRestarts"]) == (1, 1)
     assert status["progress"]["summary"] == "done" and status["progress"]["epochs"] == 3  # the last read is kept
@@ -61,10 +67,30 @@ def test_a_hung_worker_costs_one_training_stalled_restart_and_the_job_still_succ
     assert (out / "tensorboard" / "train").is_dir()
 
 
-def test_stall_rehearsal_without_a_stall_timeout_is_refused_naming_the_field(tmp_path) -> None:
-    import subprocess
-    import sys
+@pytest.mark.timeout(420)
+def test_a_stall_rehearsal_blames_the_hung_worker_and_not_the_one_waiting_for_it(tmp_path) -> None:
+    manifest = example("mnist-cpu")
+    manifest["metadata"]["name"] = "rehearsed"
+    manifest["spec"]["runPolicy"]["stallTimeoutSeconds"] = 20  # above an epoch end's backup on a busy machine
+    args = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
+    args[args.index("--epochs") + 1] = "3"
+    args[args.index("--output-dir") + 1] = "/data/rehearsed"
+    path = tmp_path / "rehearsed.yaml"
+    path.write_text(json.dumps(manifest))
+    result = subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "local", str(path), "--stall-worker-after",
+                             "0", "--workdir", str(tmp_path / "work"), "--plain", "--timeout", "360"],
+                            capture_output=True, text=True, timeout=400, cwd=REPO)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "hung the training loop of rehearsed-worker-1" in result.stdout
+    restart = next(line for line in result.stdout.splitlines() if "TrainingStalled: " in line)
+    assert restart.split("TrainingStalled: ", 1)[1].startswith(
+        "pod rehearsed-worker-1 (Worker 1, container tensorflow) stalled in its own code at "
+        "tfjob_worker/lifecycle.py:"), restart
+    assert "; rehearsed-worker-0 was only waiting for it, inside TensorFlow;" in restart, restart
+    assert not any(word in restart for word in ("cuInit", "cuda", "CUDA")), restart
 
+
+def test_stall_rehearsal_without_a_stall_timeout_is_refused_naming_the_field(tmp_path) -> None:
     workdir = tmp_path / "work"
     result = subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "local", "examples/mnist-cpu.yaml",
                              "--stall-worker-after", "0", "--workdir", str(workdir), "--plain"],

@@ -28,6 +28,7 @@ from tfjob_operator.reconcile import (
     format_time,
     reconcile,
 )
+from tfjob_worker.stall import StallRecord
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -83,6 +84,12 @@ CUDA_START = ("WARNING: All log messages before absl::InitializeLog() is called 
               "E0000 00:00:1795857979.960265   12384 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA "
               "error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
 KILLED_BY_FAULT = "Killed with SIGKILL by a fault injection (tfjob local --kill-worker-after)"
+
+
+def stalled(blocked: str, step: int, last_progress: float, where: str = "", peers: int = 2) -> str:
+    """A stalled worker's termination message: its supervisor's error line and its StallRecord."""
+    record = StallRecord(blocked, where, step, T0.timestamp() + last_progress, peers)
+    return f"[tfjob] error: training stalled: no training progress for 21s\n{record.line()}\n"
 KUBEFLOW_V1 = "kubeflow.org/v1"
 KUBEFLOW_ALL = ReconcileOptions(kubeflow_api=KubeflowApi.ALL)
 
@@ -333,12 +340,41 @@ CASES = [
     Case("a worker's stall watchdog (exit 202) restarts the gang as TrainingStalled, naming the worker",
          tfjob(status=started(RUNNING)),
          pods=[pod("worker-0", "Failed", code=202, finished=12), pod("worker-1", "Failed", code=202, finished=10)],
-         state="Restarting", reason="TrainingStalled", message=("j-worker-1", "training stalled", "attempt 1"),
+         state="Restarting", reason="TrainingStalled", message=("j-worker-1", "stalled", "exit 202", "attempt 1"),
+         deletes=("j-worker-0", "j-worker-1"), events=("TrainingStalled",), restarts=1, failure_restarts=1),
+    Case("a gang stall blames the worker stopped in its own code, not the first to exit nor the last to progress, "
+         "and names the one that only waited for it",
+         tfjob(status=started(RUNNING)),
+         pods=[pod("worker-0", "Failed", code=202, finished=10, log_tail=stalled("tensorflow", 15, 100.0)),
+               pod("worker-1", "Failed", code=202, finished=11,
+                   log_tail=stalled("own", 15, 99.99, "worker/user_model.py:47 in stall_here"))],
+         state="Restarting", reason="TrainingStalled",
+         message=("pod j-worker-1 (Worker 1, container tensorflow) stalled in its own code at worker/user_model.py:47 "
+                  "in stall_here after step 15 (exit 202: no training progress within runPolicy.stallTimeoutSeconds; "
+                  "its log shows where it hung); j-worker-0 was only waiting for it, inside TensorFlow; restarting",),
+         deletes=("j-worker-0", "j-worker-1"), events=("TrainingStalled",), restarts=1, failure_restarts=1),
+    Case("the first stalled exit of a gang waits (bounded) for the verdicts of its peers still up",
+         tfjob(status=started(RUNNING)), now=12,
+         pods=[pod("worker-0", "Failed", code=202, finished=10, log_tail=stalled("tensorflow", 15, 100.0)),
+               pod("worker-1")], requeue=8),
+    Case("past that wait it judges with the verdicts it has",
+         tfjob(status=started(RUNNING)), now=21,
+         pods=[pod("worker-0", "Failed", code=202, finished=10, log_tail=stalled("tensorflow", 15, 100.0)),
+               pod("worker-1")], state="Restarting", reason="TrainingStalled",
+         message=("pod j-worker-0 (Worker 0, container tensorflow) stalled waiting inside TensorFlow",),
+         deletes=("j-worker-0", "j-worker-1"), events=("TrainingStalled",), restarts=1, failure_restarts=1),
+    Case("no worker stopped in its own code: it says it cannot tell, and names the one whose progress stopped first",
+         tfjob(status=started(RUNNING)),
+         pods=[pod("worker-0", "Failed", code=202, finished=10, log_tail=stalled("tensorflow", 15, 100.2)),
+               pod("worker-1", "Failed", code=202, finished=11, log_tail=stalled("tensorflow", 14, 100.5))],
+         state="Restarting", reason="TrainingStalled",
+         message=("pod j-worker-1 (Worker 1, container tensorflow) stalled waiting inside TensorFlow",
+                  "after step 14", "so did j-worker-0: none was stopped in its own code"),
          deletes=("j-worker-0", "j-worker-1"), events=("TrainingStalled",), restarts=1, failure_restarts=1),
     Case("stalls count towards backoffLimit: the last one allowed fails the job",
          tfjob(status=started(RUNNING, restarts=1, failures=1), backoffLimit=1),
          pods=[pod("worker-0", attempt=1), pod("worker-1", "Failed", code=202, attempt=1)], state="Failed",
-         reason="BackoffLimitExceeded", message=("training stalled", "backoffLimit 1"), deletes=("j-worker-0",),
+         reason="BackoffLimitExceeded", message=("stalled", "backoffLimit 1"), deletes=("j-worker-0",),
          events=("BackoffLimitExceeded",), restarts=1, failure_restarts=1),
     Case("backoffLimit reached: a retryable failure fails the job",
          tfjob(status=started(RUNNING, restarts=3, failures=2), backoffLimit=2),

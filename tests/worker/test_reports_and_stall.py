@@ -15,6 +15,7 @@ TRAINING = Report(started=True, trains=True, steps=40, epoch=2, global_step=40)
 FIRST_STEP_PENDING = Report(started=True, trains=True, steps=0)
 PS_SERVER = Report(started=True, trains=False)
 STARTING = Report(started=False, trains=True)
+FINISHING = Report(started=True, trains=True, steps=60, epoch=3, global_step=60, finishing=True)
 
 STALL_RULES = [
     # policy,                       report,             now, started_at, progress_at, stalled?
@@ -27,6 +28,7 @@ STALL_RULES = [
     (StallPolicy(30, 600),          FIRST_STEP_PENDING, 600, 0, 0,   True),
     (StallPolicy(900, 600),         FIRST_STEP_PENDING, 899, 0, 0,   False),  # grace is at least the timeout
     (StallPolicy(30),               None,               999, 0, 0,   False),
+    (StallPolicy(30),               FINISHING,          999, 0, 0,   False),  # evaluating and exporting: no steps
 ]
 
 

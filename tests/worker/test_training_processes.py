@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -240,8 +241,11 @@ def test_a_worker_blocked_mid_epoch_stops_the_gang_with_the_stalled_code(launche
     assert scraped[f"tfjob_worker_stall_timeout_seconds{{{labels}}}"] == 4
     # worker 1 blocks in step 16 (mid epoch 2); worker 0 then waits in the all-reduce: both stall
     assert wait_all(procs, 120) == {"worker0": exit_codes.STALLED, "worker1": exit_codes.STALLED}, launcher.dump()
-    for proc in procs.values():
-        assert "training stalled: no training progress for 4s" in proc.stderr
+    # worker 1 says it stopped in its own code (its py_function); worker 0 that it only waited inside TensorFlow
+    assert re.search(r"training stalled in its own code at worker/user_model\.py:\d+ in stall_here: no training "
+                     r"progress for 4s", procs["worker1"].stderr), procs["worker1"].stderr[-2000:]
+    assert ("training stalled waiting inside TensorFlow (for its peers in a collective, or its input pipeline or "
+            "device): no training progress for 4s") in procs["worker0"].stderr, procs["worker0"].stderr[-2000:]
     assert "last at epoch 2 step 15)" in procs["worker0"].stderr  # mid-epoch: 5 of epoch 2's 10 steps done
     assert "stall_here" in procs["worker1"].stderr  # the stack dump shows where it hung
     assert exit_codes.is_retryable(exit_codes.STALLED)

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import exit_codes, preemption, termination
-from .progress import error
+from .progress import PREFIX, error
 from .reach import ReachCheck
 from .reports import REPORT_FD_ENV, LineReader, Report
-from .stall import StallPolicy, stall_reason
+from .stall import StallPolicy, StallRecord, stall_reason
 from .startup import BEGAN_ENV
 
 
@@ -162,10 +162,14 @@ def supervise(argv: Sequence[str], startup_timeout: float, stall: StallPolicy | 
                   f"exit {exit_codes.STARTUP_TIMEOUT}, retryable")
             return exit_codes.STARTUP_TIMEOUT
         reason = stall_reason(stall, watch.report, now, watch.started_at, watch.progress_at)
-        if reason is not None:
+        if reason is not None and watch.report is not None:
+            record = StallRecord.of(watch.report)  # where it waited, before the stack dump disturbs it
             stop_stalled(child)
-            error(f"training stalled: {reason}; exit {exit_codes.STALLED}, retryable: the gang restarts "
-                  "and resumes from the last backup (the trainer's stacks are above)")
+            where = record.describe()
+            line = (f"training stalled{' ' + where if where else ''}: {reason}; exit {exit_codes.STALLED}, "
+                    "retryable: the gang restarts and resumes from the last backup (the trainer's stacks are above)")
+            error(line)
+            termination.write_text(f"{PREFIX} error: {line}\n{record.line()}\n")
             return exit_codes.STALLED
     if stop_by:  # SIGTERM came: wait for the trainer's exit within the grace period too
         try:

@@ -19,8 +19,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import blocked
+
 REPORT_FD_ENV = "TFJOB_REPORT_FD"
 MIN_INTERVAL = 0.5  # seconds between reports of steps (the stall watchdog's and /metrics' resolution)
+#: Seconds without a sign of life before the reporter looks where the trainer is blocked (blocked.sample).
+IDLE_LOOK = 1.0
 #: Upper bounds (seconds) of the step-time histogram; +Inf is implied.
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 #: Writes up to PIPE_BUF bytes to a pipe are atomic; a report must fit so a reader never sees half of one.
@@ -51,6 +55,11 @@ class Report:
     step_buckets: list[int] = field(default_factory=lambda: [0] * (len(STEP_BUCKETS) + 1))  # per bucket, +Inf last
     step_seconds_sum: float = 0.0
     resized_from: int | None = None  # this run resumed a backup saved at this many replicas (another width)
+    finishing: bool = False  # the training steps are over: the test evaluation and the export run (no watchdog)
+    #: Once idle IDLE_LOOK seconds: blocked.OWN (waits in its own code, at `blocked_at`) or blocked.TENSORFLOW
+    #: (inside TensorFlow's executor: peers, input pipeline or device); "" while it makes progress.
+    blocked: str = ""
+    blocked_at: str = ""
 
     def to_line(self) -> bytes:
         return (json.dumps(dataclasses.asdict(self), separators=(",", ":")) + "\n").encode()
@@ -81,6 +90,7 @@ class Reporter:
         self._lock = threading.Lock()  # the sender thread reads what the training thread writes
         self._dirty = False
         self._live_at = 0.0
+        self._alive_mono = time.monotonic()
         self._last_step_end: float | None = None
         self._steps_per_epoch = 0
         self.report = Report()
@@ -153,6 +163,14 @@ class Reporter:
             self._alive()
         self.send()
 
+    def training_over(self) -> None:
+        """The last training step is done; what follows (the test evaluation, the SavedModel export) is no
+        training loop for the stall watchdog to watch: a large export may take longer than its timeout."""
+        with self._lock:
+            self.report.finishing = True
+            self._alive()
+        self.send()
+
     def checkpoint_saved(self) -> None:
         with self._lock:
             self.report.last_checkpoint = self._clock()
@@ -177,6 +195,8 @@ class Reporter:
     def _alive(self) -> None:
         self.report.activity += 1
         self.report.last_progress = self._clock()
+        self.report.blocked = self.report.blocked_at = ""
+        self._alive_mono = time.monotonic()
         self._dirty = True
 
     def _send_changes(self) -> None:
@@ -184,6 +204,23 @@ class Reporter:
             time.sleep(MIN_INTERVAL)
             if self._dirty:
                 self.send()
+            else:
+                self.look_where_blocked()
+
+    def look_where_blocked(self, now: float | None = None) -> None:
+        """A trainer idle for IDLE_LOOK seconds (at `now`, monotonic): say where it waits (not a sign of life:
+        activity stays)."""
+        r = self.report
+        since = self._alive_mono
+        if not (r.started and r.trains) or (time.monotonic() if now is None else now) - since < IDLE_LOOK:
+            return
+        kind, at = blocked.sample()
+        with self._lock:
+            if since != self._alive_mono or (kind, at) == (r.blocked, r.blocked_at):
+                return  # it moved on meanwhile, or nothing new
+            r.blocked, r.blocked_at = kind, at
+            self._dirty = True
+        self.send()
 
     def send(self) -> None:
         """Write the report now; drop it if the pipe is full (the next one carries everything)."""

@@ -5,7 +5,9 @@ end with none of its figures read. Kubernetes keeps what a container writes to i
 most 4 KiB) in the pod's status, `state.terminated.message`, after the process is gone: the operator copies
 these figures from there into `status.progress` when the job succeeds. One JSON object, keyed by the `/metrics`
 series the figures also go out as. Nothing is written on a failure, so that `terminationMessagePolicy:
-FallbackToLogsOnError` still puts the log's tail there, which says why.
+FallbackToLogsOnError` still puts the log's tail there, which says why; except after a stall, when the supervisor
+writes its error line and where the trainer was blocked (`stall.StallRecord`), for the operator to tell the worker
+that stopped from those that only waited for it.
 """
 
 from __future__ import annotations
@@ -41,12 +43,18 @@ def message(report: Report) -> str | None:
 def write(report: Report | None, env: Mapping[str, str] = os.environ) -> bool:
     """Write the figures to the termination message file; False when there are none or nowhere to write."""
     text = message(report) if report is not None else None
+    return text is not None and write_text(text + "\n", env)
+
+
+def write_text(text: str, env: Mapping[str, str] = os.environ) -> bool:
+    """Write the termination message (a stalled trainer's: the error line and its `stall.StallRecord`); False when
+    there is nowhere to write."""
     path = env.get(PATH_ENV) or (DEFAULT_PATH if os.path.isfile(DEFAULT_PATH) else None)
-    if text is None or path is None:
+    if path is None:
         return False
     try:
         with open(path, "w") as f:
-            f.write(text + "\n")
+            f.write(text)
     except OSError:
-        return False  # a read-only or missing path costs the figures, never the job's exit code
+        return False  # a read-only or missing path costs the message, never the job's exit code
     return True

@@ -129,6 +129,7 @@ def local_copy(job: Job, keras: Any, weights: list[Any]) -> Any:
 
 def finish(job: Job, keras: Any, weights: list[Any], first_epoch: int | None, seconds: float) -> None:
     """Evaluate on the test split, save the SavedModel and result.json (chief), print the done line."""
+    job.reporter.training_over()
     digest = weights_digest(weights)
     model = local_copy(job, keras, weights)
     test_loss = test_accuracy = None

@@ -13,7 +13,7 @@ from typing import Literal
 from tfjob_operator.api import JobConditionType, ReplicaType, RestartPolicy, TFJob, TFJobStatus
 from tfjob_operator.diagnosis import explain
 from tfjob_operator.observed import owned_by
-from tfjob_operator.reconcile import elastic
+from tfjob_operator.reconcile import elastic, stalls
 from tfjob_operator.reconcile.actions import DeletePod
 from tfjob_operator.reconcile.conditions import Ctx, replica_statuses
 from tfjob_operator.reconcile.lifecycle import finish
@@ -73,9 +73,7 @@ def classify(pod: ObservedPod, policy: RestartPolicy) -> Failure:
         what = _describe_exit(pod) if pod.exit_code is not None else f"pod {pod.label} failed"
         return Failure(pod, "permanent", Reason.RESTART_POLICY_NEVER, f"{what}; restartPolicy Never")
     if policy != RestartPolicy.NEVER and pod.exit_code == exit_codes.STALLED:
-        return Failure(pod, "retryable", Reason.TRAINING_STALLED,
-                       f"{_describe_exit(pod)}: no training progress within runPolicy.stallTimeoutSeconds "
-                       "(its log shows where it hung)")
+        return Failure(pod, "retryable", Reason.TRAINING_STALLED, stalls.describe(pod))
     if policy == RestartPolicy.EXIT_CODE:
         if pod.exit_code is not None and exit_codes.is_retryable(pod.exit_code):
             return Failure(pod, "retryable", Reason.RETRYABLE_EXIT_CODE, _describe_exit(pod))
@@ -121,6 +119,13 @@ def handle_failures(ctx: Ctx, job: TFJob, current: list[ObservedPod], observed: 
         failures.extend(_vanished(ctx, job, current))
     if elastic.is_elastic(job) and _cause_pending(ctx, failures, current):
         return True
+    stalled = [f for f in failures if f.reason == Reason.TRAINING_STALLED and f.gang]
+    if stalled and stalls.verdicts_pending(ctx, [f.pod for f in stalled], current):
+        return True
+    if len(stalled) > 1:  # one gang stall: the worker that stalled on its own, naming those that waited for it
+        cause = stalls.culprit([f.pod for f in stalled])
+        failures = [f for f in failures if f not in stalled] + [
+            Failure(cause, "retryable", Reason.TRAINING_STALLED, stalls.message([f.pod for f in stalled]))]
     for failure in sorted(failures, key=Failure.order):
         if failure.kind == "permanent":
             finish(ctx, C.FAILED, failure.reason, failure.message, "Warning", observed,

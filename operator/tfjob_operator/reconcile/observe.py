@@ -12,6 +12,8 @@ from tfjob_operator.api import ReplicaType
 from tfjob_operator.diagnosis import explain
 from tfjob_operator.reconcile.reasons import Reason
 from tfjob_operator.times import parse_time
+from tfjob_worker import exit_codes
+from tfjob_worker.stall import StallRecord
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class ObservedPod:
     #: The training container's termination message (its log tail on failure) and reason, e.g. OOMKilled.
     exit_message: str = ""
     exit_reason: str | None = None
+    #: What its stall watchdog said of it (exit 202): where it was blocked, its last step; None otherwise.
+    stall: StallRecord | None = None
 
     @property
     def active(self) -> bool:
@@ -142,6 +146,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod:
         last_restart=_last_restart(all_statuses),
         exit_message=str(terminated.get("message") or ""),
         exit_reason=terminated.get("reason"),
+        stall=StallRecord.parse(str(terminated.get("message") or "")) if exit_code == exit_codes.STALLED else None,
     )
 
 
