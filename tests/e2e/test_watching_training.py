@@ -34,7 +34,8 @@ def stalling_job(name: str, stall_timeout: int) -> dict:
     container = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     container["args"] = ["--model", "user_model:build_stalling", "--dataset", "user_model:data_without_validation",
                          "--epochs", "3", "--steps-per-epoch", "10", "--output-dir", f"/data/{name}"]
-    container["env"] = [{"name": "PYTHONPATH", "value": str(REPO / "tests" / "worker")},
+    # the user's module, and the worker runtime of this checkout (not whatever the venv's install points at)
+    container["env"] = [{"name": "PYTHONPATH", "value": f"{REPO / 'tests' / 'worker'}:{REPO / 'worker_image'}"},
                         {"name": "STALL_WORKER_INDEX", "value": "1"}, {"name": "STALL_AFTER_STEPS", "value": "15"},
                         {"name": "STALL_ATTEMPT", "value": "0"}]
     return manifest
