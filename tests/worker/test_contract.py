@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -66,6 +67,40 @@ def test_progress_lines_have_the_documented_shape():
     assert line == "[tfjob] epoch 2/5 loss=0.4321 accuracy=0.9012 val_accuracy=0.9100 examples_per_sec=1234.5"
     assert progress.format_done(0.96321, "/abs/saved_model") == (
         "[tfjob] done test_accuracy=0.9632 saved_model=/abs/saved_model")
+
+
+# (a formatter's line, its kind and the numbers the parser reads back): every kind the runtime prints
+PRINTED = [
+    (progress.format_start("worker", 0, 2, "MWMS", "RING", 64, 0.002), "start", ()),
+    (progress.format_resumed(3), "resumed", ("3", None, None)),
+    (progress.format_resumed(2, 45, 2880), "resumed", ("2", "45", "2880")),
+    (progress.format_resized(4, 3, 12800, 96, 0.003, "ConstantGlobalBatch"), "resized", ("4", "3")),
+    (progress.format_epoch(2, 5, {"loss": 0.4}), "epoch", ("2", "5")),
+    (progress.format_step(10, 20, 2, 5, {"loss": 0.3}), "step", ("10", "20", "2", "5")),
+    (progress.format_startup({"launch": 0.3, "first_step": 0.9}, 1795561074.7), "ready", ()),
+    (progress.format_done(0.96, "/abs/saved_model", weights_digest="ab12"), "done", ()),
+]
+
+
+@pytest.mark.parametrize(("line", "kind", "numbers"), PRINTED, ids=[f"{r[1]}-{i}" for i, r in enumerate(PRINTED)])
+def test_every_line_the_runtime_prints_is_read_back_by_the_one_parser(line, kind, numbers):
+    parsed = progress.parse_line(line)
+    assert parsed is not None and parsed[0] == kind
+    assert parsed[1][:len(numbers)] == numbers
+    tail = "" if kind == "resumed" else parsed[1][-1]
+    assert progress.pairs(tail) == dict(p.split("=") for p in line.split() if "=" in p and not p.startswith("epoch="))
+
+
+def test_the_docs_progress_lines_are_lines_the_parser_reads():
+    """docs/worker.md, docs/elastic.md and the README quote the lines the runtime prints: each parses, as the same
+    kind it starts with (an `error:` or `preempted:` line is the runtime's own message, not progress)."""
+    root = Path(__file__).resolve().parents[2]
+    quoted = [line.split("  ")[0].strip() for doc in ("docs/worker.md", "docs/elastic.md", "README.md")
+              for line in (root / doc).read_text().splitlines() if line.startswith("[tfjob] ")]
+    progress_lines = [q for q in quoted if not q.startswith(("[tfjob] error:", "[tfjob] preempted:"))]
+    assert len(progress_lines) >= 10
+    unread = [q for q in progress_lines if (p := progress.parse_line(q)) is None or q.split()[1] != p[0]]
+    assert unread == []
 
 
 STARTUP_SPLITS = [

@@ -1,9 +1,15 @@
-"""Progress lines (the local UI parses them) and history.json. Pure formatting plus atomic file writes."""
+"""Progress lines and history.json. Pure formatting and parsing, plus atomic file writes.
+
+The `[tfjob] ...` lines are defined once, here: each kind's formatter (what the runtime prints) and its pattern
+(`LINES`, what `tfjob local` reads back with :func:`parse_line`, in `tfjob_operator`) sit side by side, and a test
+feeds every formatter's output and the docs' examples through the parser.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -11,6 +17,36 @@ from typing import Any, TextIO
 
 PREFIX = "[tfjob]"
 EPOCH_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy", "examples_per_sec")
+_NUMBER = r"(\d+)"
+#: Each kind of progress line (after the prefix) and its pattern; the groups are the numbers the formatter below
+#: writes, and the last group of start, epoch, step and done its `key=value` pairs (:func:`pairs`).
+LINES: dict[str, re.Pattern[str]] = {
+    "start": re.compile(r"^start (.*)$"),
+    "epoch": re.compile(rf"^epoch {_NUMBER}/{_NUMBER}\b(.*)$"),
+    "step": re.compile(rf"^step {_NUMBER}/{_NUMBER} epoch={_NUMBER}/{_NUMBER}(.*)$"),
+    "resumed": re.compile(rf"^resumed from backup at epoch {_NUMBER}(?: step {_NUMBER})?(?: samples {_NUMBER})?"),
+    "resized": re.compile(rf"^resized from {_NUMBER} to {_NUMBER} replicas(.*)$"),
+    "ready": re.compile(r"^ready (.*)$"),
+    "done": re.compile(r"^done(.*)$"),
+}
+_PAIR = re.compile(r"(\w+)=(\S+)")
+
+
+def parse_line(line: str) -> tuple[str, tuple[str | None, ...], str] | None:
+    """(kind, the pattern's groups, the line after the prefix) of a progress line; None for any other line (a
+    runtime's own output, TensorFlow's noise, an `error:` line)."""
+    if not line.startswith(PREFIX + " "):
+        return None
+    body = line[len(PREFIX) + 1:].strip()
+    for kind, pattern in LINES.items():
+        if m := pattern.match(body):
+            return kind, m.groups(), body
+    return None
+
+
+def pairs(text: str | None) -> dict[str, str]:
+    """The `key=value` pairs of a line's tail, as written by the formatters (`{key}={value}`, space-separated)."""
+    return dict(_PAIR.findall(text or ""))
 
 
 def _value(value: Any) -> str:

@@ -1,28 +1,17 @@
 """Reading the worker runtime's progress lines, and plotting the chief's history.
 
-The runtime prints `[tfjob] ...` lines (see tfjob_worker.progress); `tfjob local` follows the chief's log
-and shows the latest of them. Parsing is tolerant: a line it does not know is ignored.
+The runtime prints `[tfjob] ...` lines, defined (printed and parsed) in `tfjob_worker.progress`; `tfjob local`
+follows the chief's log and shows the latest of them. Parsing is tolerant: a line it does not know is ignored.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-_PREFIX = "[tfjob] "
-_EPOCH = re.compile(r"^epoch (\d+)/(\d+)\b(.*)$")
-_STEP = re.compile(r"^step (\d+)/(\d+) epoch=(\d+)/(\d+)(.*)$")
-_RESUMED = re.compile(r"^resumed from backup at epoch (\d+)(?: step (\d+))?")
-_RESIZED = re.compile(r"^resized from (\d+) to (\d+) replicas")
-_READY = re.compile(r"(\w+)=([0-9.]+)s?")
-_KV = re.compile(r"(\w+)=(\S+)")
-
-
-def _values(text: str) -> dict[str, str]:
-    return dict(_KV.findall(text))
+from tfjob_worker.progress import pairs, parse_line
 
 
 @dataclass
@@ -52,31 +41,32 @@ class Progress:
 
     def feed(self, line: str) -> bool:
         """Take one log line; True when it was a progress line."""
-        if not line.startswith(_PREFIX):
+        parsed = parse_line(line)
+        if parsed is None:
             return False
-        body = line[len(_PREFIX):].strip()
+        kind, groups, body = parsed
         self.lines.append(body)
-        if body.startswith("start "):
-            self.started = _values(body)
-        elif m := _EPOCH.match(body):
-            self.epoch, self.epochs = int(m.group(1)), int(m.group(2))
-            self.metrics = _values(m.group(3))
+        if kind == "start":
+            self.started = pairs(groups[0])
+        elif kind == "epoch":
+            self.epoch, self.epochs = int(groups[0] or 0), int(groups[1] or 0)
+            self.metrics = pairs(groups[2])
             self.step = self.steps = self.step_epoch = 0
             self.step_metrics = {}
             self.epoch_lines.append(body)
-        elif m := _STEP.match(body):
-            self.step, self.steps = int(m.group(1)), int(m.group(2))
-            self.step_epoch, self.epochs = int(m.group(3)), int(m.group(4))
-            self.step_metrics = _values(m.group(5))
+        elif kind == "step":
+            self.step, self.steps = int(groups[0] or 0), int(groups[1] or 0)
+            self.step_epoch, self.epochs = int(groups[2] or 0), int(groups[3] or 0)
+            self.step_metrics = pairs(groups[4])
             self.metrics = {**self.metrics, **self.step_metrics}
-        elif m := _RESUMED.match(body):
-            self.resumed_at, self.resumed_step = int(m.group(1)), int(m.group(2) or 0)
-        elif m := _RESIZED.match(body):
-            self.resized = (int(m.group(1)), int(m.group(2)))
-        elif body.startswith("ready "):
-            self.ready = {k: float(v) for k, v in _READY.findall(body[len("ready "):])}
-        elif body.startswith("done"):
-            self.done = _values(body)
+        elif kind == "resumed":
+            self.resumed_at, self.resumed_step = int(groups[0] or 0), int(groups[1] or 0)
+        elif kind == "resized":
+            self.resized = (int(groups[0] or 0), int(groups[1] or 0))
+        elif kind == "ready":
+            self.ready = {k: float(v.removesuffix("s")) for k, v in pairs(groups[0]).items()}
+        elif kind == "done":
+            self.done = pairs(groups[0])
         return True
 
 
