@@ -57,7 +57,7 @@ from tfjob_operator.gang.queue import (
 from tfjob_operator.gang.request import GangRequest
 from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
 from tfjob_operator.observed import JobView
-from tfjob_operator.reconcile import NODE_REMOVAL_TAINTS, effective_job
+from tfjob_operator.reconcile import NODE_REMOVAL_TAINTS, Reason, effective_job
 from tfjob_operator.resources import is_terminal, scheduling_demand
 
 log = logging.getLogger("tfjob_operator.gang.admission")
@@ -328,7 +328,7 @@ class AdmissionLoop:
         if job is None:
             return None
         try:
-            backend = backend_for(job, self.host.settings.gang_backend.value, self.host.gang_options)
+            backend = backend_for(job, self.host.settings.gang_backend, self.host.gang_options)
         except GangBackendError:
             return None
         if not isinstance(backend, ReleasedByOperator) or job.spec.runPolicy.suspend:
@@ -456,7 +456,7 @@ class AdmissionLoop:
             if (shown is not None and shown.shown) or (waited or 0.0) >= ADMITTED_NEWS_SECONDS:
                 # News only after a wait the Queued condition showed; admitted at once, the gang's pods running
                 # say it (the happy path posts two Events: JobCreated and the outcome).
-                await self._event(objs.get(key), "Normal", "GangAdmitted", message)
+                await self._event(objs.get(key), "Normal", Reason.GANG_ADMITTED, message)
 
     async def _patch_release(self, release: Release) -> str:
         """PATCH one pod's release; its uid. Only the uid is kept of the patched pod the server returns: a pass
@@ -482,7 +482,7 @@ class AdmissionLoop:
                        f"of their release; deleting the gang, recreating it gated, admission resumes in {wait:g}s "
                        f"(schedule timeout {count})")
             log.warning("%s: %s", skey, message)
-            await self._event(objs.get(key_tuple(skey)), "Warning", "GangScheduleTimeout", message)
+            await self._event(objs.get(key_tuple(skey)), "Warning", Reason.GANG_SCHEDULE_TIMEOUT, message)
             for pod in gang.pods:
                 # One still counted in the capacity stays until the watch shows the pod go.
                 if (mine := self._release_of(pod)) is not None and not mine.reserved:

@@ -19,7 +19,7 @@ from typing import Any
 
 from tfjob_operator import constants
 from tfjob_operator.progress.chief_log import Progress
-from tfjob_operator.reconcile.reasons import Reason
+from tfjob_operator.reconcile.reasons import RESTART_REASONS, Reason
 
 
 def width_text(job: dict[str, Any]) -> str | None:
@@ -28,13 +28,6 @@ def width_text(job: dict[str, Any]) -> str | None:
     if not el.get("currentReplicas"):
         return None
     return f"workers {el['currentReplicas']}/{el.get('maxReplicas', '?')} (min {el.get('minReplicas', '?')})"
-
-
-#: The reasons of the Restarting condition (docs/operator.md): each gang restart and resize posts an Event with one.
-RESTART_REASONS = frozenset({
-    Reason.RETRYABLE_EXIT_CODE, Reason.POD_FAILED, Reason.TRAINING_STALLED, Reason.POD_EVICTED,
-    Reason.POD_PREEMPTED, Reason.NODE_LOST, Reason.POD_DELETED, Reason.POD_DISRUPTED,
-    Reason.NODE_MARKED_FOR_REMOVAL, Reason.RESIZED})
 
 
 def restart_events(events: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
