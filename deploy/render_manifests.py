@@ -1,7 +1,8 @@
 """Render the Helm chart into the plain manifests and the docs' configuration table (no helm binary needed).
 
     python deploy/render_manifests.py           # rewrite deploy/manifests/tfjob-operator.yaml, the chart's CRD
-                                                # copy and the table in docs/deploy.md
+                                                # copy, the gang backend names of its values.schema.json (from the
+                                                # operator's registry) and the table in docs/deploy.md
     python deploy/render_manifests.py --check   # exit 1 if any of them is stale (CI)
 
 The chart is rendered by the real Helm engine (helm-python-sdk bundles it).
@@ -10,6 +11,7 @@ The chart is rendered by the real Helm engine (helm-python-sdk bundles it).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -19,9 +21,12 @@ from typing import Any
 import helm_python as helm
 import yaml
 
+from tfjob_operator.gang.backends import registry
+
 ROOT = Path(__file__).resolve().parents[1]
 CHART_DIR = ROOT / "deploy" / "helm" / "tfjob-operator"
 CHART_CRD = CHART_DIR / "crds" / "tfjob.yaml"
+VALUES_SCHEMA = CHART_DIR / "values.schema.json"
 SOURCE_CRD = ROOT / "crds" / "tfjob.yaml"
 #: Kubeflow's TFJob CRD and its license, vendored in third_party/, copied into the chart (Helm reads only its files).
 CHART_KUBEFLOW = CHART_DIR / "files" / "kubeflow"
@@ -139,9 +144,22 @@ def docs_text(current: str) -> str:
     return current[: begin + len(TABLE_BEGIN)] + "\n" + config_table() + current[end:]
 
 
+def values_schema_text(current: str) -> str:
+    """values.schema.json with the gang backend names (`gang.backend`, `gang.additionalBackends`) the operator's
+    registry holds, in its order (`tfjob_operator.gang.backends`: the one list of them)."""
+    names = json.dumps(list(registry()))
+    # The file's own layout is kept: only the two enums are rewritten.
+    text, found = re.subn(r'("backend": \{"enum": )\[[^]]*\]', lambda m: m.group(1) + names, current)
+    text, found_items = re.subn(r'("additionalBackends": \{(?:[^{}]|\{[^{}]*\})*?"items": \{"enum": )\[[^]]*\]',
+                                lambda m: m.group(1) + names, text)
+    assert found == found_items == 1, f"{VALUES_SCHEMA}: gang.backend or gang.additionalBackends moved"
+    return text
+
+
 def outputs() -> dict[Path, str]:
     """Every generated file and the text it must hold."""
-    out = {MANIFESTS: manifests_text(), CHART_CRD: SOURCE_CRD.read_text(),
+    out = {VALUES_SCHEMA: values_schema_text(VALUES_SCHEMA.read_text()), MANIFESTS: manifests_text(),
+           CHART_CRD: SOURCE_CRD.read_text(),
            **{copy: source.read_text() for copy, source in KUBEFLOW_COPIES.items()}}
     if DOCS.exists():
         out[DOCS] = docs_text(DOCS.read_text())
@@ -153,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail if a generated file is stale; write nothing")
     args = parser.parse_args(argv)
     stale = []
+    schema = values_schema_text(VALUES_SCHEMA.read_text())
+    if not args.check and VALUES_SCHEMA.read_text() != schema:  # first: the chart is rendered against it
+        VALUES_SCHEMA.write_text(schema)
+        stale.append(VALUES_SCHEMA.relative_to(ROOT))
     for path, text in outputs().items():
         if path.exists() and path.read_text() == text:
             continue

@@ -15,7 +15,7 @@ import yaml
 
 from tfjob_operator import constants, kubeyaml
 from tfjob_operator.api import TFJob
-from tfjob_operator.gang.backends import backend_for, backend_names
+from tfjob_operator.gang.backends import backend_for, backend_names, parse_job, unknown_backend
 from tfjob_operator.limits import MAX_DEPTH
 from tfjob_operator.render import RenderOptions, render
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
@@ -141,7 +141,7 @@ def read_manifests(path: str, namespace: str | None = None) -> Manifests:
         if namespace and isinstance(doc.get("metadata", {}), dict):
             doc.setdefault("metadata", {})["namespace"] = namespace
         try:
-            job = parse_tfjob(doc)
+            job = parse_job(doc)
             job.apiVersion = constants.API_VERSION
         except InvalidSpec as exc:
             messages.extend(f"{name}: {m}" for m in exc.messages)
@@ -177,8 +177,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     jobs = found.jobs
     if args.gang is not None:
         if args.gang not in backend_names():
-            print(f"error: --gang {args.gang}: unknown gang backend (choose one of {', '.join(backend_names())})",
-                  file=sys.stderr)
+            print(f"error: {unknown_backend('--gang', args.gang)}", file=sys.stderr)
             return EXIT_INVALID
     options = RenderOptions(cluster_domain=args.cluster_domain)
     objects: list[dict[str, Any]] = list(found.others)  # first, as `tfjob local` creates them before the jobs

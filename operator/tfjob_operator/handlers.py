@@ -85,7 +85,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     await controller.watch_pods()
     memo.controller = controller
     log.info("tfjob operator started: namespaces=%s addressing=%s gang=%s%s", ops.namespaces or "all",
-             ops.addressing.value if ops.addressing else "dns", ops.gang_backend.value,
+             ops.addressing.value if ops.addressing else "dns", ops.gang_backend,
              "" if leading is None else " (standby: it watches, and acts once it holds the Lease)")
     if leading is not None:
         memo.lead_when_elected = asyncio.create_task(_lead_when(leading, controller), name="lead when elected")

@@ -15,6 +15,8 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tfjob_operator.apigroups import KubeflowApi
+from tfjob_operator.gang import backends
+from tfjob_operator.gang.builtin import BuiltinBackend
 
 
 class Addressing(StrEnum):
@@ -26,16 +28,6 @@ class Addressing(StrEnum):
     #: `127.0.0.1:<distinct port per pod>`: pods share one machine's network (`tfjob local` where the plane
     #: cannot make network namespaces).
     LOOPBACK = "loopback"
-
-
-class GangBackendName(StrEnum):
-    """Names of the registered gang backends (`gang.backends`; a test checks this list against the registry)."""
-
-    BUILTIN = "builtin"
-    VOLCANO = "volcano"
-    SCHEDULER_PLUGINS = "scheduler-plugins"
-    KUEUE = "kueue"
-    NONE = "none"
 
 
 log = logging.getLogger(__name__)
@@ -53,8 +45,8 @@ class OperatorSettings(BaseSettings):
         default_factory=list,
         description="Namespaces to watch, comma-separated; empty or '*' watches all namespaces.",
     )
-    gang_backend: GangBackendName = Field(
-        GangBackendName.BUILTIN,
+    gang_backend: str = Field(
+        BuiltinBackend.name,
         description="Default gang backend; a job overrides it with the tfjob.dev/gang-backend annotation.",
     )
     scheduler_name: str | None = Field(
@@ -190,6 +182,15 @@ class OperatorSettings(BaseSettings):
             names = [str(v).strip() for v in value if str(v).strip()]
             return [] if names == ["*"] else names
         return value
+
+    @field_validator("gang_backend")
+    @classmethod
+    def _registered_backend(cls, value: str) -> str:
+        """One of the registered backends (`gang.backends`, the one list of them)."""
+        name = value.strip()
+        if name not in backends.backend_names():
+            raise ValueError(backends.unknown_backend("TFJOB_GANG_BACKEND", name))
+        return name
 
     @field_validator("log_level")
     @classmethod

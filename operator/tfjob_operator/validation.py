@@ -44,7 +44,8 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
+    """A value as a refusal quotes it: its repr, cut to 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -54,20 +55,20 @@ def _friendly(error: Mapping[str, Any]) -> str:
     ctx = error.get("ctx") or {}
     got = error.get("input")
     if kind == "less_than_equal":
-        return f"must be ≤ {ctx.get('le')}, got {_short(got)}"
+        return f"must be ≤ {ctx.get('le')}, got {short_repr(got)}"
     if kind == "extra_forbidden":
         return "unknown field (remove it, or check its spelling)"
     if kind == "enum":
         return f"{got!r} is not one of {ctx.get('expected')}"
     if kind == "greater_than_equal":
-        return f"must be ≥ {ctx.get('ge')}, got {_short(got)}"
+        return f"must be ≥ {ctx.get('ge')}, got {short_repr(got)}"
     if kind == "missing":
         return "required field is missing"
     if kind == "int_parsing_size":  # kubectl sends an integer past int64 as a float (kubeyaml)
-        return f"must be an integer that fits in 64 bits, got {_short(got)}"
+        return f"must be an integer that fits in 64 bits, got {short_repr(got)}"
     if kind == "value_error":  # our own validators' words (api._json_int ...) are already a sentence
         return str(error["msg"]).removeprefix("Value error, ")
-    return f"{error['msg']} (got {_short(got)})"
+    return f"{error['msg']} (got {short_repr(got)})"
 
 
 def _schema_messages(exc: ValidationError) -> list[str]:
@@ -122,17 +123,16 @@ def semantic_messages(job: TFJob) -> list[str]:
         messages.append("metadata.name: required (give the job a name)")
     elif not _DNS_1035.match(name):
         messages.append(
-            f"metadata.name: {_short(name)} is not a DNS-1035 label (lowercase letters, digits and '-', "
+            f"metadata.name: {short_repr(name)} is not a DNS-1035 label (lowercase letters, digits and '-', "
             "starting with a letter, ending with a letter or digit)"
         )
     messages.extend(_name_length_messages(job))
     namespace = job.metadata.namespace
     if namespace is not None and (len(namespace) > constants.MAX_DNS_LABEL or not _DNS_1123_LABEL.match(namespace)):
         messages.append(
-            f"metadata.namespace: {_short(namespace)} is not a namespace name (lowercase letters, digits and '-', "
+            f"metadata.namespace: {short_repr(namespace)} is not a namespace name (lowercase letters, digits and '-', "
             f"at most {constants.MAX_DNS_LABEL} characters)"
         )
-    messages.extend(_gang_backend_messages(job))
     total = job.total_replicas()
     if total > limits.MAX_REPLICAS_PER_JOB:
         messages.append(limits.TOO_MANY_PODS)
@@ -154,7 +154,7 @@ def semantic_messages(job: TFJob) -> list[str]:
                         f"{limits.MAX_MIN_RESOURCES} (name the ones the gang needs)")
     for resource, quantity in min_resources.items():
         if isinstance(quantity, str) and len(quantity) > limits.MAX_QUANTITY_LENGTH:
-            messages.append(f"spec.runPolicy.schedulingPolicy.minResources.{resource}: {_short(quantity)} is longer "
+            messages.append(f"spec.runPolicy.schedulingPolicy.minResources.{resource}: {short_repr(quantity)} is longer "
                             f"than {limits.MAX_QUANTITY_LENGTH} characters")
         elif problem := quantity_problem(quantity):
             messages.append(f"spec.runPolicy.schedulingPolicy.minResources.{resource}: {problem}")
@@ -251,19 +251,6 @@ def _name_length_messages(job: TFJob) -> list[str]:
     return []
 
 
-def _gang_backend_messages(job: TFJob) -> list[str]:
-    annotated = job.metadata.annotations.get(constants.ANNOTATION_GANG_BACKEND)
-    if annotated is None:
-        return []
-    # Imported here: the backends build on render, which builds on this module.
-    from tfjob_operator.gang.backends import backend_names
-
-    if annotated.strip() in backend_names():
-        return []
-    return [f"metadata.annotations[{constants.ANNOTATION_GANG_BACKEND}]: unknown gang backend {_short(annotated)} "
-            f"(choose one of {', '.join(backend_names())})"]
-
-
 def _template_messages(field: str, template: Mapping[str, Any]) -> list[str]:
     spec = template.get("spec")
     if not isinstance(spec, Mapping):
@@ -295,10 +282,10 @@ def _template_messages(field: str, template: Mapping[str, Any]) -> list[str]:
 def _image_messages(field: str, image: Any) -> list[str]:
     # kube-apiserver refuses a pod whose image is empty, or has leading or trailing whitespace (the CRD too).
     if not image or not str(image).strip(GO_SPACE):
-        got = f", got {_short(image)}" if image else ""
+        got = f", got {short_repr(image)}" if image else ""
         return [f"{field}: required (the image that runs training{got})"]
     if str(image).strip(GO_SPACE) != image:
-        return [f"{field}: {_short(image)} must not have leading or trailing whitespace"]
+        return [f"{field}: {short_repr(image)} must not have leading or trailing whitespace"]
     return []
 
 
@@ -315,7 +302,7 @@ def _job_port_messages(field: str, ports: Any) -> list[str]:
         protocol = port.get("protocol", "TCP")
         if protocol != "TCP":
             messages.append(f"{field}[{i}].protocol: {constants.DEFAULT_PORT_NAME} must be TCP (TensorFlow's gRPC "
-                            f"runs over it), got {_short(protocol)}")
+                            f"runs over it), got {short_repr(protocol)}")
         if first is not None:
             messages.append(f"{field}[{i}].name: {constants.DEFAULT_PORT_NAME} is given twice (ports[{first}] and "
                             f"ports[{i}]); keep one, the port TF_CONFIG names")
@@ -336,9 +323,9 @@ def parse_tfjob(obj: Mapping[str, Any]) -> TFJob:
     messages: list[str] = []
     api_version = obj.get("apiVersion", constants.API_VERSION)
     if api_version not in ACCEPTED_API_VERSIONS:
-        messages.append(f"apiVersion: {_short(api_version)} is not supported (use {constants.API_VERSION})")
+        messages.append(f"apiVersion: {short_repr(api_version)} is not supported (use {constants.API_VERSION})")
     if obj.get("kind", constants.KIND) != constants.KIND:
-        messages.append(f"kind: {_short(obj.get('kind'))} is not a TFJob")
+        messages.append(f"kind: {short_repr(obj.get('kind'))} is not a TFJob")
     messages.extend(_duplicate_type_messages(obj))
     # Status is the operator's own output: it is not the user's to get wrong, so it is not read here.
     body = {k: v for k, v in obj.items() if k != "status"}

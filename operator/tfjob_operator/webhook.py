@@ -28,6 +28,7 @@ import kopf
 from tfjob_operator import apigroups
 from tfjob_operator.api import REPLICA_TYPE_ALIASES
 from tfjob_operator.apigroups import KubeflowApi
+from tfjob_operator.gang.backends import parse_job
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 #: Handler ids; kopf serves each at `/<id>` and the chart's configurations point there.
@@ -45,9 +46,10 @@ def handler_ids(group: apigroups.ApiGroup) -> tuple[str, str]:
 
 
 def admission_messages(obj: Mapping[str, Any]) -> list[str]:
-    """Why a TFJob must be refused (field-named, as parse_tfjob says it); empty when it is valid."""
+    """Why a TFJob must be refused (field-named, as parse_tfjob says it, and a gang backend that does not exist);
+    empty when it is valid."""
     try:
-        parse_tfjob(obj)
+        parse_job(obj)
     except InvalidSpec as exc:
         return exc.messages
     return []

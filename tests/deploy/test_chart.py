@@ -133,22 +133,23 @@ def test_rbac_has_no_wildcards_and_no_secrets(rendered: tuple[str, list[dict[str
 
 
 @pytest.mark.parametrize(
-    ("backend", "scheduler", "podgroup_group", "admission_loop"),
+    ("backend", "podgroup_group", "admission_loop"),
     [
-        ("builtin", "", None, True),
-        ("volcano", "volcano", "scheduling.volcano.sh", False),
-        ("scheduler-plugins", "scheduler-plugins-scheduler", "scheduling.x-k8s.io", False),
-        ("kueue", "", None, False),
-        ("none", "", None, False),
+        ("builtin", None, True),
+        ("volcano", "scheduling.volcano.sh", False),
+        ("scheduler-plugins", "scheduling.x-k8s.io", False),
+        ("kueue", None, False),
+        ("none", None, False),
     ],
 )
-def test_gang_backend_sets_scheduler_and_grants_only_its_objects(
-    backend: str, scheduler: str, podgroup_group: str | None, admission_loop: bool
+def test_gang_backend_is_passed_on_and_grants_only_its_objects(
+    backend: str, podgroup_group: str | None, admission_loop: bool
 ) -> None:
     objects = renderer.render_chart({"gang": {"backend": backend}})
     env = env_of(objects)
     assert env["TFJOB_GANG_BACKEND"] == backend
-    assert env["TFJOB_SCHEDULER_NAME"] == scheduler
+    # Each backend's own scheduler is the operator's to know (`GangBackend.default_scheduler`), not the chart's.
+    assert env["TFJOB_SCHEDULER_NAME"] == ""
     (role,) = by_kind(objects, "ClusterRole")
     groups = {g for r in role["rules"] for g in r["apiGroups"] if "podgroups" in r["resources"]}
     assert groups == ({podgroup_group} if podgroup_group else set())

@@ -18,7 +18,7 @@ from shared_data import CRDS
 
 from tfjob_operator import cli, constants
 from tfjob_operator.gang import backends, builtin, kueue, none, queue, scheduler_plugins, volcano
-from tfjob_operator.gang.backends import backend_for, backend_names, register, registry
+from tfjob_operator.gang.backends import backend_for, backend_names, parse_job, register, registry
 from tfjob_operator.gang.base import (
     ANNOTATION_GANG_DOMAIN,
     ChecksJobs,
@@ -33,7 +33,7 @@ from tfjob_operator.gang.base import (
 from tfjob_operator.gang.explain import GangWait, WaitKind
 from tfjob_operator.gang.placement import AdmissionPolicy
 from tfjob_operator.render import render
-from tfjob_operator.settings import GangBackendName
+from tfjob_operator.settings import OperatorSettings
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 
@@ -123,9 +123,15 @@ def test_a_registered_backend_is_chosen_by_its_name(monkeypatch):
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_settings_the_chart_and_the_cli_offer_exactly_the_registered_backends():
+def test_the_settings_the_chart_and_the_cli_offer_exactly_the_registered_backends(monkeypatch):
     names = set(backend_names())
-    assert {m.value for m in GangBackendName} == names
+    for name in names:
+        monkeypatch.setenv("TFJOB_GANG_BACKEND", name)
+        assert OperatorSettings().gang_backend == name
+    monkeypatch.setenv("TFJOB_GANG_BACKEND", "slurm")
+    with pytest.raises(ValueError, match=re.escape(backends.unknown_backend("TFJOB_GANG_BACKEND", "slurm"))):
+        OperatorSettings()
+    # The chart's schema is written from the registry by `python deploy/render_manifests.py`.
     schema = json.loads((REPO / "deploy/helm/tfjob-operator/values.schema.json").read_text())
     gang = schema["properties"]["gang"]["properties"]
     assert set(gang["backend"]["enum"]) == names
@@ -135,10 +141,33 @@ def test_the_settings_the_chart_and_the_cli_offer_exactly_the_registered_backend
     assert all(name in action.help for name in names)
 
 
+# (backend, the scheduler its pods go to when the operator names none: None is the template's or the default)
+SCHEDULER_TABLE = [
+    ("builtin", None),
+    ("kueue", None),
+    ("none", None),
+    ("scheduler-plugins", "scheduler-plugins-scheduler"),
+    ("volcano", "volcano"),
+]
+
+
+@pytest.mark.parametrize(("name", "scheduler"), SCHEDULER_TABLE, ids=[r[0] for r in SCHEDULER_TABLE])
+def test_each_backends_pods_go_to_its_own_scheduler_unless_the_operator_names_one(name, scheduler):
+    job, pods = job_and_pods(policy={"queue": "q"})
+    assert registry()[name].default_scheduler == scheduler
+    assert {p["spec"].get("schedulerName") for p in apply_backend(backend_for(job, name), job, pods).pods} == {
+        scheduler}
+    named = apply_backend(backend_for(job, name, GangOptions(scheduler_name="my-sched")), job, pods)
+    assert {p["spec"]["schedulerName"] for p in named.pods} == {"my-sched"}
+
+
 def test_the_docs_backends_table_lists_exactly_the_registered_backends():
     text = (REPO / "docs/gang.md").read_text().split("## Choosing a backend", 1)[1].split("\n## ", 1)[0]
-    listed = {m.group(1) for m in re.finditer(r"^\| `([a-z-]+)`", text, flags=re.M)}
-    assert listed == set(backend_names()), "docs/gang.md's 'Choosing a backend' table: one row per backend"
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `([a-z-]+)`.*$", text, flags=re.M)}
+    assert set(rows) == set(backend_names()), "docs/gang.md's 'Choosing a backend' table: one row per backend"
+    for name, cls in registry().items():
+        if cls.default_scheduler:
+            assert f"`schedulerName: {cls.default_scheduler}`" in rows[name], f"docs/gang.md: {name}'s scheduler"
 
 
 # (case, annotations, default, expected backend name)
@@ -189,11 +218,16 @@ def test_the_builtin_gang_steps_aside_for_a_job_kueue_manages(where, annotated, 
 
 def test_unknown_backend_is_refused_when_the_job_is_read_naming_the_field_and_the_choices():
     with pytest.raises(InvalidSpec) as err:
-        parse_tfjob(manifest(annotations={constants.ANNOTATION_GANG_BACKEND: "slurm"}))
+        parse_job(manifest(annotations={constants.ANNOTATION_GANG_BACKEND: "slurm"}))
     assert str(err.value) == (
         f"metadata.annotations[{constants.ANNOTATION_GANG_BACKEND}]: unknown gang backend 'slurm' "
         "(choose one of builtin, kueue, none, scheduler-plugins, volcano)"
     )
+
+
+def test_the_docs_quote_the_refusal_the_operator_writes():
+    refusal = backends.unknown_backend(backends.ANNOTATION_SOURCE, "slurm")
+    assert f"\n{refusal}\n" in (REPO / "docs/gang.md").read_text()
 
 
 def test_unknown_default_names_the_setting():
@@ -270,7 +304,7 @@ def test_min_available_and_min_resources_come_from_the_scheduling_policy():
 
 def test_scheduler_plugins_decorations_and_podgroup():
     job, pods = job_and_pods(policy={"scheduleTimeoutSeconds": 120})
-    options = GangOptions(scheduler_plugins_scheduler_name="coscheduler")
+    options = GangOptions(scheduler_name="coscheduler")
     out = apply_backend(backend_for(job, "scheduler-plugins", options), job, pods)
     assert {p["spec"]["schedulerName"] for p in out.pods} == {"coscheduler"}
     assert {p["metadata"]["labels"][scheduler_plugins.LABEL_POD_GROUP] for p in out.pods} == {"mnist"}

@@ -28,6 +28,7 @@ from tfjob_operator.reconcile import (
     format_time,
     reconcile,
 )
+from tfjob_operator.reconcile.observe import DISRUPTION_REASONS
 from tfjob_worker.stall import StallRecord
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -646,6 +647,12 @@ def test_lifecycle_rule(case: Case) -> None:
 
 
 # ---------------------------------------------------------------- properties of the whole function
+
+
+def test_every_reason_a_kubernetes_disruption_is_recorded_as_is_shown_by_a_scenario() -> None:
+    """Each cause observe reads a Kubernetes disruption as (its one list) restarts a gang in a row of the table."""
+    shown = {c.reason for c in CASES} | {e for c in CASES for e in c.events}
+    assert {r.value for r in DISRUPTION_REASONS.values()} - shown == set(), "add a row to CASES"
 
 
 def test_every_retryable_worker_code_is_named_in_the_one_exit_code_table() -> None:

@@ -74,7 +74,7 @@ def test_the_jobs_own_annotation_wins_over_the_flag_as_in_the_operator() -> None
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--gang", "slurm"], "--gang slurm: unknown gang backend (choose one of builtin, kueue, none, "
+    (["--gang", "slurm"], "--gang: unknown gang backend 'slurm' (choose one of builtin, kueue, none, "
                           "scheduler-plugins, volcano)"),
     (["--gang", "kueue"], "mnist-cpu: spec.runPolicy.schedulingPolicy.queue: required by the kueue gang backend"),
 ], ids=["unknown-backend", "kueue-without-queue"])

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tfjob_operator.gang.backends import parse_job
 from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 
@@ -198,8 +199,9 @@ _CHIEF_AND_MASTER["spec"]["tfReplicaSpecs"]["Chief"] = copy.deepcopy(good()["spe
 
 @pytest.mark.parametrize(("manifest", "expected"), [pytest.param(m, e, id=i) for i, m, e in INVALID])
 def test_invalid_tfjob_is_refused_naming_the_field(manifest: dict[str, Any], expected: str) -> None:
+    # parse_job: parse_tfjob and the gang backend's name, as the webhook and the CLI read a job.
     with pytest.raises(InvalidSpec) as info:
-        parse_tfjob(manifest)
+        parse_job(manifest)
     assert any(message.startswith(expected) for message in info.value.messages), info.value.messages
 
 
@@ -268,9 +270,10 @@ def test_null_fields_of_a_pod_template_mean_unset_as_in_kubernetes() -> None:
 def test_all_problems_are_reported_at_once() -> None:
     manifest = with_("spec.tfReplicaSpecs.Worker.replicas", -1)
     manifest["spec"]["runPolicy"] = {"cleanPodPolicy": "x"}
+    manifest["metadata"]["annotations"] = {"tfjob.dev/gang-backend": "yunikorn"}
     with pytest.raises(InvalidSpec) as info:
-        parse_tfjob(manifest)
-    assert len(info.value.messages) == 2
+        parse_job(manifest)
+    assert len(info.value.messages) == 3
 
 
 def test_valid_job_gets_default_port_and_policies() -> None:

@@ -17,6 +17,7 @@ from tfjob_operator.gang.base import (
     GangOptions,
     ReleasedByOperator,
     ReportsWaits,
+    decorate,
 )
 from tfjob_operator.kube import Kube, collection_path
 from tfjob_operator.reconcile import GangView
@@ -28,11 +29,7 @@ GROUP_RECHECK_SECONDS = 5.0
 
 def gang_options(settings: OperatorSettings) -> GangOptions:
     """The backends' options that follow from the settings."""
-    return GangOptions(
-        volcano_scheduler_name=settings.scheduler_name or "volcano",
-        scheduler_plugins_scheduler_name=settings.scheduler_name or GangOptions.scheduler_plugins_scheduler_name,
-        builtin_priority_class=settings.gang_priority_class,
-    )
+    return GangOptions(scheduler_name=settings.scheduler_name, builtin_priority_class=settings.gang_priority_class)
 
 
 def loop_reason(admission: AdmissionLoop, job: TFJob, pods: list[dict[str, Any]]) -> str | None:
@@ -52,18 +49,15 @@ async def gang_view(settings: OperatorSettings, options: GangOptions, kube: Kube
     """Ask the job's gang backend what it needs (the `none` backend needs nothing). `effective` is the job as its
     gang was created, `rendered` its pods as rendered, `pods` those observed."""
     try:
-        backend = backend_for(job, settings.gang_backend.value, options)
+        backend = backend_for(job, settings.gang_backend, options)
     except GangBackendError as exc:
         return GangView(problems=(str(exc),))
     problems = backend.validate(job) if isinstance(backend, ChecksJobs) else []
     if problems:
         return GangView(problems=tuple(problems))
-    scheduler = settings.scheduler_name
 
-    def decorate(job: TFJob, pod: dict[str, Any]) -> dict[str, Any]:
-        if scheduler and not pod["spec"].get("schedulerName"):
-            pod = {**pod, "spec": {**pod["spec"], "schedulerName": scheduler}}
-        return backend.decorate_pod(job, pod)
+    def decorate_pod(job: TFJob, pod: dict[str, Any]) -> dict[str, Any]:
+        return decorate(backend, job, pod)
 
     ready, why, missing = True, "", []
     grouping = backend.group_objects if isinstance(backend, CreatesGroups) else GangView().group_objects
@@ -80,6 +74,6 @@ async def gang_view(settings: OperatorSettings, options: GangOptions, kube: Kube
     fits = (admission.fits_workers(job, rendered, pods)
             if isinstance(backend, ReleasedByOperator) and admission is not None else None)
     leaving = admission.leaving_nodes() if fits is not None and admission is not None else frozenset()
-    return GangView(decorate_pod=decorate, group_objects=grouping, ready_to_create_pods=ready,
+    return GangView(decorate_pod=decorate_pod, group_objects=grouping, ready_to_create_pods=ready,
                     missing_groups=tuple(missing), queued_reason=queued, fits_workers=fits, leaving_nodes=leaving,
                     recheck_after=GROUP_RECHECK_SECONDS if groups and not ready else None)

@@ -132,7 +132,7 @@ class JobController:
         asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(4, "tfjob-work"))
         self.queue.paused = not leading
         self.admission = AdmissionLoop(self)
-        if released_by_operator(self.settings.gang_backend.value):
+        if released_by_operator(self.settings.gang_backend):
             # Capacity is watched from the start (a job naming another backend watches it at its first gang), and
             # that watch of every pod feeds the pod index too.
             self.admission.watch_cluster()

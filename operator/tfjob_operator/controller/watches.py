@@ -31,7 +31,7 @@ class Watches:
     def one_pod_watch(self) -> bool:
         """Whether the admission loop's watch of every pod (builtin backend, started with the operator) feeds the
         pod index too: one watch, not two."""
-        return released_by_operator(self.settings.gang_backend.value)
+        return released_by_operator(self.settings.gang_backend)
 
     async def watch_tfjob_pods(self) -> None:
         """Only TFJob pods (label selector), in the watched namespaces: listed before it returns, then followed."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
@@ -17,8 +18,12 @@ from tfjob_operator.gang.kueue import LABEL_QUEUE_NAME, KueueBackend
 from tfjob_operator.gang.none import NoGangBackend
 from tfjob_operator.gang.scheduler_plugins import SchedulerPluginsBackend
 from tfjob_operator.gang.volcano import VolcanoBackend
+from tfjob_operator.validation import InvalidSpec, parse_tfjob, short_repr
 
 _BACKENDS: dict[str, type[GangBackend]] = {}
+#: Where a backend name comes from, as refusals name it.
+ANNOTATION_SOURCE = f"metadata.annotations[{constants.ANNOTATION_GANG_BACKEND}]"
+SETTING_SOURCE = "operator setting TFJOB_GANG_BACKEND"
 
 
 def register(cls: type[GangBackend]) -> type[GangBackend]:
@@ -50,6 +55,36 @@ def backend_names() -> list[str]:
     return sorted(_BACKENDS)
 
 
+def unknown_backend(source: str, name: str) -> str:
+    """The refusal of a backend name that is not registered, naming where it was written (an annotation, the
+    setting, `--gang`) and the choices: the one wording the webhook, the CLI, the settings and a reconcile use."""
+    return f"{source}: unknown gang backend {short_repr(name)} (choose one of {', '.join(backend_names())})"
+
+
+def choice_messages(obj: Mapping[str, Any]) -> list[str]:
+    """The refusal of a TFJob (a raw object) whose tfjob.dev/gang-backend annotation names no registered backend;
+    empty when it names one or none."""
+    annotations = (obj.get("metadata") or {}).get("annotations") if isinstance(obj.get("metadata"), Mapping) else None
+    annotated = annotations.get(constants.ANNOTATION_GANG_BACKEND) if isinstance(annotations, Mapping) else None
+    if not isinstance(annotated, str) or annotated.strip() in _BACKENDS:
+        return []
+    return [unknown_backend(ANNOTATION_SOURCE, annotated)]
+
+
+def parse_job(obj: Mapping[str, Any]) -> TFJob:
+    """`validation.parse_tfjob`, and a gang backend annotation that names a registered backend: the TFJob as the
+    operator will run it (the webhook and the CLI refuse what a reconcile would fail). InvalidSpec lists every
+    problem."""
+    messages = choice_messages(obj)
+    try:
+        job = parse_tfjob(obj)
+    except InvalidSpec as exc:
+        raise InvalidSpec([*exc.messages, *messages]) from None
+    if messages:
+        raise InvalidSpec(messages)
+    return job
+
+
 def released_by_operator(name: str) -> bool:
     """Whether the backend registered as ``name`` is released by the operator's own admission loop."""
     cls = _BACKENDS.get(name)
@@ -69,9 +104,9 @@ def chosen_backend_name(job: TFJob, default_name: str) -> tuple[str, str]:
     steps aside (`none`) for a job Kueue manages: Kueue admits the whole job, a second gate would only delay it."""
     annotated = job.metadata.annotations.get(constants.ANNOTATION_GANG_BACKEND)
     if annotated:
-        name, source = annotated.strip(), f"metadata.annotations[{constants.ANNOTATION_GANG_BACKEND}]"
+        name, source = annotated.strip(), ANNOTATION_SOURCE
     else:
-        name, source = str(default_name), "operator setting TFJOB_GANG_BACKEND"
+        name, source = str(default_name), SETTING_SOURCE
     if name == BuiltinBackend.name and kueue_managed(job):
         return NoGangBackend.name, f"label {LABEL_QUEUE_NAME}: Kueue admits the job ({source} said {name})"
     return name, source
@@ -85,5 +120,5 @@ def backend_for(job: TFJob, default_name: str, options: GangOptions | None = Non
     name, source = chosen_backend_name(job, default_name)
     cls = _BACKENDS.get(name)
     if cls is None:
-        raise GangBackendError(f"{source}: unknown gang backend {name!r} (choose one of {', '.join(backend_names())})")
+        raise GangBackendError(unknown_backend(source, name))
     return cls(options)

@@ -21,13 +21,11 @@ How the operator uses a job's backend, per gang attempt::
     ReportsWaits:     reason = backend.queued_reason(job, pods)            # not None → Queued with it
     ReleasedByOperator: the admission loop's reason replaces it, and the loop releases the pods
 
-Adding a backend takes 6 files: (1) its module here, subclassing GangBackend and its capabilities; (2) its import
-and ``register()`` call in `backends.py`; (3) a `GangBackendName` member in `settings.py` and (4) its name in both
-enums of the chart's `values.schema.json` (`tests/gang/test_gang_backends.py` fails until 3 and 4 match the
-registry); (5) its row in `docs/gang.md`; (6) its name and rows in the tables of `tests/gang/test_gang_backends.py`.
-A backend that creates objects (PodGroups) also needs their RBAC rules in the chart's `templates/rbac.yaml` (7),
-and one whose pods go to their own scheduler that scheduler's name in `templates/_helpers.tpl` (8). The CLI's
-help and the annotation's check read the registry.
+Adding a backend takes 5 files (docs/gang.md, "Adding a backend"): its module here (the class, with its
+``default_scheduler`` if its pods go to a scheduler of its own); its ``register()`` call in `backends.py`; the
+chart's `values.schema.json`, written from the registry by `python deploy/render_manifests.py`; its row in
+`docs/gang.md`; its rows in `tests/gang/test_gang_backends.py`. The settings, the CLI's help and the annotation's
+check read the registry.
 """
 
 from __future__ import annotations
@@ -55,10 +53,9 @@ class GangBackendError(ValueError):
 class GangOptions:
     """Operator-wide settings the backends read (filled from OperatorSettings at start-up)."""
 
-    #: schedulerName for Volcano pods.
-    volcano_scheduler_name: str = "volcano"
-    #: schedulerName of the scheduler-plugins scheduler with the Coscheduling plugin (its Helm default).
-    scheduler_plugins_scheduler_name: str = "scheduler-plugins-scheduler"
+    #: schedulerName for every gang pod (the setting TFJOB_SCHEDULER_NAME); None: each backend's own
+    #: (`GangBackend.default_scheduler`), else the template's or the cluster's default.
+    scheduler_name: str | None = None
     #: PriorityClass (preemptionPolicy: Never) the chart installs for built-in gang pods; None: none.
     builtin_priority_class: str | None = None
     #: Seconds a released gang may take to be fully scheduled when the job does not say.
@@ -72,9 +69,17 @@ class GangBackend(ABC):
 
     #: The name users write in the annotation or setting (e.g. "scheduler-plugins").
     name: ClassVar[str]
+    #: The scheduler this backend's pods go to when the operator names none (TFJOB_SCHEDULER_NAME), e.g. Volcano's
+    #: "volcano"; None: the pod template's, else the cluster's default scheduler.
+    default_scheduler: ClassVar[str | None] = None
 
     def __init__(self, options: GangOptions | None = None):
         self.options = options or GangOptions()
+
+    @property
+    def scheduler_name(self) -> str | None:
+        """The schedulerName this backend's pods get: the operator's setting, else the backend's own."""
+        return self.options.scheduler_name or self.default_scheduler
 
     @abstractmethod
     def decorate_pod(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,10 +126,19 @@ class GangObjects:
     pods: list[dict[str, Any]]
 
 
+def decorate(backend: GangBackend, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A rendered pod as the backend sends it: the operator's schedulerName (TFJOB_SCHEDULER_NAME) on a pod whose
+    template names none, then the backend's own decorations (a backend with a scheduler of its own sets it)."""
+    scheduler = backend.options.scheduler_name
+    if scheduler and not (pod.get("spec") or {}).get("schedulerName"):
+        pod = {**pod, "spec": {**(pod.get("spec") or {}), "schedulerName": scheduler}}
+    return backend.decorate_pod(job, pod)
+
+
 def apply_backend(backend: GangBackend, job: TFJob, pods: Sequence[Mapping[str, Any]]) -> GangObjects:
     """The backend's group objects and decorated pods for rendered pods (used by `tfjob render` too)."""
     groups = backend.group_objects(job, pods) if isinstance(backend, CreatesGroups) else []
-    return GangObjects(groups, [backend.decorate_pod(job, p) for p in pods])
+    return GangObjects(groups, [decorate(backend, job, p) for p in pods])
 
 
 # Helpers shared by the backends.

@@ -12,7 +12,6 @@ from tfjob_operator.gang.base import GangOptions
 from tfjob_operator.gang.queue import JobKey
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import JobView
-from tfjob_operator.settings import OperatorSettings
 
 
 class AdmissionApi(Protocol):
@@ -26,6 +25,19 @@ class AdmissionApi(Protocol):
     async def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> bool: ...
 
     async def post_event(self, job: Mapping[str, Any], event_type: str, reason: str, message: str) -> None: ...
+
+
+class AdmissionSettings(Protocol):
+    """The operator settings the loop reads (`tfjob_operator.settings.OperatorSettings` has them)."""
+
+    @property
+    def gang_backend(self) -> str:
+        """The default gang backend's name (a job's annotation wins)."""
+
+    @property
+    def retry_backoff(self) -> float: ...
+    @property
+    def retry_max_backoff(self) -> float: ...
 
 
 #: A watch callback: (event type, object).
@@ -45,7 +57,7 @@ class AdmissionHost(Protocol):
     @property
     def kube(self) -> AdmissionApi: ...
     @property
-    def settings(self) -> OperatorSettings: ...
+    def settings(self) -> AdmissionSettings: ...
     @property
     def metrics(self) -> Metrics: ...
     @property

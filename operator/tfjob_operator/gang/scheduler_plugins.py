@@ -19,10 +19,11 @@ LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
 
 class SchedulerPluginsBackend(base.GangBackend, base.CreatesGroups, base.ReportsWaits):
     name = "scheduler-plugins"
+    default_scheduler = "scheduler-plugins-scheduler"
 
     def decorate_pod(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:
         out = base.copy_pod(pod)
-        out["spec"]["schedulerName"] = self.options.scheduler_plugins_scheduler_name
+        out["spec"]["schedulerName"] = self.scheduler_name
         out["metadata"]["labels"][LABEL_POD_GROUP] = base.group_name(job)
         base.set_priority_class(job, out)
         return out
@@ -49,5 +50,5 @@ class SchedulerPluginsBackend(base.GangBackend, base.CreatesGroups, base.Reports
             return None
         return (
             f"{len(waiting)} of {len(pods)} pods waiting for the Coscheduling plugin "
-            f"(PodGroup {base.group_name(job)}, scheduler {self.options.scheduler_plugins_scheduler_name})"
+            f"(PodGroup {base.group_name(job)}, scheduler {self.scheduler_name})"
         )

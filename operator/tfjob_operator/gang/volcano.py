@@ -24,10 +24,11 @@ ADMITTED_PHASES = ("Inqueue", "Running", "Completed", "Unknown")
 
 class VolcanoBackend(base.GangBackend, base.CreatesGroups):
     name = "volcano"
+    default_scheduler = "volcano"
 
     def decorate_pod(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:
         out = base.copy_pod(pod)
-        out["spec"]["schedulerName"] = self.options.volcano_scheduler_name
+        out["spec"]["schedulerName"] = self.scheduler_name
         out["metadata"]["annotations"][ANNOTATION_GROUP_NAME] = base.group_name(job)
         rtype = out["metadata"]["labels"].get(constants.LABEL_REPLICA_TYPE)
         if rtype:

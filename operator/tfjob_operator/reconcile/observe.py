@@ -64,13 +64,13 @@ class ObservedPod:
 
 #: Node taints that mark a node for removal (Karpenter's disruption, Cluster Autoscaler's scale-down): the gang
 #: backend, which reads nodes, reports such nodes (`GangView.leaving_nodes`); their pods are then evicted, which
-#: `_DISRUPTION_REASONS` reads as a disruption.
+#: `DISRUPTION_REASONS` reads as a disruption.
 NODE_REMOVAL_TAINTS: tuple[str, ...] = ("karpenter.sh/disrupted", "ToBeDeletedByClusterAutoscaler")
 #: Pod `status.reason` values Kubernetes writes (read here; the reasons reconcile writes are `Reason`'s).
 KUBE_EVICTED = "Evicted"
 KUBE_NODE_LOST = "NodeLost"
 #: A DisruptionTarget (or Kueue's TerminationTarget) condition's reason → the reason the gang restart records.
-_DISRUPTION_REASONS: dict[str, Reason] = {
+DISRUPTION_REASONS: dict[str, Reason] = {
     "PreemptionByScheduler": Reason.POD_PREEMPTED,
     "PreemptionByKubeScheduler": Reason.POD_PREEMPTED,
     "DeletionByTaintManager": Reason.NODE_LOST,
@@ -107,7 +107,7 @@ def observe_pod(pod: Mapping[str, Any]) -> ObservedPod:
     if not (target and target.get("status") == "True"):
         target = conditions.get("TerminationTarget")  # Kueue's own condition before it deletes the pods
     if target and target.get("status") == "True":
-        disruption = _DISRUPTION_REASONS.get(target.get("reason") or "", Reason.POD_DISRUPTED)
+        disruption = DISRUPTION_REASONS.get(target.get("reason") or "", Reason.POD_DISRUPTED)
         disruption_message = target.get("message") or disruption_message
     if status.get("reason") == KUBE_EVICTED:
         disruption = Reason.POD_EVICTED

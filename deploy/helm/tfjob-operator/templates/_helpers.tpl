@@ -37,17 +37,6 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- prepend .Values.gang.additionalBackends .Values.gang.backend | uniq | join "," -}}
 {{- end -}}
 
-{{/* schedulerName for gang pods: explicit, else the backend's usual scheduler. */}}
-{{- define "tfjob-operator.schedulerName" -}}
-{{- if .Values.gang.schedulerName -}}
-{{- .Values.gang.schedulerName -}}
-{{- else if eq .Values.gang.backend "volcano" -}}
-volcano
-{{- else if eq .Values.gang.backend "scheduler-plugins" -}}
-scheduler-plugins-scheduler
-{{- end -}}
-{{- end -}}
-
 {{- define "tfjob-operator.webhookServiceName" -}}
 {{- printf "%s-webhook" (include "tfjob-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
