@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Targets: `operator` (no TensorFlow) and `worker` (the training runtime).
-#   docker build --target operator -t tfjob-operator:0.1.0 .
+#   docker build --target operator -t ghcr.io/tfjob-operator/tfjob-operator:0.1.0 .
 
 FROM python:3.11.11-slim AS operator
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -9,7 +9,8 @@ COPY pyproject.toml README.md ./
 COPY operator/ operator/
 COPY worker_image/ worker_image/
 COPY crds/ crds/
-# The base install only: kopf, kubernetes, pydantic... no TensorFlow (that is the worker extra).
+# The base install only: the operator and its own dependencies (kopf, kubernetes, pydantic...); no TensorFlow (the
+# extra `worker`), no local control plane (local_cluster/ is not copied; the extra `local` is not installed).
 RUN pip install . && rm -rf /src/build
 WORKDIR /
 # Non-root, matching the chart's runAsUser; the root filesystem is mounted read-only, /tmp is an emptyDir.
@@ -19,7 +20,7 @@ ENTRYPOINT ["tfjob"]
 CMD ["operator"]
 
 # The training runtime TFJob pods run: `python -m tfjob_worker [flags]` (see docs/worker.md).
-#   docker build --target worker -t tfjob-worker:0.1.0 .
+#   docker build --target worker -t ghcr.io/tfjob-operator/tfjob-worker:0.1.0 .
 FROM tensorflow/tensorflow:2.21.0-gpu AS worker
 # ENV and the last WORKDIR are tfjob_worker/image.py's (`tfjob local` gives them to every pod; a test ties
 # the two). TF_USE_LEGACY_KERAS=1: multi-worker fit needs tf-keras (Keras 2); Keras 3 fails it (keras#20585).

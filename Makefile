@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found %s); set PYTHON=python3.11" % sys.version.split()[0])'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[worker,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[worker,local,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -5,17 +5,21 @@ Installed with this distribution it is a pytest plugin (entry point `pytest11`; 
 conftest), then use `kubelocal_cluster` (a running LocalClusterThread with those CRDs Established) and
 `kubelocal_kubeconfig` (a kubeconfig file for kubectl, kopf or the official client). Each test gets its
 own cluster: starting one takes well under a second.
+
+The plane is imported by the fixtures that start one, not when pytest loads the plugin: in an environment with
+the operator alone (no `[local]` extra, docs/design.md §1) every pytest run still starts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from kubelocal.apiserver import write_kubeconfig
-from kubelocal.cluster import LocalClusterThread
+if TYPE_CHECKING:
+    from kubelocal.cluster import LocalClusterThread
 
 
 @pytest.fixture
@@ -33,6 +37,8 @@ def kubelocal_nodes() -> str | None:
 @pytest.fixture
 def kubelocal_cluster(tmp_path: Path, kubelocal_crds: Sequence[Path],
                       kubelocal_nodes: str | None) -> Iterator[LocalClusterThread]:
+    from kubelocal.cluster import LocalClusterThread
+
     with LocalClusterThread(workdir=tmp_path / "kubelocal", nodes=kubelocal_nodes, crds=tuple(kubelocal_crds),
                             max_grace_seconds=1.0) as cluster:
         yield cluster
@@ -40,6 +46,8 @@ def kubelocal_cluster(tmp_path: Path, kubelocal_crds: Sequence[Path],
 
 @pytest.fixture
 def kubelocal_kubeconfig(kubelocal_cluster: LocalClusterThread, tmp_path: Path) -> Path:
+    from kubelocal.apiserver import write_kubeconfig
+
     path = tmp_path / "kubeconfig"
     write_kubeconfig(path, kubelocal_cluster.url)
     return path

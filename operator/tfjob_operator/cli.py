@@ -23,6 +23,8 @@ from tfjob_operator.validation import InvalidSpec, parse_tfjob
 EXIT_INVALID = 2
 #: Exit code of the job helpers when the cluster refused or could not be reached.
 EXIT_CLUSTER = 1
+#: Exit code of a command whose libraries this installation lacks (`tfjob local` without the extra `[local]`).
+EXIT_NOT_INSTALLED = 1
 #: Largest manifest file read; the API server refuses request bodies over 3 MiB anyway.
 MAX_FILE_BYTES = 3 * 1024 * 1024
 
@@ -221,6 +223,13 @@ def local_pod_network(args: argparse.Namespace) -> str:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
+    try:  # the local control plane and its libraries: the extra `[local]` (not in the operator's image)
+        import tfjob_operator.local.run
+        import tfjob_operator.local.up  # noqa: F401
+    except ModuleNotFoundError as exc:
+        print(f"error: tfjob local needs the local control plane ({exc.name} is not installed): "
+              "pip install 'tfjob-operator[local]'", file=sys.stderr)
+        return EXIT_NOT_INSTALLED
     args.pod_network = local_pod_network(args)
     if args.pod_network not in ("auto", "on", "off"):
         print(f"error: TFJOB_LOCAL_POD_NETWORK={args.pod_network!r}: expected auto, on or off", file=sys.stderr)

@@ -2,7 +2,8 @@
 must be reachable and have the TFJob CRD, or every test here fails (a typo must not pass as "skipped").
 
 Run (see docs/deploy.md for kind/k3d set-up):
-    KUBECONFIG=~/.kube/config TFJOB_WORKER_IMAGE=tfjob-worker:dev .venv/bin/pytest tests/cluster -v
+    KUBECONFIG=~/.kube/config TFJOB_WORKER_IMAGE=ghcr.io/tfjob-operator/tfjob-worker:dev \\
+        .venv/bin/pytest tests/cluster -v
 """
 
 from __future__ import annotations
@@ -40,6 +41,6 @@ def real_cluster() -> Iterator[RealCluster]:
     })
     try:
         yield RealCluster(core, custom, namespace, kubeconfig,
-                          os.environ.get("TFJOB_WORKER_IMAGE", "tfjob-worker:dev"))
+                          os.environ.get("TFJOB_WORKER_IMAGE", "ghcr.io/tfjob-operator/tfjob-worker:dev"))
     finally:
         core.delete_namespace(namespace)

@@ -67,6 +67,8 @@ def test_operator_entrypoint_is_the_installed_tfjob_operator_command() -> None:
     assert "operator" in cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr,operator]
 
 
-def test_operator_stage_installs_no_tensorflow() -> None:
+def test_operator_stage_installs_no_tensorflow_and_no_local_control_plane() -> None:
     installs = [line for line in stages()["operator"] if line.startswith("RUN") and "pip install" in line]
-    assert installs and not any("[worker" in line or "tensorflow" in line for line in installs)
+    assert installs and not any(word in line for line in installs for word in ("[", "tensorflow", "local"))
+    copied = [line for line in stages()["operator"] if line.startswith("COPY")]
+    assert not any("local_cluster" in line for line in copied)

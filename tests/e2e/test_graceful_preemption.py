@@ -34,7 +34,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 def job(name: str, out: Path) -> dict[str, Any]:
     args = ["--epochs", "2", "--steps-per-epoch", str(STEPS), "--log-every-steps", "20", "--output-dir", str(out)]
-    container = {"name": "tensorflow", "image": "tfjob-operator/worker:0.1.0",
+    container = {"name": "tensorflow", "image": "ghcr.io/tfjob-operator/tfjob-worker:0.1.0",
                  "command": ["python", "-m", "tfjob_worker", *args],
                  "env": [{"name": "PYTHONPATH", "value": str(REPO / "worker_image")},
                          {"name": "TFJOB_FAULT_HOLD_AT_STEP", "value": "40 task=worker:1 attempt=0"}],

@@ -48,7 +48,8 @@ def test_a_job_without_an_output_dir_says_what_to_add() -> None:
 
 def test_cluster_commands_run_tensorboard_in_a_valid_pod_mounting_the_chiefs_volume() -> None:
     location = tensorboard.chief_logdir(parse_tfjob(example()))
-    run, wait, forward = tensorboard.cluster_commands(location, "tfjob-operator/worker:0.1.0", "tensorboard-mnist")
+    run, wait, forward = tensorboard.cluster_commands(location, "ghcr.io/tfjob-operator/tfjob-worker:0.1.0",
+                                                      "tensorboard-mnist")
     words = shlex.split(run)
     overrides = json.loads(words[words.index("--overrides") + 1])
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "tensorboard-mnist"}, **overrides}
