@@ -154,8 +154,8 @@ def semantic_messages(job: TFJob) -> list[str]:
                         f"{limits.MAX_MIN_RESOURCES} (name the ones the gang needs)")
     for resource, quantity in min_resources.items():
         if isinstance(quantity, str) and len(quantity) > limits.MAX_QUANTITY_LENGTH:
-            messages.append(f"spec.runPolicy.schedulingPolicy.minResources.{resource}: {short_repr(quantity)} is longer "
-                            f"than {limits.MAX_QUANTITY_LENGTH} characters")
+            messages.append(f"spec.runPolicy.schedulingPolicy.minResources.{resource}: {short_repr(quantity)} is "
+                            f"longer than {limits.MAX_QUANTITY_LENGTH} characters")
         elif problem := quantity_problem(quantity):
             messages.append(f"spec.runPolicy.schedulingPolicy.minResources.{resource}: {problem}")
     if sched and sched.minAvailable is not None and sched.minAvailable > total:
