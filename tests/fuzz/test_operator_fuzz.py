@@ -81,7 +81,7 @@ WRONG_TEMPLATES = {
     "env-as-mapping": ("operator", {"containers": [{"name": "tensorflow", "image": "local", "env": {"A": "b"}}]}),
     "ports-5": ("operator", {"containers": [{"name": "tensorflow", "image": "local", "ports": 5}]}),
     "container-name-mapping": ("operator", {"containers": [{"name": {"a": 1}, "image": "local"}]}),
-    "bad-quantity": ("operator", {"containers": [{"name": "tensorflow", "image": "local",
+    "bad-quantity": ("api-server", {"containers": [{"name": "tensorflow", "image": "local",
                                                   "resources": {"limits": {"cpu": "lots"}}}]}),
     "template-metadata-x": ("operator", {"containers": [{"name": "tensorflow", "image": "local"}]}),
     "container-as-string": ("api-server", {"containers": ["tensorflow"]}),
