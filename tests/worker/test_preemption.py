@@ -110,8 +110,8 @@ def test_a_save_that_cannot_fit_in_the_grace_period_is_not_started_and_the_last_
     assert f"[tfjob] resumed from backup at epoch 2 samples {STEPS * 64}" in resumed  # epoch 1: STEPS x 64
 
 
+# ConstantGlobalBatch across widths, both loops: tests/worker/test_uneven_batches.py (4 → 3 → 4).
 @pytest.mark.parametrize(("loop", "policy", "before", "after", "global_batch", "lr"), [
-    ("custom-loop", "ConstantGlobalBatch", 2, 1, "64", "0.002"),  # the global batch of the 2 it was written for, on 1
     ("custom-loop", "ScaleLearningRate", 1, 2, "64", "0.002"),  # 32 a replica on each of 2: LR x 2/1
     ("fit", "ScaleLearningRate", 2, 1, "32", "0.001"),  # 32 a replica on 1: LR x 1/2
 ])
