@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ssl
 import sys
 import threading
 import time
@@ -40,9 +41,10 @@ SWITCH_INTERVAL = 0.0005
 CRD_API = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
-async def install_crds(url: str, paths: Sequence[Path], *, timeout: float = 30.0) -> list[str]:
+async def install_crds(url: str, paths: Sequence[Path], *, timeout: float = 30.0,
+                       tls: ssl.SSLContext | None = None) -> list[str]:
     """Create the CRDs in these YAML files through the API (as kubectl would) and wait until they serve."""
-    client = KubeClient(url, "tfjob-local-cluster")
+    client = KubeClient(url, "tfjob-local-cluster", tls=tls)
     names = []
     try:
         for path in paths:
@@ -70,9 +72,10 @@ async def install_crds(url: str, paths: Sequence[Path], *, timeout: float = 30.0
     return names
 
 
-async def wait_for_default_service_accounts(url: str, namespaces: Sequence[str], *, timeout: float = 30.0) -> None:
+async def wait_for_default_service_accounts(url: str, namespaces: Sequence[str], *, timeout: float = 30.0,
+                                            tls: ssl.SSLContext | None = None) -> None:
     """What kind waits for before calling a cluster ready: pods there can be admitted."""
-    client = KubeClient(url, "tfjob-local-cluster")
+    client = KubeClient(url, "tfjob-local-cluster", tls=tls)
     deadline = time.monotonic() + timeout
     try:
         for ns in namespaces:
@@ -195,6 +198,10 @@ class LocalCluster:
     @property
     def url(self) -> str:
         return str(self.apiserver.url)
+
+    def write_kubeconfig(self, path: Path) -> None:
+        """The kubeconfig `tfjob local up --kubeconfig` hands out: the API server's URL, no credentials."""
+        write_kubeconfig(path, self.url)
 
     @property
     def kubelet(self) -> ProcessKubelet:
@@ -336,20 +343,28 @@ class LocalClusterThread:
     """A LocalCluster on its own event loop in a daemon thread; `with LocalClusterThread(workdir=...) as c:`."""
 
     def __init__(self, *, start_timeout: float = 60.0, **cluster_kwargs: Any) -> None:
-        self.cluster = LocalCluster(**cluster_kwargs)
+        self.cluster: Any = self._make_cluster(**cluster_kwargs)
         self.start_timeout = start_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopped: asyncio.Event | None = None
         self._ready = concurrent.futures.Future[None]()
 
+    @staticmethod
+    def _make_cluster(**cluster_kwargs: Any) -> Any:
+        return LocalCluster(**cluster_kwargs)
+
     @property
     def url(self) -> str:
-        return self.cluster.url
+        return str(self.cluster.url)
+
+    def write_kubeconfig(self, path: Path) -> None:
+        self.cluster.write_kubeconfig(path)
 
     @property
     def kubelet(self) -> ProcessKubelet:
-        return self.cluster.kubelet
+        kubelet: ProcessKubelet = self.cluster.kubelet
+        return kubelet
 
     @property
     def scheduler(self) -> Scheduler:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import ssl
 import threading
 import time
 import uuid
@@ -39,11 +40,14 @@ class ApiError(Exception):
 
 
 class KubeClient:
-    """JSON over HTTP to one API server, with a User-Agent naming the component."""
+    """JSON over HTTP to one API server, with a User-Agent naming the component; over HTTPS with `tls` (the CA to
+    trust and, for a client certificate, the identity it presents)."""
 
-    def __init__(self, base_url: str, user_agent: str, *, max_connections: int = 32) -> None:
+    def __init__(self, base_url: str, user_agent: str, *, max_connections: int = 32,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.user_agent = user_agent
+        self.tls = tls
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
 
@@ -51,7 +55,7 @@ class KubeClient:
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._max_connections),
+                connector=aiohttp.TCPConnector(limit=self._max_connections, ssl=self.tls or True),
                 headers={"User-Agent": self.user_agent, "Accept": "application/json"},
             )
         return self._session

@@ -194,6 +194,39 @@ def describe_nodes(nodes: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+#: Labels a kubelet may set on its own Node under NodeRestriction (k8s.io/kubelet/pkg/apis, v0.37), besides any in
+#: the `[*.]kubelet.kubernetes.io` and `[*.]node.kubernetes.io` namespaces.
+KUBELET_LABELS = frozenset({
+    "kubernetes.io/hostname", "topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/instance-type", "node.kubernetes.io/instance-type", "kubernetes.io/os", "kubernetes.io/arch",
+    "beta.kubernetes.io/os", "beta.kubernetes.io/arch"})
+_KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def _in_namespace(namespace: str, suffix: str) -> bool:
+    return namespace == suffix or namespace.endswith("." + suffix)
+
+
+def kubelet_may_set(label: str) -> bool:
+    """Whether a kubelet may set this label on its own Node (the NodeRestriction admission plugin's rule): any label
+    outside the kubernetes.io and k8s.io namespaces, the well-known node labels, the kubelet's and node's own
+    namespaces; never one in node-restriction.kubernetes.io (only an administrator may set those)."""
+    namespace = label.split("/", 1)[0] if "/" in label else ""
+    if _in_namespace(namespace, "node-restriction.kubernetes.io"):
+        return False
+    if not any(_in_namespace(namespace, ns) for ns in ("kubernetes.io", "k8s.io")):
+        return True
+    return label in KUBELET_LABELS or any(_in_namespace(namespace, ns) for ns in _KUBELET_LABEL_NAMESPACES)
+
+
+def split_labels(labels: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(labels the node's kubelet sets itself, labels an administrator sets for it), as kubeadm labels a node
+    `node-role.kubernetes.io/...` after it joins."""
+    own = {k: v for k, v in labels.items() if kubelet_may_set(k)}
+    return own, {k: v for k, v in labels.items() if k not in own}
+
+
 def is_simulated(node: Mapping[str, Any] | None) -> bool:
     """Whether the node is a simulated one (its pods run no process)."""
     return ((node or {}).get("metadata") or {}).get("labels", {}).get(SIM_LABEL) == "true"

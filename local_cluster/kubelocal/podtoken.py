@@ -10,6 +10,7 @@ network bind-mounts them at MOUNT_PATH; without it the pod's KUBECONFIG carries 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import time
@@ -77,12 +78,30 @@ def automount(pod: Mapping[str, Any], account: Mapping[str, Any]) -> bool:
     return True
 
 
-def token_request(pod: Mapping[str, Any]) -> dict[str, Any]:
+def token_request(pod: Mapping[str, Any], expiration: int = KUBELET_EXPIRATION) -> dict[str, Any]:
     """The TokenRequest a kubelet sends for a pod: bound to it, the kubelet's lifetime, the API's audience."""
     meta = pod.get("metadata") or {}
     return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {
-        "expirationSeconds": KUBELET_EXPIRATION,
+        "expirationSeconds": expiration,
         "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": meta.get("name"), "uid": meta.get("uid")}}}
+
+
+def token_volume(pod: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+    """(volume name, its serviceAccountToken source) of the projected volume mounted at MOUNT_PATH, as
+    kube-apiserver's ServiceAccount admission adds it (`kube-api-access-<suffix>`: the token, the root CA, the
+    namespace); None when the pod has none (kubelocal's admission adds none: the kubelet reads the
+    ServiceAccount to decide, `pod_credentials`)."""
+    spec = pod.get("spec") or {}
+    mounted = {m.get("name") for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+               for m in c.get("volumeMounts") or [] if str(m.get("mountPath", "")).rstrip("/") == MOUNT_PATH}
+    for volume in spec.get("volumes") or []:
+        if volume.get("name") not in mounted:
+            continue
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            token = source.get("serviceAccountToken")
+            if token is not None and not token.get("audience"):
+                return volume["name"], token
+    return None
 
 
 async def pod_credentials(client: KubeClient, pod: Mapping[str, Any],
@@ -96,15 +115,20 @@ async def pod_credentials(client: KubeClient, pod: Mapping[str, Any],
     name = account_name(pod)
     base = f"/api/v1/namespaces/{ns}"
     shared = shared or SharedObjects(client, ttl=0.0)
-    try:
-        account = await shared.get(f"{base}/serviceaccounts/{name}")
-    except ApiError as exc:
-        if exc.status == 404:
-            raise ContainerConfigError(f'serviceaccount "{name}" not found in namespace {ns}') from None
-        raise
-    if not automount(pod, account):
-        return None
-    issued = await client.post(f"{base}/serviceaccounts/{name}/token", token_request(pod))
+    volume = token_volume(pod)
+    expiration = KUBELET_EXPIRATION
+    if volume is not None:  # admission decided to mount it: fill it in, as kubelet does, without the ServiceAccount
+        expiration = int(volume[1].get("expirationSeconds") or KUBELET_EXPIRATION)
+    else:
+        try:
+            account = await shared.get(f"{base}/serviceaccounts/{name}")
+        except ApiError as exc:
+            if exc.status == 404:
+                raise ContainerConfigError(f'serviceaccount "{name}" not found in namespace {ns}') from None
+            raise
+        if not automount(pod, account):
+            return None
+    issued = await client.post(f"{base}/serviceaccounts/{name}/token", token_request(pod, expiration))
     ca = await _root_ca(shared, base, ROOT_CA_WAIT)
     ca_pem = (ca.get("data") or {}).get("ca.crt") or ""
     return PodCredentials(issued["status"]["token"], ca_pem, ns, name)
@@ -136,13 +160,16 @@ def write_mount(directory: Path, creds: PodCredentials) -> Path:
     return directory
 
 
-def write_token_kubeconfig(path: Path, url: str, creds: PodCredentials) -> Path:
+def write_token_kubeconfig(path: Path, url: str, creds: PodCredentials, ca_pem: str | None = None) -> Path:
     """A kubeconfig for `url` that authenticates with the pod's token (for pods without the pod network,
-    whose clients cannot use in-cluster config)."""
+    whose clients cannot use in-cluster config), trusting `ca_pem` when the server speaks TLS."""
     user = f"system:serviceaccount:{creds.namespace}:{creds.service_account}"
+    cluster: dict[str, str] = {"server": url}
+    if ca_pem:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem.encode()).decode()
     config = {
         "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {"server": url}}],
+        "clusters": [{"name": "local", "cluster": cluster}],
         "users": [{"name": user, "user": {"token": creds.token}}],
         "contexts": [{"name": "local", "context": {"cluster": "local", "user": user, "namespace": creds.namespace}}],
         "current-context": "local", "preferences": {},

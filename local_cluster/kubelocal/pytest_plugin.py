@@ -6,6 +6,10 @@ conftest), then use `kubelocal_cluster` (a running LocalClusterThread with those
 `kubelocal_kubeconfig` (a kubeconfig file for kubectl, kopf or the official client). Each test gets its
 own cluster: starting one takes well under a second.
 
+`--control-plane upstream` (or `TFJOB_CONTROL_PLANE=upstream`) runs the same fixtures on the real control plane
+(kube-apiserver and its peers, built with `make upstream`): a start takes seconds, not a fraction of one; tests
+skip, saying how to build it, when it is not built.
+
 The plane is imported by the fixtures that start one, not when pytest loads the plugin: in an environment with
 the operator alone (no `[local]` extra, docs/design.md §1) every pytest run still starts.
 """
@@ -18,8 +22,29 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from kubelocal.planes import CONTROL_PLANES, ENV, choose
+
 if TYPE_CHECKING:
     from kubelocal.cluster import LocalClusterThread
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--control-plane", choices=CONTROL_PLANES, default=None,
+                     help=f"the plane kubelocal_cluster runs on (default ${ENV}, else kubelocal)")
+
+
+@pytest.fixture(scope="session")
+def kubelocal_control_plane(request: pytest.FixtureRequest) -> str:
+    """`kubelocal` or `upstream`; a test on the upstream plane skips when its binaries are not built."""
+    plane = choose(request.config.getoption("--control-plane"))
+    if plane == "upstream":
+        from kubelocal.upstream.binaries import BinariesMissing, find
+
+        try:
+            find()
+        except BinariesMissing as exc:
+            pytest.skip(str(exc))
+    return plane
 
 
 @pytest.fixture
@@ -35,19 +60,17 @@ def kubelocal_nodes() -> str | None:
 
 
 @pytest.fixture
-def kubelocal_cluster(tmp_path: Path, kubelocal_crds: Sequence[Path],
-                      kubelocal_nodes: str | None) -> Iterator[LocalClusterThread]:
-    from kubelocal.cluster import LocalClusterThread
+def kubelocal_cluster(tmp_path: Path, kubelocal_crds: Sequence[Path], kubelocal_nodes: str | None,
+                      kubelocal_control_plane: str) -> Iterator[LocalClusterThread]:
+    from kubelocal.planes import cluster_thread
 
-    with LocalClusterThread(workdir=tmp_path / "kubelocal", nodes=kubelocal_nodes, crds=tuple(kubelocal_crds),
-                            max_grace_seconds=1.0) as cluster:
+    with cluster_thread(kubelocal_control_plane, workdir=tmp_path / "kubelocal", nodes=kubelocal_nodes,
+                        crds=tuple(kubelocal_crds), max_grace_seconds=1.0) as cluster:
         yield cluster
 
 
 @pytest.fixture
 def kubelocal_kubeconfig(kubelocal_cluster: LocalClusterThread, tmp_path: Path) -> Path:
-    from kubelocal.apiserver import write_kubeconfig
-
     path = tmp_path / "kubeconfig"
-    write_kubeconfig(path, kubelocal_cluster.url)
+    kubelocal_cluster.write_kubeconfig(path)
     return path

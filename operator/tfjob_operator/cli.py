@@ -234,12 +234,20 @@ def cmd_local(args: argparse.Namespace) -> int:
     if args.pod_network not in ("auto", "on", "off"):
         print(f"error: TFJOB_LOCAL_POD_NETWORK={args.pod_network!r}: expected auto, on or off", file=sys.stderr)
         return EXIT_INVALID
+    from kubelocal.planes import choose
+
+    try:
+        args.control_plane = choose(args.control_plane)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
     if args.target == "up":
         from tfjob_operator.local.up import run_local_up
 
         kubeconfig = Path(args.kubeconfig or Path(args.workdir) / "kubeconfig")
         return int(run_local_up(port=args.port, kubeconfig=kubeconfig, nodes=args.nodes, workdir=Path(args.workdir),
-                                kubeflow=args.kubeflow, sim_speed=args.sim_speed, pod_network=args.pod_network))
+                                kubeflow=args.kubeflow, sim_speed=args.sim_speed, pod_network=args.pod_network,
+                                control_plane=args.control_plane))
     try:
         found = read_manifests(args.target)
     except InvalidSpec as exc:
@@ -263,7 +271,7 @@ def cmd_local(args: argparse.Namespace) -> int:
                               partition_worker_after=args.partition_worker_after,
                               heal_partition_after=args.heal_partition_after, pod_network=args.pod_network,
                               lose_node_after=args.lose_node_after, restore_node_after=args.restore_node_after,
-                              preempt_worker_after=args.preempt_worker_after,
+                              preempt_worker_after=args.preempt_worker_after, control_plane=args.control_plane,
                               port=args.port, live=False if args.plain else None, objects=found.others)
     try:
         return run_local(jobs, options)
@@ -504,6 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preempt-worker-after", type=float, metavar="SECONDS",
                    help="delete one worker's pod with its grace period this long after the chief's first epoch, as a "
                         "drain does (SIGTERM: the workers finish the step, the chief saves), to watch a graceful stop")
+    p.add_argument("--control-plane", choices=("kubelocal", "upstream"),
+                   help="kubelocal: the Python control plane (pip only, starts in seconds); upstream: etcd, "
+                        "kube-apiserver, kube-controller-manager and kube-scheduler v1.37 built with `make upstream` "
+                        "(default $TFJOB_CONTROL_PLANE, else kubelocal)")
     p.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
     p.add_argument("--kubeconfig", help="`up`: where to write the kubeconfig (default WORKDIR/kubeconfig)")
     p.add_argument("--plain", action="store_true", help="plain lines instead of the live view")

@@ -13,6 +13,8 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
+import ssl
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from .logs import read_log
 from .network import PodNetworking
 from .node_status import NodeStatus
 from .pod_worker import PodRuntime, PodWorker
+from .server import KubeletServer
 from .sim import SimPod
 
 log = logging.getLogger(__name__)
@@ -49,8 +52,20 @@ class ProcessKubelet:
                  images: Mapping[str, ct.ImageDefaults] | None = None,
                  cluster_env: Mapping[str, str] | None = None, status_concurrency: int = 6,
                  sim_speed: float = 1.0, sim_heartbeat_seconds: float = 10.0,
-                 network: PodNetworking | None = None) -> None:
+                 network: PodNetworking | None = None, tls: ssl.SSLContext | None = None,
+                 ca_pem: str | None = None, node: str | None = None, node_labels: Mapping[str, str] | None = None,
+                 admin: KubeClient | None = None, api: tuple[socket.socket, ssl.SSLContext] | None = None) -> None:
         self.url = url
+        #: The API server's CA and this kubelet's identity (a `system:node:<name>` certificate), None: plain HTTP.
+        self.tls = tls
+        #: The API server's CA (PEM), for the kubeconfigs pods get when it speaks TLS.
+        self.ca_pem = ca_pem
+        #: The kubelet API (logs, exec, attach, port-forward for kube-apiserver): its listening socket and TLS.
+        self._api = api
+        self._api_server: KubeletServer | None = None
+        #: The one node this kubelet is (its credentials are that node's: it watches only that Node and the pods
+        #: bound to it, as the Node authorizer allows), or None: every node it is given or finds (kubelocal).
+        self.node = node
         #: The pod network (each pod its own namespace and IP), or None: pods share the host's network.
         self.network = network
         #: What every container's image is taken to give it (there is no image locally): ENV and WORKDIR.
@@ -73,14 +88,14 @@ class ProcessKubelet:
         self.sim_speed = sim_speed
         #: How often each simulated node renews its Lease (kubelet: every 10 s, a quarter of the Lease's 40 s).
         self.sim_heartbeat_seconds = sim_heartbeat_seconds
-        self.client = KubeClient(url, USER_AGENT, max_connections=8)
+        self.client = KubeClient(url, USER_AGENT, max_connections=8, tls=tls)
         self.shared_objects = podtoken.SharedObjects(self.client)  # ServiceAccounts, root CAs: read once a while
         # Leases and node status on their own connections, as the kubelet's heartbeat client: a backlog of pod
         # status writes during a burst must not delay a renewal until the node looks unreachable.
-        self.heartbeat_client = KubeClient(url, USER_AGENT, max_connections=2)
+        self.heartbeat_client = KubeClient(url, USER_AGENT, max_connections=2, tls=tls)
         #: Simulated nodes' heartbeats: a connection each for many at once, as each real node has its own kubelet,
         #: so renewals do not queue behind each other while the loop is busy (e.g. scheduling a burst).
-        self.sim_heartbeat_client = KubeClient(url, USER_AGENT, max_connections=32)
+        self.sim_heartbeat_client = KubeClient(url, USER_AGENT, max_connections=32, tls=tls)
         #: Pod status writes in flight at once. A pod computes its status once it holds a slot, so under a
         #: backlog it sends its latest state and skips the ones it went through while waiting.
         self.status_slots = asyncio.Semaphore(status_concurrency)
@@ -94,12 +109,20 @@ class ProcessKubelet:
         self._retired: list[PodWorker] = []  # forgotten runtimes whose tasks may still be winding down
         self._by_name: dict[tuple[str, str], str] = {}
         self._confirming: set[str] = set()
-        self._pods = Informer(self.client, "/api/v1/pods", self._on_pod, index_fields=(NODE_NAME,))
-        self._nodes = Informer(self.client, "/api/v1/nodes", self._on_node)
+        # One node's kubelet reads only what the Node authorizer lets a node read: its own Node, its own pods.
+        pod_params: dict[str, str] = {}
+        node_params: dict[str, str] = {}
+        if node:
+            pod_params = {"fieldSelector": f"{NODE_NAME}={node}"}
+            node_params = {"fieldSelector": f"metadata.name={node}"}
+        elif node_labels:  # e.g. the simulated nodes' agent: only the nodes labelled as such
+            node_params = {"labelSelector": ",".join(f"{k}={v}" for k, v in node_labels.items())}
+        self._pods = Informer(self.client, "/api/v1/pods", self._on_pod, params=pod_params, index_fields=(NODE_NAME,))
+        self._nodes = Informer(self.client, "/api/v1/nodes", self._on_node, params=node_params)
         self.node_status = NodeStatus(self.client, self.heartbeat_client,
-                                      lambda name: self._nodes.cache.get(("", name)), self.lost_nodes)
+                                      lambda name: self._nodes.cache.get(("", name)), self.lost_nodes, admin)
         self.sim_node_status = NodeStatus(self.client, self.sim_heartbeat_client, self.node_status.cached,
-                                          self.lost_nodes)
+                                          self.lost_nodes, admin)
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -128,9 +151,15 @@ class ProcessKubelet:
         await self._nodes.synced.wait()
         self._tasks.append(asyncio.create_task(self._pods.run(), name="kubelet-pods"))
         await self._pods.synced.wait()
+        if self._api is not None:
+            self._api_server = KubeletServer(self, self._api[1])
+            await self._api_server.start(self._api[0])
 
     async def stop(self, grace: float = 2.0) -> None:
         """Stop watching and end every process this kubelet started (SIGTERM, SIGKILL after `grace`)."""
+        if self._api_server is not None:
+            await self._api_server.stop()
+            self._api_server = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -330,6 +359,10 @@ class ProcessKubelet:
         async for chunk in read_log(run.log_path, run.exited, follow=follow and not previous,
                                     tail_lines=tail_lines, poll=0.05):
             yield chunk
+
+    def pod_object(self, namespace: str, pod: str) -> Mapping[str, Any]:
+        """The pod as this kubelet last saw it; KeyError when it does not run it."""
+        return self.runtime(namespace, pod).pod
 
     def exec_spec(self, namespace: str, pod: str, container: str | None) -> ct.ProcessSpec:
         """The process environment (env, work dir, mounts) a command exec'd in a running container gets;

@@ -19,6 +19,7 @@ from typing import Any
 from kubelocal import times
 from kubelocal.controllers.node_lifecycle import ready_status
 from kubelocal.kubeclient import MERGE_PATCH, ApiError, KubeClient, now_rfc3339
+from kubelocal.nodes import split_labels
 
 LEASE_NAMESPACE = "kube-node-lease"
 #: The Lease's leaseDurationSeconds, as kubelet's default (--node-lease-duration-seconds).
@@ -53,9 +54,13 @@ class NodeStatus:
     """Registers nodes and keeps their Leases and Ready condition current."""
 
     def __init__(self, client: KubeClient, heartbeat_client: KubeClient,
-                 cached: Callable[[str], Mapping[str, Any] | None], lost: set[str]) -> None:
+                 cached: Callable[[str], Mapping[str, Any] | None], lost: set[str],
+                 admin: KubeClient | None = None) -> None:
         self.client = client
         self.heartbeat_client = heartbeat_client
+        #: Sets what a node may not set on itself under NodeRestriction (labels outside the kubelet's namespaces,
+        #: the taints of a Node that exists already), as kubeadm labels a node after it joins; None: `client`.
+        self.admin = admin or client
         #: The node as the kubelet's informer last saw it (None: not seen).
         self.cached = cached
         #: Nodes whose kubelet is silent (a simulated node loss): never renewed.
@@ -67,31 +72,46 @@ class NodeStatus:
                                                           "metadata": {"name": LEASE_NAMESPACE}})
 
     async def register(self, node: Mapping[str, Any]) -> None:
-        """Create the Node (or update its labels and spec when it exists), post it Ready, take its Lease."""
+        """Create the Node with the labels a kubelet may set itself and its taints (or, when it exists, set those
+        labels), have the administrator set the other labels (and the taints of an existing Node), post it Ready,
+        take its Lease."""
         name = node["metadata"]["name"]
+        own, administered = split_labels(node["metadata"].get("labels") or {})
         try:
-            await self.client.post("/api/v1/nodes", node)
+            created = await self.client.post("/api/v1/nodes", {**node, "metadata": {**node["metadata"],
+                                                                                     "labels": own}})
         except ApiError as exc:
             if exc.status != 409:
                 raise
-            await self.client.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": node["metadata"]["labels"]},
-                                                              "spec": node.get("spec") or {}}, MERGE_PATCH)
+            created = await self.client.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": own}}, MERGE_PATCH)
+            administered_patch: dict[str, Any] = {"spec": node.get("spec") or {}}
+            if administered:
+                administered_patch["metadata"] = {"labels": administered}
+            await self.admin.patch(f"/api/v1/nodes/{name}", administered_patch, MERGE_PATCH)
+        else:
+            if administered:
+                await self.admin.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": administered}}, MERGE_PATCH)
         status = dict(node.get("status") or {})
         status["conditions"] = ready_conditions(True)
         await self.client.patch(f"/api/v1/nodes/{name}/status", {"status": status}, MERGE_PATCH)
-        await self.renew_lease(name, create=True)
+        await self.renew_lease(name, create=True, owner=created)
 
     async def register_all(self, nodes: Sequence[Mapping[str, Any]], concurrency: int = 8) -> None:
         """Register many nodes, a few at a time (a thousand simulated nodes must not take a request each in turn)."""
         for i in range(0, len(nodes), concurrency):
             await asyncio.gather(*(self.register(node) for node in nodes[i:i + concurrency]))
 
-    async def renew_lease(self, node: str, *, create: bool = False) -> None:
-        """Renew the node's Lease, creating it when missing (`create`: expect it missing, as at registration)."""
+    async def renew_lease(self, node: str, *, create: bool = False, owner: Mapping[str, Any] | None = None) -> None:
+        """Renew the node's Lease, creating it when missing (`create`: expect it missing, as at registration), owned
+        by the Node (`owner`, else the cached one) as kubelet's is, so the garbage collector removes it with it."""
         path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases"
         stamp = times.format_micro_time()
         spec = {"holderIdentity": node, "leaseDurationSeconds": LEASE_DURATION_SECONDS, "renewTime": stamp}
-        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": node},
+        meta: dict[str, Any] = {"name": node}
+        uid = ((owner or self.cached(node) or {}).get("metadata") or {}).get("uid")
+        if uid:
+            meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}]
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
                  "spec": {**spec, "acquireTime": stamp}}
         if create:
             try:

@@ -54,6 +54,8 @@ class KubeletHost(Protocol):
     cluster_env: dict[str, str]
     network: PodNetworking | None
     memory: MemoryCgroups
+    #: The CA a pod's kubeconfig trusts when the API server speaks TLS to the host (None: plain HTTP).
+    ca_pem: str | None
 
     @property
     def node_objects(self) -> dict[str, dict[str, Any]]: ...
@@ -325,14 +327,19 @@ class PodRuntime(PodWorker):
         # reads it (with KUBERNETES_SERVICE_HOST); otherwise its files are mapped and a KUBECONFIG presents it.
         creds = await podtoken.pod_credentials(self.kubelet.client, self.pod, self.kubelet.shared_objects)
         host_side = self.network is None
+        # The projected volume kube-apiserver's admission adds (`kube-api-access-*`) holds the token too.
+        token_volume = podtoken.token_volume(self.pod)
+        if creds is not None and token_volume is not None:
+            podtoken.write_mount(volumes[token_volume[0]], creds)
         if creds is not None and host_side:
             sa_mount = podtoken.write_mount(self.dir / "serviceaccount", creds)
-            kubeconfig = podtoken.write_token_kubeconfig(self.dir / "kubeconfig", self.kubelet.url, creds)
+            kubeconfig = podtoken.write_token_kubeconfig(self.dir / "kubeconfig", self.kubelet.url, creds,
+                                                         self.kubelet.ca_pem)
         specs = {}
         for c in self.all_containers:
             env = ct.container_env(self.pod, c.spec, refs, allocatable)
             mounts = ct.container_mounts(c.spec, volumes)
-            if creds is not None and host_side:
+            if creds is not None and host_side and not any(path == podtoken.MOUNT_PATH for path, _ in mounts):
                 mounts.append((podtoken.MOUNT_PATH, sa_mount))
             specs[c.name] = ct.process_spec(self.pod, c.spec, env, mounts, cwd,
                                             ct.defaults_for(c.spec.get("image"), self.kubelet.images,

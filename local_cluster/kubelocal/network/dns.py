@@ -36,7 +36,10 @@ _POLL = 0.2  # how often the server threads look at the stop flag
 
 
 class ClusterRecords(Protocol):
-    """What the DNS server reads: Services and Pods as the API returns them (plain dicts)."""
+    """What the DNS server reads: Services and Pods as the API returns them (plain dicts).
+
+    A source that also has `endpoints(namespace, service)` (IP and hostname of each ready endpoint, from the
+    Service's EndpointSlices, as CoreDNS reads them) is asked that instead of choosing pods itself."""
 
     def service(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
@@ -61,18 +64,13 @@ def lookup(qname: str, records: ClusterRecords, *, domain: str = CLUSTER_DOMAIN)
         cluster_ip = spec.get("clusterIP")
         if cluster_ip and cluster_ip != "None":
             return [cluster_ip]
-        return [_ip(pod) for pod in _endpoints(service, records, namespace)]
+        return [ip for ip, _ in _addresses(service, records, namespace, service_name)]
     if len(labels) == 4 and labels[3] == "svc":
         hostname, subdomain, namespace = labels[0], labels[1], labels[2]
         service = records.service(namespace, subdomain)
         if service is None or (service.get("spec") or {}).get("clusterIP") not in ("None", None, ""):
             return None
-        ips = [
-            _ip(pod)
-            for pod in _endpoints(service, records, namespace)
-            if (pod.get("spec") or {}).get("hostname") == hostname
-            and (pod.get("spec") or {}).get("subdomain") == subdomain
-        ]
+        ips = [ip for ip, host in _addresses(service, records, namespace, subdomain) if host == hostname]
         return ips or None
     if len(labels) == 3 and labels[2] == "pod":
         try:
@@ -80,6 +78,18 @@ def lookup(qname: str, records: ClusterRecords, *, domain: str = CLUSTER_DOMAIN)
         except ValueError:
             return None
     return None
+
+
+def _addresses(service: Mapping[str, Any], records: ClusterRecords, namespace: str,
+               name: str) -> list[tuple[str, str | None]]:
+    """(IP, hostname) of each endpoint of the Service: from its EndpointSlices when the records have them, else
+    the pods the endpoints controller would choose (a pod's hostname counts where its subdomain is the Service)."""
+    from_slices = getattr(records, "endpoints", None)
+    if from_slices is not None:
+        return sorted(from_slices(namespace, name), key=lambda e: ipaddress.IPv4Address(e[0]))
+    return [(_ip(pod), (pod.get("spec") or {}).get("hostname")
+             if (pod.get("spec") or {}).get("subdomain") == name else None)
+            for pod in _endpoints(service, records, namespace)]
 
 
 def _endpoints(service: Mapping[str, Any], records: ClusterRecords, namespace: str) -> list[Mapping[str, Any]]:

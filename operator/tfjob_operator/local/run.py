@@ -57,6 +57,8 @@ class LocalRunOptions:
     live: bool | None = None  # None: a rich live view on a terminal, plain lines otherwise
     #: Objects of other kinds from the job's file (a ConfigMap with the script), created before the jobs.
     objects: list[dict[str, Any]] = field(default_factory=list)
+    #: `kubelocal` (the Python control plane) or `upstream` (kube-apiserver and its peers, built with Go).
+    control_plane: str = "kubelocal"
 
 
 @dataclass
@@ -194,19 +196,23 @@ def run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     """Run the jobs on a local control plane; exit 0 only if every job Succeeded, 128+N after signal N."""
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     stop_on_signals()
+    from kubelocal.upstream.binaries import UpstreamError
+
     try:
         return _run_local(jobs, options)
     except Stopped as stop:
         return 128 + stop.signum
+    except UpstreamError as exc:  # not built, or a process of the plane failed to start: say which and why
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
 def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
-    from kubelocal.apiserver import write_kubeconfig
-    from kubelocal.cluster import LocalClusterThread
     from kubelocal.network.plane import choose
+    from kubelocal.planes import cluster_thread
     from tfjob_operator.crd import CRD_PATH
     from tfjob_operator.local.image import local_images, worker_image_defaults
 
@@ -219,13 +225,14 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     view.note(addressing_line(networked, why_not))
     view.note(f"workdir {workdir}")
     started = time.monotonic()
-    with LocalClusterThread(nodes=options.nodes, workdir=workdir, port=options.port, crds=(CRD_PATH,),
-                            image=worker_image_defaults(), images=local_images(),
-                            pod_network="on" if networked else "off",
-                            controllers=_controller_settings(options)) as cluster:
-        cluster.apiserver.manage_gc()  # full collections off the request path while the jobs run
+    with cluster_thread(options.control_plane, nodes=options.nodes, workdir=workdir, port=options.port,
+                        crds=(CRD_PATH,), image=worker_image_defaults(), images=local_images(),
+                        pod_network="on" if networked else "off",
+                        controllers=_controller_settings(options)) as cluster:
+        if options.control_plane == "kubelocal":
+            cluster.apiserver.manage_gc()  # full collections off the request path while the jobs run
         kubeconfig = workdir / "kubeconfig"
-        write_kubeconfig(kubeconfig, cluster.url)
+        cluster.write_kubeconfig(kubeconfig)
         network = cluster.network
         operator = start_operator(kubeconfig, workdir, netns_path=network.netns_path if network else None,
                                   node_monitor_grace=cluster.cluster.controller_settings.node_monitor_grace)

@@ -1,0 +1,99 @@
+"""`tfjob local up --control-plane upstream` stopped by SIGINT or SIGTERM, or SIGKILLed and then run again, leaves
+nothing behind: no process (etcd, kube-apiserver, its peers, pods), no network namespace of its plane, and its
+etcd data and certificates only inside the workdir."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import Kubectl
+from polling import wait_for
+from processes import alive, cmdline
+
+from kubelocal.network import iproute
+
+pytestmark = pytest.mark.timeout(600)
+TFJOB = str(Path(sys.executable).parent / "tfjob")
+SLEEPER = """
+apiVersion: v1
+kind: Pod
+metadata: {name: sleeper}
+spec:
+  containers:
+  - {name: main, image: python:3.11, command: [python, -c, "import time; time.sleep(600)  # upstream-cleanup"]}
+"""
+
+
+def start_up(workdir: Path) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """`tfjob local up --control-plane upstream` in its own process, once its banner is out."""
+    proc = subprocess.Popen([TFJOB, "local", "up", "--control-plane", "upstream", "--workdir", str(workdir),
+                             "--nodes", "1x{cpu:4}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True).start()
+    seen = []
+    deadline = time.monotonic() + 300
+    while not seen or "Press Ctrl-C" not in seen[-1]:
+        try:
+            seen.append(lines.get(timeout=max(0.1, deadline - time.monotonic())))
+        except queue.Empty:
+            proc.kill()
+            raise AssertionError("no banner from tfjob local up in 300 s:\n" + "".join(seen)) from None
+    return proc, lines
+
+
+def of_workdir(workdir: Path) -> list[psutil.Process]:
+    """Running processes started for this workdir: the plane's (their flags name its files) and the pods'."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if str(workdir) in " ".join(cmdline(proc)) or str(workdir) in proc.cwd():
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return [p for p in alive(found) if p.pid != os.getpid()]
+
+
+def plane_namespaces() -> set[str]:
+    return {name for name in iproute.netns_names() if name.startswith("kubelocal-")}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"])
+def test_nothing_is_left_behind(sig: signal.Signals, tmp_path: Path, upstream_binaries: dict[str, Path]) -> None:
+    workdir = tmp_path / "work"
+    before = plane_namespaces()
+    proc, _ = start_up(workdir)
+    try:
+        kubectl = Kubectl(workdir / "kubeconfig")
+        kubectl("apply", "-f", "-", stdin=SLEEPER)
+        kubectl("wait", "pod/sleeper", "--for=jsonpath={.status.phase}=Running", "--timeout=120s")
+        started = of_workdir(workdir)
+        names = {" ".join(cmdline(p))[:60] for p in started}
+        assert any("etcd" in n or "server" in n for n in names) and any("kube-apiserver" in n for n in names)
+        assert any("upstream-cleanup" in " ".join(cmdline(p)) for p in started), "the pod's process"
+        ours = plane_namespaces() - before
+    finally:
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
+    if sig == signal.SIGKILL:
+        wait_for(lambda: not alive(started), timeout=30, interval=0.2,
+                 what=f"the guardian to kill {[' '.join(cmdline(p))[:80] for p in alive(started)]}")
+        second, _ = start_up(workdir)  # a new start removes what the dead plane left in the kernel
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=120) == 0
+    else:
+        assert proc.returncode == 0
+    assert not of_workdir(workdir)
+    assert not alive(started)
+    assert not ours & plane_namespaces()
+    assert (workdir / "upstream" / "etcd").is_dir() and (workdir / "upstream" / "pki" / "ca.key").is_file()
+    assert not Path("/var/run/kubernetes").exists(), "a certificate directory outside the workdir"
