@@ -51,7 +51,8 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         memo.addressing_resolved = True
     memo.settings = ops
     logging.getLogger().setLevel(ops.log_level)
-    settings.watching.server_timeout = ops.watch_server_timeout
+    # kopf sends it as the watch's timeoutSeconds, which kube-apiserver parses as a whole number ("300.0" is a 400)
+    settings.watching.server_timeout = max(1, round(ops.watch_server_timeout))
     settings.watching.client_timeout = ops.watch_client_timeout
     settings.networking.request_timeout = ops.request_timeout
     # TFJobs are listed (at start, and after a watch expired) in pages of 500, as client-go's pager does: kopf

@@ -596,6 +596,13 @@ def test_injected_delay_slows_the_matching_request(api, core):
     assert time.monotonic() - started >= 0.3
 
 
+def test_a_watch_timeout_that_is_not_a_whole_number_is_refused_as_kube_apiserver_refuses_it(http):
+    # kopf sends its float setting as is; kube-apiserver v1.37.2 answered this to the operator's 300.0
+    resp = http("GET", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=300.0")
+    assert resp.status_code == 400
+    assert resp.json()["message"] == 'strconv.ParseInt: parsing "300.0": invalid syntax'
+
+
 def test_drop_watches_cuts_open_streams(api, http):
     resp = http("GET", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=30", stream=True)
     deadline = time.monotonic() + 5

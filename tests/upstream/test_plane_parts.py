@@ -11,6 +11,7 @@ from pathlib import Path
 
 import kubernetes
 import pytest
+import yaml
 
 from kubelocal.upstream import flags
 from kubelocal.upstream.egress import EgressProxy, parse_connect
@@ -127,3 +128,11 @@ async def test_the_egress_proxy_tunnels_to_what_its_dialler_reaches() -> None:
     finally:
         await proxy.stop()
         echo.close()
+
+
+def test_the_egress_selector_names_the_abstract_socket_as_kube_apiserver_reads_it(tmp_path: Path) -> None:
+    layout = flags.Layout(tmp_path, flags.Ports(1, 2, 3, 4, 5), "10.244.0.1", "@kubelocal-egress-1")
+    config = yaml.safe_load(flags.egress_selector_config(layout))
+    (selection,) = config["egressSelections"]
+    assert selection["name"] == "cluster"
+    assert selection["connection"]["transport"]["uds"]["udsName"] == "@kubelocal-egress-1"

@@ -32,6 +32,7 @@ from .kubelets import Kubelets
 from .network import ApiRecords, ApiRelays
 from .pki import issue, kubeconfig, write_kubeconfig
 from .plane import UpstreamPlane, tls_context
+from .storage import LocalPathProvisioner
 
 #: The simulated nodes' agent: its user, and what it may do (kwok's controller runs with such a role).
 SIM_AGENT = "kubelocal:sim-kubelet"
@@ -51,6 +52,14 @@ SIM_AGENT_BINDING = {
     "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": SIM_AGENT},
     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SIM_AGENT},
     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": SIM_AGENT}],
+}
+#: The cluster DNS's Service, as kubeadm's CoreDNS add-on makes it (no selector: the plane answers at its IP), so
+#: `kubectl get svc -n kube-system` shows it and no other Service is given its address.
+KUBE_DNS: dict[str, Any] = {
+    "apiVersion": "v1", "kind": "Service",
+    "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
+    "spec": {"clusterIP": "10.96.0.10", "ports": [{"name": "dns", "port": 53, "protocol": "UDP"},
+                                                  {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]},
 }
 #: Where a process node's kubelet API listens when there is no pod network (the egress proxy dials it directly).
 HOST_NODE_IP = "127.0.0.1"
@@ -88,6 +97,7 @@ class UpstreamCluster:
         self.relays: ApiRelays | None = None
         self.plane: UpstreamPlane | None = None
         self.admin: KubeClient | None = None
+        self.provisioner: LocalPathProvisioner | None = None
         self._kubelets: Kubelets | None = None
         self._components: ComponentLoop | None = None
 
@@ -171,11 +181,22 @@ class UpstreamCluster:
         self.admin = p.client()
         if self.records is not None:
             await self.records.start(p.client(user_agent="kubelocal-dns"))
+            await self._create("/api/v1/namespaces/kube-system/services", KUBE_DNS)
         await wait_for_default_service_accounts(self.url, ("default", "kube-system"), timeout=60.0, tls=p.tls())
         if self.crds:
             await install_crds(self.url, self.crds, tls=p.tls())
+        self.provisioner = LocalPathProvisioner(self.admin, self.workdir)
+        await self.provisioner.start()
         self._kubelets = Kubelets(await self._agents())
         await self._kubelets.start()
+
+    async def _create(self, path: str, obj: Mapping[str, Any]) -> None:
+        assert self.admin is not None
+        try:
+            await self.admin.post(path, obj)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
 
     async def _agents(self) -> list[ProcessKubelet]:
         """A kubelet per process node with that node's identity; one with the simulated nodes' agent identity."""
@@ -202,11 +223,7 @@ class UpstreamCluster:
         simulated = [self._addressed(n) for n in self.nodes if is_simulated(n)]
         if simulated:
             for kind, obj in (("clusterroles", SIM_AGENT_ROLE), ("clusterrolebindings", SIM_AGENT_BINDING)):
-                try:
-                    await self.admin.post(f"/apis/rbac.authorization.k8s.io/v1/{kind}", obj)
-                except ApiError as exc:
-                    if exc.status != 409:
-                        raise
+                await self._create(f"/apis/rbac.authorization.k8s.io/v1/{kind}", obj)
             p.pki.save("sim-kubelet", issue(p.pki.ca, SIM_AGENT, client=True))
             agents.append(ProcessKubelet(self.url, nodes=simulated, tls=p.tls("sim-kubelet"),
                                          node_labels={SIM_LABEL: "true"}, **common))
@@ -241,6 +258,8 @@ class UpstreamCluster:
     async def _stop_components(self) -> None:
         if self._kubelets is not None:
             await self._kubelets.stop()
+        if self.provisioner is not None:
+            await self.provisioner.stop()
         if self.records is not None:
             await self.records.stop()
         if self.admin is not None:

@@ -16,6 +16,7 @@ Choices, each checked against the v1.37.2 / etcd v3.7.0 sources:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,7 +145,7 @@ def egress_selector_config(layout: Layout) -> str:
         "    proxyProtocol: HTTPConnect\n"
         "    transport:\n"
         "      uds:\n"
-        f"        udsName: {layout.egress_socket}\n"
+        f"        udsName: {json.dumps(layout.egress_socket)}\n"  # quoted: "@" cannot start a YAML scalar
     )
 
 

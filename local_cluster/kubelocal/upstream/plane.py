@@ -31,7 +31,7 @@ from kubelocal.pki import CertificateAuthority
 
 from . import binaries as bins
 from . import flags
-from .egress import Dial, EgressProxy
+from .egress import Dial, EgressProxy, abstract_address
 from .pki import PlanePki, kubeconfig, write_kubeconfig
 
 log = logging.getLogger(__name__)
@@ -108,11 +108,12 @@ class UpstreamPlane:
         self.ca = ca
         picked = free_ports(5)
         ports = flags.Ports(port or picked[0], *picked[1:])
-        self.layout = flags.Layout(self.dir, ports, advertise_address, f"kubelocal-egress-{os.getpid()}-{id(self):x}",
+        egress = f"kubelocal-egress-{os.getpid()}-{id(self):x}"
+        self.layout = flags.Layout(self.dir, ports, advertise_address, abstract_address(egress),
                                    node_monitor_grace=node_monitor_grace,
                                    default_toleration_seconds=default_toleration_seconds)
         self.api_ips = ["127.0.0.1", advertise_address, flags.KUBERNETES_SERVICE_IP, *api_ips]
-        self.egress = EgressProxy(self.layout.egress_socket.lstrip("@"), dial)
+        self.egress = EgressProxy(egress, dial)
         self.lifeline = Lifeline()
         self.processes: dict[str, ChildProcess] = {}
         self._logs: dict[str, IO[bytes]] = {}

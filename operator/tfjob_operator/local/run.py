@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from tfjob_operator import constants
 from tfjob_operator.api import TFJob
 from tfjob_operator.jobs import Clients, connect, create_object, get_job, job_events, job_pods, submit, true_conditions
+from tfjob_operator.local.claims import ensure_claims
 from tfjob_operator.local.elastic import CapacityFaults, breakdown_text, width_text
 from tfjob_operator.local.processes import stop_process
 from tfjob_operator.local.view import JobSnapshot, make_view
@@ -243,6 +244,9 @@ def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
             for obj in options.objects:
                 stored = create_object(clients, obj)
                 view.note(f"{str(obj['kind']).lower()}/{stored['metadata']['name']} created")
+            if options.control_plane == "upstream":
+                for made in ensure_claims(clients, jobs):
+                    view.note(f"persistentvolumeclaim/{made} created (kube-scheduler waits for a bound claim)")
             for job in jobs:
                 submit(clients, job)
                 view.note(f"tfjob.{constants.GROUP}/{job.name} created")
