@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 from kubelocal.kubeclient import ApiError, KubeClient
@@ -61,9 +62,11 @@ def objects(pod_network: bool, why_not: str, api_ip: str | None = None) -> list[
     return out
 
 
-async def publish(url: str, pod_network: bool, why_not: str, api_ip: str | None = None) -> None:
-    """Create what the plane publishes (as the local admin); what exists already is kept."""
-    client = KubeClient(url, "kubelocal-publisher")
+async def publish(url: str, pod_network: bool, why_not: str, api_ip: str | None = None, *,
+                  tls: ssl.SSLContext | None = None) -> None:
+    """Create what the plane publishes (as the local admin: `tls` holds its credentials on a TLS server); what exists
+    already is kept."""
+    client = KubeClient(url, "kubelocal-publisher", tls=tls)
     try:
         for path, obj in objects(pod_network, why_not, api_ip):
             try:

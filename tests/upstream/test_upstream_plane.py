@@ -5,11 +5,14 @@ the API server, ServiceAccount tokens from TokenRequest, simulated nodes beside 
 from __future__ import annotations
 
 import json
+import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import Kubectl
+from conftest import KUBECTL, Kubectl
 from polling import wait_for
+from ports import free_ports
 
 from kubelocal.upstream.cluster import UpstreamClusterThread
 from kubelocal.upstream.pki import kubeconfig as make_kubeconfig
@@ -105,3 +108,25 @@ def test_a_pod_on_a_simulated_node_runs_for_its_simulated_duration(kubectl: Kube
     kubectl("apply", "-f", "-", stdin=manifest)
     wait_for(lambda: phase(kubectl, "simulated") == "Succeeded", timeout=120, what="pod simulated Succeeded")
     kubectl("delete", "pod", "simulated", "--timeout=60s")
+
+
+def test_kubectl_port_forward_reaches_the_pods_own_port(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", stdin=pod("web", "import http.server as s; s.test(s.SimpleHTTPRequestHandler, "
+                                                 "port=8000, bind='0.0.0.0')", restart="Always"))
+    wait_for(lambda: phase(kubectl, "web") == "Running", timeout=120, what="pod web Running")
+    (local,) = free_ports(1)
+    forward = subprocess.Popen([KUBECTL, "--kubeconfig", str(kubectl.kubeconfig), "port-forward", "pod/web",
+                                f"{local}:8000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def page() -> str:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=5) as resp:
+                    return str(resp.read().decode())
+            except OSError:
+                return ""
+
+        assert "Directory listing" in wait_for(page, timeout=60, interval=0.5, what="the page through the forward")
+    finally:
+        forward.terminate()
+        forward.wait(timeout=30)
+        kubectl("delete", "pod", "web", "--timeout=60s")

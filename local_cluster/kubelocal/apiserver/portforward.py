@@ -5,8 +5,9 @@ A client that asks for the v4 channel protocol (the official Python client) is s
 The port-forward protocol (`portforward.k8s.io`) over SPDY: for each connection it accepts locally,
 kubectl opens two streams with headers `streamtype: error|data`, `port: N`, `requestid: R`. The server
 replies to each stream, connects the data stream to the pod's port and copies both ways; an error
-(the port refuses) is written on the error stream as text. In local mode a pod is a set of processes
-on this host: its IP is the loopback address, so the pod's port N is 127.0.0.1:N.
+(the port refuses) is written on the error stream as text. Where the pod's ports are is the caller's
+`PodAddress`: by default 127.0.0.1 (pods sharing this host's network); the kubelet API gives the pod's
+own IP on the pod network, reached from inside the plane's namespace.
 
 Only what port-forward needs of SPDY/3.1 is here: SYN_STREAM/SYN_REPLY with zlib-compressed header
 blocks (the spec's dictionary), DATA with FIN, RST_STREAM, PING echo, GOAWAY; SETTINGS and
@@ -36,7 +37,6 @@ from .remotecommand import check_upgrade
 log = logging.getLogger(__name__)
 
 PROTOCOL = "SPDY/3.1+portforward.k8s.io"
-LOCAL_IP = "127.0.0.1"
 
 # SPDY/3 control frame types and flags.
 SYN_STREAM, SYN_REPLY, RST_STREAM, SETTINGS, PING, GOAWAY, HEADERS, WINDOW_UPDATE = 1, 2, 3, 4, 6, 7, 8, 9
@@ -113,9 +113,11 @@ class Forward:
 class SpdySession:
     """The server end of a SPDY/3.1 session that serves portforward.k8s.io streams."""
 
-    def __init__(self, send: Callable[[bytes], Awaitable[None]], pod_name: str) -> None:
+    def __init__(self, send: Callable[[bytes], Awaitable[None]], pod_name: str,
+                 address: portforward_ws.PodAddress = portforward_ws.PodAddress()) -> None:
         self._send = send
         self.pod_name = pod_name
+        self.address = address
         self._buf = b""
         self._inflate = zlib.decompressobj(zdict=ZDICT)
         self._deflate = zlib.compressobj(zdict=ZDICT)
@@ -194,11 +196,11 @@ class SpdySession:
     async def _connect(self, request_id: str, forward: Forward) -> None:
         assert forward.data_stream is not None
         try:
-            reader, writer = await asyncio.open_connection(LOCAL_IP, forward.port)
+            reader, writer = await self.address.open(forward.port)
         except OSError as e:
             message = (
                 f"error forwarding port {forward.port} to pod {self.pod_name}: failed to connect to "
-                f"{LOCAL_IP}:{forward.port}: {e.strerror or e}"
+                f"{self.address.ip}:{forward.port}: {e.strerror or e}"
             )
             if forward.error_stream is not None:
                 await self.send(data_frame(forward.error_stream, FLAG_FIN, message.encode()))
@@ -250,8 +252,10 @@ class SpdySession:
                 forward.writer.close()
 
 
-async def serve(request: web.Request, pod: Mapping[str, Any]) -> web.StreamResponse:
-    """GET pods/{name}/portforward (WebSocket: SPDY tunnelled, or v4 channels as portforward_ws serves them)."""
+async def serve(request: web.Request, pod: Mapping[str, Any],
+                address: portforward_ws.PodAddress = portforward_ws.PodAddress()) -> web.StreamResponse:
+    """GET pods/{name}/portforward (WebSocket: SPDY tunnelled, or v4 channels as portforward_ws serves them), to
+    the pod's ports at `address`."""
     check_upgrade(request)
     offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
     # The client's first protocol that is served wins; no subprotocol at all is binary channels, as kubelet.
@@ -267,11 +271,11 @@ async def serve(request: web.Request, pod: Mapping[str, Any]) -> web.StreamRespo
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         raise ApiError(400, f"unable to upgrade connection: pod is not running - status: {phase}", reason="BadRequest")
     if chosen != PROTOCOL:
-        return await portforward_ws.serve(request, pod, request[RECORD])
+        return await portforward_ws.serve(request, pod, request[RECORD], address)
     ws = web.WebSocketResponse(protocols=(PROTOCOL,), autoping=True, max_msg_size=0)
     await ws.prepare(request)
     request[RECORD](101)
-    session = SpdySession(ws.send_bytes, pod["metadata"]["name"])
+    session = SpdySession(ws.send_bytes, pod["metadata"]["name"], address)
     try:
         async for msg in ws:
             if msg.type is WSMsgType.BINARY:

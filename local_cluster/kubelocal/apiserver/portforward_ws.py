@@ -16,7 +16,8 @@ import asyncio
 import base64
 import contextlib
 import struct
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -26,6 +27,18 @@ from .errors import ApiError
 BINARY, BASE64 = "v4.channel.k8s.io", "v4.base64.channel.k8s.io"
 PROTOCOLS = (BINARY, BASE64)
 LOCAL_IP = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class PodAddress:
+    """Where a pod's ports are: its IP and how to connect there (None: from this host, as to the loopback where
+    pods share this machine's network; a kubelet on a pod network connects from inside the plane's namespace)."""
+
+    ip: str = LOCAL_IP
+    connect: Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] | None = None
+
+    async def open(self, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await (self.connect or asyncio.open_connection)(self.ip, port)
 
 
 def requested_ports(values: list[str]) -> list[int]:
@@ -83,14 +96,14 @@ class Port:
         self.number = number
         self.inbox: asyncio.Queue[bytes] = asyncio.Queue()
 
-    async def forward(self, sock: ChannelSocket, pod: Mapping[str, Any]) -> None:
+    async def forward(self, sock: ChannelSocket, pod: Mapping[str, Any], address: PodAddress) -> None:
         meta = pod["metadata"]
         try:
-            reader, writer = await asyncio.open_connection(LOCAL_IP, self.number)
+            reader, writer = await address.open(self.number)
         except OSError as e:
             message = (
                 f"error forwarding port {self.number} to pod {meta['name']}, uid {meta.get('uid', '')}: "
-                f"failed to connect to {LOCAL_IP}:{self.number}: {(e.strerror or str(e)).lower()}"
+                f"failed to connect to {address.ip}:{self.number}: {(e.strerror or str(e)).lower()}"
             )
             await sock.send(self.error_channel, message.encode())
             return
@@ -113,7 +126,8 @@ class Port:
             writer.close()
 
 
-async def serve(request: web.Request, pod: Mapping[str, Any], record: Any) -> web.WebSocketResponse:
+async def serve(request: web.Request, pod: Mapping[str, Any], record: Any,
+                address: PodAddress = PodAddress()) -> web.WebSocketResponse:
     """The session: port frames first, then one forwarding task per port until all end or the client leaves."""
     ports = [Port(i, n) for i, n in enumerate(requested_ports(request.query.getall("ports", [])))]
     ws = web.WebSocketResponse(protocols=PROTOCOLS, autoping=True, max_msg_size=0)
@@ -127,7 +141,7 @@ async def serve(request: web.Request, pod: Mapping[str, Any], record: Any) -> we
     by_channel = {p.data_channel: p for p in ports}
 
     async def forward_all() -> None:
-        await asyncio.gather(*(p.forward(sock, pod) for p in ports))
+        await asyncio.gather(*(p.forward(sock, pod, address) for p in ports))
 
     forwards = asyncio.create_task(forward_all())
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from kubelocal import containers as ct
 from kubelocal import podtoken
+from kubelocal.apiserver.portforward_ws import PodAddress
 from kubelocal.controllers.node_lifecycle import NODE_NAME
 from kubelocal.kubeclient import ApiError, Informer, KubeClient, post_event
 from kubelocal.lifeline import ChildProcess, Lifeline
@@ -359,6 +360,19 @@ class ProcessKubelet:
         async for chunk in read_log(run.log_path, run.exited, follow=follow and not previous,
                                     tail_lines=tail_lines, poll=0.05):
             yield chunk
+
+    def pod_address(self, namespace: str, pod: str) -> PodAddress:
+        """Where port-forward reaches the pod's ports: its own IP on the pod network (dialled from the plane's
+        namespace), else this host's loopback."""
+        rt = self.runtime(namespace, pod)
+        network = self.network
+        if network is None or not rt.pod_ip or rt.pod_ip == ct.LOCAL_IP:
+            return PodAddress()
+
+        async def connect(ip: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            return await network.dial(ip, port, timeout=5.0)
+
+        return PodAddress(rt.pod_ip, connect)
 
     def pod_object(self, namespace: str, pod: str) -> Mapping[str, Any]:
         """The pod as this kubelet last saw it; KeyError when it does not run it."""

@@ -31,7 +31,7 @@ from aiohttp import web
 from multidict import MultiDict
 
 from kubelocal import containers as ct
-from kubelocal.apiserver import portforward, remotecommand
+from kubelocal.apiserver import portforward, portforward_ws, remotecommand
 from kubelocal.apiserver.codec import truthy
 from kubelocal.apiserver.errors import ApiError
 from kubelocal.apiserver.faults import RECORD
@@ -51,6 +51,8 @@ class PodSource(Protocol):
                tail_lines: int | None, previous: bool) -> AsyncIterator[bytes]: ...
 
     def exec_spec(self, namespace: str, pod: str, container: str | None) -> ct.ProcessSpec: ...
+
+    def pod_address(self, namespace: str, pod: str) -> portforward_ws.PodAddress: ...
 
 
 def _status(code: int, message: str) -> web.Response:
@@ -171,4 +173,6 @@ class KubeletServer:
 
     async def _port_forward(self, request: web.Request) -> web.StreamResponse:
         pod = self._pod(request)
-        return await portforward.serve(self._as_pods_api(request), pod)
+        info = request.match_info
+        address = self.source.pod_address(info["namespace"], info["pod"])
+        return await portforward.serve(self._as_pods_api(request), pod, address)

@@ -25,6 +25,7 @@ from kubelocal.kubelet.server import DECLARED_FEATURES, KubeletServer
 from kubelocal.network import Listen, plane
 from kubelocal.nodes import DEFAULT_NODES, SIM_LABEL, is_simulated, parse_node_spec
 from kubelocal.pki import new_ca
+from kubelocal.published import publish
 
 from . import binaries as bins
 from .egress import Streams
@@ -182,6 +183,8 @@ class UpstreamCluster:
         if self.records is not None:
             await self.records.start(p.client(user_agent="kubelocal-dns"))
             await self._create("/api/v1/namespaces/kube-system/services", KUBE_DNS)
+        # How its pods reach each other, as kubelocal publishes it (kube-apiserver keeps default/kubernetes itself).
+        await publish(self.url, self.network is not None, self.pod_network_reason, tls=p.tls())
         await wait_for_default_service_accounts(self.url, ("default", "kube-system"), timeout=60.0, tls=p.tls())
         if self.crds:
             await install_crds(self.url, self.crds, tls=p.tls())

@@ -11,6 +11,7 @@ import signal
 from collections.abc import Iterable
 
 from kubelocal.kubelet import ProcessKubelet
+from kubelocal.kubelet.cgroups import MemoryCgroups
 from kubelocal.kubelet.faults import DEFAULT_EVICTION_MESSAGE
 from kubelocal.kubelet.pod_worker import PodWorker
 
@@ -44,6 +45,13 @@ class Kubelets:
 
     def pods(self) -> list[PodWorker]:
         return self.workers()
+
+    @property
+    def memory(self) -> MemoryCgroups:
+        """How containers' memory limits are enforced (each agent detects the same)."""
+        if not self.agents:
+            return MemoryCgroups(None, 0, "not enforced: no kubelet")
+        return self.agents[0].memory
 
     @property
     def lost_nodes(self) -> set[str]:

@@ -102,6 +102,8 @@ def _banner(cluster: LocalCluster | UpstreamCluster, kubeconfig: Path) -> str:
         f"  {operator} &   # the operator, on this machine\n"
         + ("  python examples/helm_local.py install       # or the chart's operator, as a pod\n" if network
            else "") +
+        ("" if isinstance(cluster, LocalCluster) else
+         "  kubectl apply -f examples/claims/tfjob-shared.yaml   # the claim the examples mount\n") +
         "  kubectl apply -f examples/mnist-cpu.yaml\n"
         "Press Ctrl-C to stop."
     )
