@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -33,8 +34,8 @@ spec:
 """
 
 
-def start_up(workdir: Path) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
-    """`tfjob local up --control-plane upstream` in its own process, once its banner is out."""
+def start_up(workdir: Path) -> tuple[subprocess.Popen[str], str]:
+    """`tfjob local up --control-plane upstream` in its own process, once its banner (returned) is out."""
     proc = subprocess.Popen([TFJOB, "local", "up", "--control-plane", "upstream", "--workdir", str(workdir),
                              "--nodes", "1x{cpu:4}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -48,7 +49,13 @@ def start_up(workdir: Path) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
         except queue.Empty:
             proc.kill()
             raise AssertionError("no banner from tfjob local up in 300 s:\n" + "".join(seen)) from None
-    return proc, lines
+    return proc, "".join(seen)
+
+
+def memory_cgroup(banner: str) -> Path | None:
+    """The kubelet's memory cgroup the banner names (`... a cgroup per container under PATH`), if it made one."""
+    match = re.search(r"a cgroup per container under (\S+)", banner)
+    return Path(match[1]) if match else None
 
 
 def of_workdir(workdir: Path) -> list[psutil.Process]:
@@ -71,7 +78,7 @@ def plane_namespaces() -> set[str]:
 def test_nothing_is_left_behind(sig: signal.Signals, tmp_path: Path, upstream_binaries: dict[str, Path]) -> None:
     workdir = tmp_path / "work"
     before = plane_namespaces()
-    proc, _ = start_up(workdir)
+    proc, banner = start_up(workdir)
     try:
         kubectl = Kubectl(workdir / "kubeconfig")
         kubectl("apply", "-f", "-", stdin=SLEEPER)
@@ -97,3 +104,5 @@ def test_nothing_is_left_behind(sig: signal.Signals, tmp_path: Path, upstream_bi
     assert not ours & plane_namespaces()
     assert (workdir / "upstream" / "etcd").is_dir() and (workdir / "upstream" / "pki" / "ca.key").is_file()
     assert not Path("/var/run/kubernetes").exists(), "a certificate directory outside the workdir"
+    cgroup = memory_cgroup(banner)
+    assert cgroup is None or not cgroup.exists(), f"the kubelet's memory cgroup {cgroup} is left"
