@@ -4,19 +4,16 @@ when they are not there (`TFJOB_UPSTREAM_BIN` names a directory holding them ins
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from upstream_helpers import Kubectl
 
 from kubelocal.upstream.binaries import BinariesMissing, find
 from kubelocal.upstream.cluster import UpstreamClusterThread
 from tfjob_operator.crd import CRD_PATH
 
-KUBECTL = str(Path(sys.executable).parent / "kubectl")
 #: A process node, a node labelled with a key only an administrator may set, and two simulated nodes.
 NODES = "node-0{cpu:8,memory:16Gi};tagged{cpu:2,memory:4Gi,label:node-role.kubernetes.io/tagged=};2xsim{sim:true}"
 
@@ -43,23 +40,6 @@ def kubeconfig(upstream: UpstreamClusterThread, tmp_path_factory: pytest.TempPat
     path = tmp_path_factory.mktemp("kubeconfig") / "kubeconfig"
     upstream.write_kubeconfig(path)
     return path
-
-
-class Kubectl:
-    """The real kubectl against one kubeconfig."""
-
-    def __init__(self, kubeconfig: Path) -> None:
-        self.kubeconfig = kubeconfig
-
-    def run(self, *args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([KUBECTL, "--kubeconfig", str(self.kubeconfig), *args], input=stdin,
-                              capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "HOME": str(self.kubeconfig.parent)})
-
-    def __call__(self, *args: str, stdin: str | None = None, timeout: float = 60) -> str:
-        done = self.run(*args, stdin=stdin, timeout=timeout)
-        assert done.returncode == 0, f"kubectl {' '.join(args)} failed: {done.stderr}"
-        return done.stdout
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import Kubectl
 from polling import wait_for
 from processes import alive, cmdline
+from upstream_helpers import Kubectl
 
 from kubelocal.network import iproute
 
@@ -84,8 +84,8 @@ def test_nothing_is_left_behind(sig: signal.Signals, tmp_path: Path, upstream_bi
         kubectl("apply", "-f", "-", stdin=SLEEPER)
         kubectl("wait", "pod/sleeper", "--for=jsonpath={.status.phase}=Running", "--timeout=120s")
         started = of_workdir(workdir)
-        names = {" ".join(cmdline(p))[:60] for p in started}
-        assert any("etcd" in n or "server" in n for n in names) and any("kube-apiserver" in n for n in names)
+        programs = {Path(cmdline(p)[0]).name for p in started if cmdline(p)}
+        assert {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} <= programs
         assert any("upstream-cleanup" in " ".join(cmdline(p)) for p in started), "the pod's process"
         ours = plane_namespaces() - before
     finally:

@@ -10,9 +10,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import KUBECTL, Kubectl
 from polling import wait_for
 from ports import free_ports
+from upstream_helpers import KUBECTL, Kubectl
 
 from kubelocal.upstream.cluster import UpstreamClusterThread
 from kubelocal.upstream.pki import kubeconfig as make_kubeconfig
