@@ -2,7 +2,7 @@
 
 import pytest
 
-from kubelocal.nodes import DEFAULT_CPU, DEFAULT_NODES, NodeSpecError, describe_nodes, parse_node_spec
+from kubelocal.nodes import DEFAULT_CPU, DEFAULT_NODES, NodeSpecError, describe_nodes, parse_node_spec, split_labels
 from tfjob_operator.resources import GPU
 
 
@@ -78,3 +78,14 @@ def test_bad_specs_are_refused_with_what_to_write(spec: str, message: str) -> No
 def test_description_lists_capacity_custom_labels_and_taints() -> None:
     text = describe_nodes(parse_node_spec("b{gpu:2,cpu:8,memory:32Gi,taint:gpu=true:NoSchedule,label:zone=a}"))
     assert text == "b: cpu=8 memory=32Gi nvidia.com/gpu=2 labels zone=a taints gpu=true:NoSchedule"
+
+
+@pytest.mark.parametrize(("label", "own"), [
+    ("kubernetes.io/hostname", True), ("topology.kubernetes.io/zone", True), ("kubelocal.dev/sim", True),
+    ("node.kubernetes.io/instance-type", True), ("team.kubelet.kubernetes.io/x", True), ("zone", True),
+    ("node-role.kubernetes.io/worker", False), ("example.k8s.io/x", False),
+    ("node-restriction.kubernetes.io/pool", False), ("a.node-restriction.kubernetes.io/pool", False),
+])
+def test_a_kubelet_sets_only_the_labels_node_restriction_lets_it(label: str, own: bool) -> None:
+    mine, administered = split_labels({label: "v"})
+    assert (label in mine, label in administered) == (own, not own)
