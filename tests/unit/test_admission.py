@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from tfjob_operator.controller import gang_wiring
-from tfjob_operator.gang import admission, builtin, host, queue
+from tfjob_operator.gang import admission, builtin, queue
 from tfjob_operator.gang.base import GangOptions
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import JobView, view_job
 from tfjob_operator.render import render
 from tfjob_operator.settings import OperatorSettings
+from tfjob_operator.times import Clock
 from tfjob_operator.validation import parse_tfjob
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -75,7 +76,7 @@ class FakeKube:
     deleted: list[str] = field(default_factory=list)
     events: list[tuple[str, str, str]] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
-    on_pod: host.OnEvent | None = None
+    on_pod: Callable[[str, Mapping[str, Any]], None] | None = None
     lagging: bool = False
     backlog: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     #: Seconds a PATCH takes (an API server busy with a burst).
@@ -138,12 +139,19 @@ class FakeController:
         store = self.jobs.get(key)
         return view_job(store[-1]) if store else None
 
-    async def watch_cluster(self, on_node: host.OnEvent, on_pod: host.OnEvent) -> None:
-        for n in self.kube.nodes:
-            on_node("ADDED", copy.deepcopy(n))
-        for p in self.kube.pods.values():
-            on_pod("ADDED", copy.deepcopy(p))
-        self.kube.on_pod = on_pod
+    async def watch_cluster(self) -> None:
+        """The operator's one watch of nodes and every pod, started once: it hands each event to the loop."""
+        assert self.loop is not None
+        if self.kube.on_pod is None:
+            for n in self.kube.nodes:
+                self.loop.node_event("ADDED", copy.deepcopy(n))
+            for p in self.kube.pods.values():
+                self.loop.pod_event("ADDED", copy.deepcopy(p))
+            self.kube.on_pod = self.loop.pod_event
+
+    @property
+    def cluster_listed(self) -> bool:
+        return self.kube.on_pod is not None
 
     def submit(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
         key = ("ns", obj["metadata"]["name"])
@@ -153,18 +161,13 @@ class FakeController:
             self.kube.pods[p["metadata"]["name"]] = p
             self.kube.changed("ADDED", p)
         self.sync(key)
-        if self.loop is not None:
-            for p in pods:
-                self.loop.notice_pod("ADDED", p)
         return pods
 
     def sync(self, key: tuple[str, str]) -> None:
-        """The pod index catches up with the API, and the loop is told (as the controller tells it of each event)."""
+        """The pod index catches up with the API. The loop hears of each pod event once, from the watch (a pass
+        starts it; before, its first pass looks at every job with pods)."""
         self.pods[key] = [copy.deepcopy(p) for p in self.kube.pods.values()
                           if p["metadata"].get("labels", {}).get("tfjob.dev/job-name") == key[1]]
-        if self.loop is not None:
-            for p in self.pods[key]:
-                self.loop.notice_pod("MODIFIED", p)
 
     def bind_all(self, phase: str = "Running") -> None:
         """kube-scheduler binds every released pod where it was pinned; the kubelet runs it."""
@@ -175,8 +178,18 @@ class FakeController:
                 self.kube.changed("MODIFIED", p)
 
 
+@dataclass
+class FakeClock(Clock):
+    """The wall time the test sets (`now[0]`); the monotonic count is the real one."""
+
+    wall: list[datetime]
+
+    def now(self) -> datetime:
+        return self.wall[0]
+
+
 def loop_for(controller: FakeController, now: list[datetime]) -> admission.AdmissionLoop:
-    controller.loop = admission.AdmissionLoop(controller, clock=lambda: now[0])
+    controller.loop = admission.AdmissionLoop(controller, clock=FakeClock(now))
     return controller.loop
 
 
@@ -230,7 +243,7 @@ async def test_admission_latency_counts_from_the_first_gated_pod_seen() -> None:
     c = FakeController(kube)
     pods = c.submit(job_obj("j", 2))
     loop = loop_for(c, [T0])
-    loop.notice_pod("ADDED", pods[0])
+    loop.pod_event("ADDED", pods[0])
     loop.state.queued_since["ns/j"] -= 6.0  # seen six seconds before the pass
     await loop.pass_once()
     histogram = c.metrics.gang_admission_seconds
@@ -244,7 +257,7 @@ async def test_a_slow_release_patch_is_no_wait_in_the_queue() -> None:
     c = FakeController(kube)
     pods = c.submit(job_obj("j", 2))
     loop = loop_for(c, [T0])
-    loop.notice_pod("ADDED", pods[0])
+    loop.pod_event("ADDED", pods[0])
     loop.state.queued_since["ns/j"] -= admission.ADMITTED_NEWS_SECONDS - 0.6  # admitted 4.4 s after it was seen
     await loop.pass_once()
     assert released(kube, "j") == ["j-worker-0", "j-worker-1"]
@@ -301,8 +314,10 @@ async def test_gpu_seconds_are_added_up_over_the_jobs_pod_events_named_not_a_sca
     loop._last_integration -= 10.0
     loop._integrate_gpu_seconds()
     assert c.metrics.gang_partial_gpu_seconds._value.get() == 0
-    c.kube.pods[c.pods[("ns", "j")][0]["metadata"]["name"]]["status"]["phase"] = "Pending"
-    c.sync(("ns", "j"))  # the watch shows it: 2 GPUs held by a gang not all running
+    pod = c.kube.pods[c.pods[("ns", "j")][0]["metadata"]["name"]]
+    pod["status"]["phase"] = "Pending"
+    c.kube.changed("MODIFIED", pod)  # the watch shows it: 2 GPUs held by a gang not all running
+    c.sync(("ns", "j"))
     loop._last_integration -= 10.0
     loop._integrate_gpu_seconds()
     assert c.metrics.gang_partial_gpu_seconds._value.get() == pytest.approx(20.0, rel=0.05)
@@ -480,9 +495,6 @@ def submit_at(c: FakeController, obj: dict[str, Any], width: int) -> list[dict[s
         c.kube.pods[p["metadata"]["name"]] = p
         c.kube.changed("ADDED", p)
     c.sync(key)
-    assert c.loop is not None
-    for p in pods:
-        c.loop.notice_pod("ADDED", p)
     return pods
 
 
@@ -515,6 +527,23 @@ async def test_a_waiting_elastic_gang_is_told_the_narrower_width_then_admitted_a
     plan = await loop.pass_once()
     assert plan is not None and plan.admitted == ["ns/e"]
     assert released(kube, "e") == ["e-worker-0", "e-worker-1", "e-worker-2"]
+
+
+async def test_asking_what_fits_before_the_cluster_is_known_answers_nothing_and_starts_no_watch(
+        elastic_jobs: dict[str, tuple[int, int]]) -> None:
+    elastic_jobs["e"] = (1, 4)
+    kube = FakeKube([node("a", 4)])
+    c = FakeController(kube)
+    loop = loop_for(c, [T0])
+    obj = job_obj("e", 4)
+    job = view_job(obj).job
+    assert job is not None
+    rendered = render(job).pods
+    assert loop.fits_workers(job, rendered, []) is None and loop.leaving_nodes() == frozenset()
+    assert kube.on_pod is None  # a query: the watch starts with the first pass that has a gang to place
+    submit_at(c, obj, 4)
+    await loop.pass_once()
+    assert kube.on_pod is not None and loop.fits_workers(job, rendered, c.pods[("ns", "e")]) is not None
 
 
 async def test_fits_workers_counts_the_jobs_own_pods_and_widens_only_while_nobody_waits(

@@ -1,6 +1,10 @@
 """The acts that carry out one decision through `kube`: the status (written or held, `status_cache`), its Events,
 annotations, pod deletes, creates, and the job's own deletion, in that order.
 
+The actuator keeps what it wrote and did per job (the status record, the Events posted, the pods expected, a pod
+creation refused for good) and looks it up itself: a call carries only what the controller decided. The
+controller reads the job as the actuator last wrote it (`annotations`, `with_decided`).
+
 Status first: a decision such as "attempt 3" must survive a crash. Events are posted in the background and
 deduplicated per job, like Kubernetes' event correlator. After creating pods the actuator waits (bounded) until
 the pod index shows them, and until the watch shows a pod it created (at most `EXPECTATIONS_SECONDS`, as
@@ -13,19 +17,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tfjob_operator import apigroups
 from tfjob_operator.api import JobConditionType
-from tfjob_operator.controller.status_cache import JobRecord
+from tfjob_operator.controller.status_cache import StatusCache
 from tfjob_operator.keys import JobKey
 from tfjob_operator.kube import Kube, KubeError, refusal_is_permanent
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observed import JobView
-from tfjob_operator.reconcile import AnnotateJob, CreateObject, Decision, DeleteJob, DeletePod, EmitEvent, utcnow
+from tfjob_operator.reconcile import AnnotateJob, CreateObject, Decision, DeleteJob, DeletePod, EmitEvent
+from tfjob_operator.times import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("tfjob_operator")
 
@@ -42,8 +46,11 @@ STOP_GRACE_SECONDS = 2.0
 
 @dataclass
 class JobActs:
-    """What the actuator remembers about one job between reconciles (lost on restart, by design)."""
+    """What the actuator remembers about one job between reconciles (lost on restart, by design), besides its status
+    record."""
 
+    #: The job these acts were for: a job deleted and created again under its name starts afresh.
+    uid: str | None = None
     recent_events: dict[tuple[str, str], float] = field(default_factory=dict)
     #: Why the API server refused the job's pods for good (the next reconcile fails the job), if it did.
     pod_create_error: str | None = None
@@ -58,44 +65,82 @@ class Actuator:
     reconcile (the API server refused a pod for good: the next reconcile fails the job)."""
 
     def __init__(self, kube: Kube, metrics: Metrics, pods: Mapping[JobKey, Any],
-                 requeue: Callable[[JobKey], None]) -> None:
+                 requeue: Callable[[JobKey], None], clock: Clock = SYSTEM_CLOCK) -> None:
         self.kube = kube
         self.metrics = metrics
         self.pods = pods
         self._requeue = requeue
+        self.clock = clock
+        #: Each job's status as decided and written, and the write hold.
+        self.status = StatusCache(clock.monotonic)
         self._jobs: dict[JobKey, JobActs] = {}
         #: Work nobody waits for (Events), kept referenced until done.
         self._background: set[asyncio.Task[None]] = set()
 
-    def job(self, key: JobKey) -> JobActs:
+    def _acts(self, key: JobKey, uid: str | None) -> JobActs:
         acts = self._jobs.get(key)
-        if acts is None:
-            acts = self._jobs[key] = JobActs()
+        if acts is None or (acts.uid is not None and uid is not None and acts.uid != uid):
+            acts = self._jobs[key] = JobActs(uid)
+        acts.uid = acts.uid or uid
         return acts
 
     def forget(self, key: JobKey) -> None:
         self._jobs.pop(key, None)
+        self.status.forget(key)
 
     def pods_changed(self, key: JobKey, name: str) -> None:
-        """Pod `name` of the job changed: it is no longer awaited, and a wait for the created pods wakes."""
+        """Pod `name` of the job changed: it is no longer awaited, a wait for the created pods wakes, and a status
+        change held for the pods' news waits a little more."""
         acts = self._jobs.get(key)
         if acts is not None:
             acts.expected.pop(name, None)
             acts.pods_changed.set()
+        self.status.pod_event(key)
+
+    def pod_create_error(self, key: JobKey) -> str | None:
+        """Why the API server refused the job's pods for good, if it did (the next reconcile fails the job)."""
+        acts = self._jobs.get(key)
+        return acts.pod_create_error if acts is not None else None
+
+    def annotations(self, key: JobKey, view: JobView) -> dict[str, str]:
+        """The job's annotations as this operator last wrote them over the watched ones (the watch may trail its
+        writes). Until it writes the job's status, the watch's is taken as what the server holds."""
+        record = self.status.record(key)
+        record.read(view.uid, lambda: apigroups.status_for_group(
+            apigroups.group_of(view.obj), key[1], view.status.model_dump(mode="json")))
+        return record.annotations_over(view.uid, (view.obj.get("metadata") or {}).get("annotations") or {})
+
+    def with_decided(self, key: JobKey, view: JobView) -> JobView:
+        """The view with the status this operator last decided for the job."""
+        return self.status.record(key).with_decided(view)
+
+    async def write_progress(self, key: JobKey, body: Mapping[str, Any], progress: dict[str, Any]) -> bool:
+        """Merge-patch status.progress of a Running job (`body` as watched); the decided and written copies keep
+        it. False if the job is not Running as this operator knows it, or is gone."""
+        record = self.status.record(key)
+        uid = (body.get("metadata") or {}).get("uid")
+        if record.current(uid, body.get("status") or {}).get("state") != "Running":
+            return False  # finished or restarting since the read: the figures are no longer news
+        written = await self.kube.patch_status(*key, {"progress": progress})
+        if written is None:
+            return False
+        record.merge((written.get("metadata") or {}).get("uid"), "progress", progress)
+        return True
 
     async def stop(self) -> None:
         """Events on their way get a moment to be sent (not a wait on a dead API server)."""
         if self._background:
             await asyncio.wait(self._background, timeout=STOP_GRACE_SECONDS)
 
-    async def act(self, key: JobKey, view: JobView, decision: Decision, record: JobRecord, acts: JobActs,
-                  pending: dict[str, str | None], starting: bool = False) -> float | None:
-        """Status, its Events, then the actions in order. `pending` annotations (a gang size read from the pods)
-        are written with the decision's own. `starting`: some of the job's pods await their start (a status
+    async def act(self, key: JobKey, view: JobView, decision: Decision, *,
+                  annotate: Mapping[str, str | None] | None = None, starting: bool = False) -> float | None:
+        """Status, its Events, then the actions in order. `annotate` (a gang size read from the pods) is written
+        with the decision's own annotations. `starting`: some of the job's pods await their start (a status
         change is held on meanwhile). Returns in how many seconds to come back for a status change held back
         (status_cache)."""
         namespace, name = key
         obj = view.obj
+        record, acts = self.status.record(key), self._acts(key, view.uid)
         group = apigroups.group_of(obj)
         # Stored as its API keeps it: Kubeflow's CRD would prune our extra fields (the counters go to annotations).
         new_status = apigroups.status_for_group(group, name, decision.status.model_dump(mode="json"))
@@ -113,10 +158,10 @@ class Actuator:
             self._in_background(self._post_event(obj, event, acts))
         for event in decision.of_type(EmitEvent):
             if event.condition == JobConditionType.RUNNING:
-                self.metrics.running(view.status, obj["metadata"].get("creationTimestamp"), utcnow())
+                self.metrics.running(view.status, obj["metadata"].get("creationTimestamp"), self.clock.now())
         deletes: list[DeletePod] = []
         creates: list[CreateObject] = []
-        annotations: dict[str, str | None] = dict(pending)
+        annotations: dict[str, str | None] = dict(annotate or {})
         for action in decision.actions:
             if isinstance(action, AnnotateJob):
                 annotations.update(action.annotations)
@@ -140,11 +185,11 @@ class Actuator:
         """Read-your-writes: wait (bounded, woken by the job's pod events) until the pod index shows the pods just
         created, so the next reconcile does not create them again (harmless, a 409, but a wasted request per pod;
         under load the watch may trail the creates by seconds)."""
-        deadline = time.monotonic() + timeout
+        deadline = self.clock.monotonic() + timeout
         while names:
             acts.pods_changed.clear()
             seen = {(p.get("metadata") or {}).get("name") for p in (self.pods.get(key) or [])}
-            left = deadline - time.monotonic()
+            left = deadline - self.clock.monotonic()
             if names <= seen or left <= 0:
                 return
             with contextlib.suppress(TimeoutError):
@@ -158,7 +203,7 @@ class Actuator:
         # The Service and gang objects first (pods may need them), then every pod at once.
         for action in (c for c in creates if c.kind != "Pod"):
             await self.kube.create(action.obj)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         acts.expected = {name: until for name, until in acts.expected.items() if until > now}
         pods = [c for c in creates if c.kind == "Pod" and c.name not in acts.expected]
         # Expected before the request goes: the watch may show the pod before the response comes back.
@@ -183,7 +228,7 @@ class Actuator:
         task.add_done_callback(self._background.discard)
 
     async def _post_event(self, obj: Mapping[str, Any], event: EmitEvent, acts: JobActs) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         key = (event.reason, event.message)
         if now - acts.recent_events.get(key, -EVENT_DEDUP_SECONDS) < EVENT_DEDUP_SECONDS:
             return

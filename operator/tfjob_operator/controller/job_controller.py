@@ -8,7 +8,11 @@ timeout, a held status write) is the job's next timer; an API error retries with
 repeated fails the job (`reconcile_errors`). No finalizers: deletion is Kubernetes garbage collection through owner
 references.
 Jobs of the builtin gang backend are released by the admission loop (`tfjob_operator.gang.admission`), which the
-controller starts and stops with itself and which pod events wake.
+controller starts and stops with itself and hands every pod and node event its watches show, once.
+
+What the controller keeps per job is its own: the latest body (the job index), the version last seen and the view
+parsed from it (`_Known`); the pods are the pod index's, the timers the work queue's, what was written and acted
+the actuator's. `forget` has each owner drop its own.
 """
 
 from __future__ import annotations
@@ -18,22 +22,19 @@ import concurrent.futures
 import logging
 import time
 from collections import ChainMap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tfjob_operator import apigroups, dispatch, reconcile_budget, reconcile_errors
 from tfjob_operator.api import TFJob
-from tfjob_operator.controller.actuator import Actuator, JobActs
+from tfjob_operator.controller import pod_records
+from tfjob_operator.controller.actuator import Actuator
 from tfjob_operator.controller.gang_wiring import gang_options, gang_view
-from tfjob_operator.controller.pod_records import all_pod_names, with_pod_records
-from tfjob_operator.controller.status_cache import JobRecord, StatusCache
 from tfjob_operator.controller.watches import Watches
 from tfjob_operator.controller.workqueue import Backoff, WorkQueue
 from tfjob_operator.gang.admission import AdmissionLoop
-from tfjob_operator.gang.backends import released_by_operator
 from tfjob_operator.gang.base import GangOptions
-from tfjob_operator.gang.host import OnEvent
 from tfjob_operator.keys import JobKey
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, load_api_client
 from tfjob_operator.local.ports import LoopbackPorts
@@ -50,10 +51,11 @@ from tfjob_operator.observed import (
 )
 from tfjob_operator.pod_index import PodIndex, job_of
 from tfjob_operator.progress.poller import ProgressPoller
-from tfjob_operator.reconcile import Decision, ReconcileOptions, effective_job, reconcile, utcnow
+from tfjob_operator.reconcile import Decision, ReconcileOptions, effective_job, reconcile
 from tfjob_operator.reconcile.observe import awaits_start
 from tfjob_operator.render import RenderOptions, render
 from tfjob_operator.settings import Addressing, OperatorSettings
+from tfjob_operator.times import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("tfjob_operator")
 
@@ -70,11 +72,24 @@ LISTED_LAG_SECONDS = 5.0
 _HAS_RUN = frozenset({"Running", "Succeeded", "Failed"})
 
 
+@dataclass
+class _Known:
+    """What the controller keeps of one job beside its body: the resourceVersion last seen on the watch (a relist
+    skips the unchanged), whether its next reconcile yields to just-submitted jobs', and the view parsed from its
+    body, with the (uid, resourceVersion) it was parsed from (not kept once the job has finished)."""
+
+    version: str | None = None
+    lagging: bool = False
+    view: tuple[tuple[str | None, str | None], JobView] | None = None
+
+
 class JobController:
     """Runs reconciles: one at a time per job, coalesced, retried with back-off on API errors."""
 
-    def __init__(self, settings: OperatorSettings, kube: Kube, metrics: Metrics) -> None:
+    def __init__(self, settings: OperatorSettings, kube: Kube, metrics: Metrics, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
+        #: The one clock of the reconciles, the actuator and the admission loop.
+        self.clock = clock
         self.kube = kube
         self.metrics = metrics
         #: Every TFJob watched, by key: a store of its latest body (as kept; packed once finished:
@@ -92,16 +107,10 @@ class JobController:
             debounce=RECONCILE_DEBOUNCE_SECONDS, timer_slack=TIMER_SLACK_SECONDS,
             observe=metrics.reconcile_seconds.observe)
         metrics.workqueue_depth.set_function(self.queue.depth)
-        self.status = StatusCache()
-        self.actuator = Actuator(kube, metrics, self.pods, self.trigger)
-        self.watches = Watches(settings, kube, self._index_pod)
+        self.actuator = Actuator(kube, metrics, self.pods, self.trigger, clock)
+        self.watches = Watches(settings, kube, self._pod_event, self._node_event)
         self.ports = LoopbackPorts(lambda: [*self.jobs.values(), *self.pods.values()])
-        #: Parsed jobs by key, with the (uid, resourceVersion) they were parsed from.
-        self._views: dict[JobKey, tuple[tuple[str | None, str | None], JobView]] = {}
-        #: Each job's resourceVersion as last seen on the watch (a relist skips the unchanged: `job_event`).
-        self._versions: dict[JobKey, str | None] = {}
-        #: Listed jobs that have run, whose next reconcile yields to just-submitted jobs' (LISTED_LAG_SECONDS).
-        self._lagging: set[JobKey] = set()
+        self._known: dict[JobKey, _Known] = {}
         self._resync_task: asyncio.Task[None] | None = None
         #: The threads of reconciles' CPU work (parsing, rendering, deciding), a reconcile's steps ahead of later
         #: reconciles': a few suffice, the GIL serialises the work anyway; more would only interleave it.
@@ -131,11 +140,7 @@ class JobController:
         # rest (a library's blocking call): a few threads, the GIL serialises the work anyway.
         asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(4, "tfjob-work"))
         self.queue.paused = not leading
-        self.admission = AdmissionLoop(self)
-        if released_by_operator(self.settings.gang_backend):
-            # Capacity is watched from the start (a job naming another backend watches it at its first gang), and
-            # that watch of every pod feeds the pod index too.
-            self.admission.watch_cluster()
+        self.admission = AdmissionLoop(self, clock=self.clock)
         if leading:
             self.lead()
 
@@ -160,38 +165,38 @@ class JobController:
             await self.progress.stop()
         self.watches.stop()
         await self.queue.stop()
-        self._views.clear()
+        self._known.clear()
         await self.actuator.stop()
 
     async def watch_pods(self) -> None:
         """Fill the pod index (the list) before it returns, then follow the watch: call at start-up, before kopf
         starts its TFJob watch, so no reconcile reads an index that has not been listed (it would create the pods
-        again). Under the builtin gang backend the admission loop's watch of every pod is this one too."""
-        if self.watches.one_pod_watch and self.admission is not None:
-            await self.admission.watch_cluster()
-            return
-        await self.watches.watch_tfjob_pods()
+        again). Under the builtin gang backend the admission loop's watch of every pod and node is this one."""
+        await self.watches.watch_pods()
 
-    async def watch_cluster(self, on_node: OnEvent, on_pod: OnEvent) -> None:
-        """Feed every node and every pod to the admission loop's callbacks (`admission.AdmissionHost`)."""
-        await self.watches.watch_cluster(on_node, on_pod)
+    def watch_cluster(self) -> Awaitable[None]:
+        """Watch every node and pod for the admission loop (`admission.AdmissionHost`), once."""
+        return self.watches.watch_cluster()
 
-    def _index_pod(self, event_type: str, pod: Mapping[str, Any]) -> None:
-        """A pod watch event: a TFJob pod (of a watched namespace) goes into the index, and its job is told."""
+    @property
+    def cluster_listed(self) -> bool:
+        return self.watches.cluster_listed
+
+    def _pod_event(self, event_type: str, pod: Mapping[str, Any]) -> None:
+        """Each pod event the watches show, once: a TFJob pod (of a watched namespace) goes into the index and its
+        job is told (the actuator, a reconcile); then the admission loop (capacity, gangs waiting)."""
         key = job_of(pod)
-        if key is None or (self.settings.namespaces and key[0] not in self.settings.namespaces):
-            return
-        self.pods.apply(key, event_type, pod)
-        self.pod_changed(key, event_type, pod)
-
-    def pod_changed(self, key: JobKey, event_type: str, pod: Mapping[str, Any]) -> None:
-        """A pod of job `key` changed: tell the admission loop (gated or ended pods), reconcile the job."""
+        if key is not None and (not self.settings.namespaces or key[0] in self.settings.namespaces):
+            self.pods.apply(key, event_type, pod)
+            self.actuator.pods_changed(key, str((pod.get("metadata") or {}).get("name")))
+            if key in self.jobs:
+                self.trigger(key)
         if self.admission is not None:
-            self.admission.notice_pod(event_type, pod)
-        self.actuator.pods_changed(key, str((pod.get("metadata") or {}).get("name")))
-        self.status.pod_event(key)
-        if key in self.jobs:
-            self.trigger(key)
+            self.admission.pod_event(event_type, pod)
+
+    def _node_event(self, event_type: str, node: Mapping[str, Any]) -> None:
+        if self.admission is not None:
+            self.admission.node_event(event_type, node)
 
     def job_deleted(self, key: JobKey) -> None:
         """A TFJob is gone: forget it (its pods go by garbage collection), and let admission see freed room."""
@@ -231,25 +236,23 @@ class JobController:
         A listed job that is settled (`settled`) is not reconciled at all, as the resync skips it; one that has
         run is reconciled after the just-submitted ones (LISTED_LAG_SECONDS): a new leader's first writes are for
         the jobs waiting to start, not behind a reconcile of every listed job."""
-        seen = self._versions.get(key)
-        self._versions[key] = version
+        known = self._known.setdefault(key, _Known())
+        seen, known.version = known.version, version
         if listed and version is not None and seen == version:
             return
         if listed:
             if self.settled(key):
                 return
             if job_state(self.jobs.get(key)) in _HAS_RUN:
-                self._lagging.add(key)
+                known.lagging = True
         self.trigger(key)
 
     def forget(self, key: JobKey) -> None:
-        self._versions.pop(key, None)
-        self._lagging.discard(key)
-        self._views.pop(key, None)
-        self.pods.forget(key)
-        self.queue.forget(key)
-        self.status.forget(key)
-        self.actuator.forget(key)
+        """The job is gone: each owner of per-job state drops its own (this controller's `_Known`, the pod index's
+        last words, the work queue's timers, the actuator's records)."""
+        self._known.pop(key, None)
+        for owner in (self.pods, self.queue, self.actuator):
+            owner.forget(key)
 
     async def resync_forever(self) -> None:
         """Safety net: every job is reconciled again every resync_seconds (no writes when nothing changed), but one
@@ -276,8 +279,10 @@ class JobController:
     async def _reconcile(self, key: JobKey) -> float | None:
         # This reconcile's work (and the tasks and threads it starts) queues by its start: ahead of later
         # reconciles' (tfjob_operator.dispatch).
-        lag = LISTED_LAG_SECONDS if key in self._lagging else 0.0
-        self._lagging.discard(key)
+        known = self._known.get(key)
+        lag = LISTED_LAG_SECONDS if known is not None and known.lagging else 0.0
+        if known is not None:
+            known.lagging = False
         dispatch.reconcile_started.set(time.monotonic() + lag)
         return await self.reconcile_once(key)
 
@@ -299,9 +304,9 @@ class JobController:
         # Only what cannot raise again: the job's parsed run policy and its pods as indexed (no render, no gang).
         pods = [dict(p) for p in (self.pods.get(key) or [])]
         run_policy = view.job.spec.runPolicy if view.job is not None else None
-        decision = reconcile_errors.give_up(view.obj, exc, failures, utcnow(), pods, run_policy)
+        decision = reconcile_errors.give_up(view.obj, exc, failures, self.clock.now(), pods, run_policy)
         try:
-            held = await self.actuator.act(key, view, decision, self.status.record(key), self.actuator.job(key), {})
+            held = await self.actuator.act(key, view, decision)
         except Exception as write_error:  # still inside the error path: never kill the queue's run
             log.warning("could not mark %s/%s failed: %s", *key, write_error)
             return delay
@@ -313,80 +318,85 @@ class JobController:
     def view(self, key: JobKey) -> JobView | None:
         """The job as last seen on the watch, parsed once per version (the admission loop reads the same views)."""
         body = latest(self.jobs.get(key))
+        known = self._known.get(key)
         if body is None:
-            self._views.pop(key, None)
+            if known is not None:
+                known.view = None
             return None
         meta = body.get("metadata") or {}
         version = (meta.get("uid"), meta.get("resourceVersion"))
-        cached = self._views.get(key)
-        if cached is not None and version[1] is not None and cached[0] == version:
-            return cached[1]
+        if known is not None and known.view is not None and version[1] is not None and known.view[0] == version:
+            return known.view[1]
         # The kept body is the index's private copy (observed.as_kept), which nothing changes: shared, not copied.
         view = view_job(body)
-        if view.finished:
-            # A finished job is read again only by the resync, its TTL and its pods' clean-up: parsing it then
-            # costs less than keeping a parsed copy of every finished job (thousands, until their TTL).
-            self._views.pop(key, None)
-        else:
-            self._views[key] = (version, view)
+        known = self._known.setdefault(key, _Known())
+        # A finished job is read again only by the resync, its TTL and its pods' clean-up: parsing it then costs
+        # less than keeping a parsed copy of every finished job (thousands, until their TTL).
+        known.view = None if view.finished else (version, view)
         return view
 
     async def reconcile_once(self, key: JobKey) -> float | None:
         """Read the job and its pods from the indices, decide, write status, act. Returns the requeue delay."""
-        record, acts = self.status.record(key), self.actuator.job(key)
         # Parsing, rendering and deciding are CPU work that grows with the job: done on worker threads, so the
         # event loop keeps serving every other job's events and API calls meanwhile (issue 15: isolation).
         # One hop for the reading (each hop waits its turn behind every other job's in a burst). The pod index is
         # listed here, on the event loop, which alone updates it.
-        read = await dispatch.run_in(self.work, self._read, key, record, list(self.pods.get(key) or []))
+        read = await dispatch.run_in(self.work, self._read, key, list(self.pods.get(key) or []))
         if read is None:
             self.forget(key)
             return None
         if not read:
             return None  # another controller's job (reconcile would say so too): not even its gang is looked up
-        view, pods, record_on_job = read
+        view, pods, annotate = read
         job = view.job
         over = reconcile_budget.over_bytes(job, self.settings.reconcile_budget_bytes) if job is not None else None
         run_policy = job.spec.runPolicy if job is not None else None
         if over is not None and not view.finished:
-            decision = reconcile_budget.fail(view.obj, over, utcnow(), pods, run_policy)
-            return _next_delay(await self.actuator.act(key, view, decision, record, acts, {}), decision)
+            decision = reconcile_budget.fail(view.obj, over, self.clock.now(), pods, run_policy)
+            return _next_delay(await self.actuator.act(key, view, decision), decision)
         # An over-budget job that has finished is never rendered again (its gang view would render every pod).
         budget = _TimeBudget(self.work, self.settings.reconcile_budget_seconds)
         try:
-            options = await self._options(key, view, pods, acts, None if over else job, budget)
-            decision = await budget.run(reconcile, view, pods, utcnow(), options)
+            options = await self._options(key, view, pods, None if over else job, budget)
+            decision = await budget.run(reconcile, view, pods, self.clock.now(), options)
         except _OverBudget:
             meta = view.obj.get("metadata") or {}
             log.warning("reconcile of %s/%s over its time budget (%g s): failing the job", meta.get("namespace"),
                         meta.get("name"), budget.seconds)
             decision = reconcile_budget.fail(
-                view.obj, reconcile_budget.over_seconds(budget.spent, budget.seconds), utcnow(), pods, run_policy)
+                view.obj, reconcile_budget.over_seconds(budget.spent, budget.seconds), self.clock.now(), pods,
+                run_policy)
         if not decision.managed:
             return None
         starting = any(awaits_start(pod) for pod in pods)
-        return _next_delay(await self.actuator.act(key, view, decision, record, acts, record_on_job, starting),
+        return _next_delay(await self.actuator.act(key, view, decision, annotate=annotate, starting=starting),
                            decision)
 
-    def _read(self, key: JobKey, record: JobRecord, store: list[Mapping[str, Any]]
+    def _read(self, key: JobKey, store: list[Mapping[str, Any]]
               ) -> tuple[JobView, list[dict[str, Any]], dict[str, str | None]] | tuple[()] | None:
-        """On a worker thread: the job's view with the controller's own writes over it, private copies of its pods
-        and the annotations to record (`pod_records`). None if the job is gone, () if it is not ours."""
-        view = self.view(key)
-        if view is None:
+        """On a worker thread, the job as it is now, built once, here: its watched body (parsed once per version),
+        with the annotations the actuator last wrote and those its pods record laid over it (parsed again only
+        if they change it), and the status the actuator last decided; private (shallow) copies of its pods; the
+        annotations to record on the job (`pod_records`). None if the job is gone, () if it is not ours."""
+        watched = self.view(key)
+        if watched is None:
             return None
-        watched = view
-        # What the server holds, as far as we know: the watch's copy until we write ourselves.
-        record.read(view.uid, lambda: apigroups.status_for_group(
-            apigroups.group_of(watched.obj), key[1], watched.status.model_dump(mode="json")))
-        view = record.overlay(view)
-        if not apigroups.managed_here(apigroups.group_of(view.obj), apigroups.manager_of(view.obj),
+        if not apigroups.managed_here(apigroups.group_of(watched.obj), apigroups.manager_of(watched.obj),
                                       self.settings.kubeflow_api):
             return ()
-        return with_pod_records(view, store)
+        # The kept pods are the index's private copies, which nothing changes (observed.as_kept).
+        pods = [dict(p) for p in store]
+        ours = self.actuator.annotations(key, watched)
+        added = {k: v for k, v in pod_records.recorded_under(watched, pods).items() if k not in ours}
+        meta = watched.obj.get("metadata") or {}
+        annotations = {**ours, **added}
+        view = watched if annotations == (meta.get("annotations") or {}) else view_job(
+            {**watched.obj, "metadata": {**meta, "annotations": annotations}})
+        view = self.actuator.with_decided(key, view)
+        return view, pods, pod_records.refusal_to_record(view, added)
 
-    async def _options(self, key: JobKey, view: JobView, pods: list[dict[str, Any]], acts: JobActs,
-                       job: TFJob | None, budget: _TimeBudget) -> ReconcileOptions:
+    async def _options(self, key: JobKey, view: JobView, pods: list[dict[str, Any]], job: TFJob | None,
+                       budget: _TimeBudget) -> ReconcileOptions:
         """What reconcile needs beside the job and its pods: the job rendered once (with its loopback ports, if
         any) and the gang view. `job` is None for an invalid job, or one over its budget: nothing is rendered."""
         if job is None:
@@ -395,7 +405,7 @@ class JobController:
                                     kubeflow_api=self.settings.kubeflow_api)
         ports: dict[str, int] | None = None
         if self.settings.addressing == Addressing.LOOPBACK and not view.finished:
-            ports = self.ports.for_job(view.obj, all_pod_names(job))
+            ports = self.ports.for_job(view.obj, pod_records.all_pod_names(job))
         effective, _ = effective_job(job, view.status)
         # A finished job in loopback mode has no ports: the rendering then only sizes the gang objects.
         rendered = await budget.run(render, effective, RenderOptions(
@@ -407,7 +417,7 @@ class JobController:
             node_monitor_grace=self.settings.node_monitor_grace,
             gang=await gang_view(self.settings, self.gang_options, self.kube, self.admission, job, effective,
                                  rendered.pods, pods),
-            pod_create_error=acts.pod_create_error,
+            pod_create_error=self.actuator.pod_create_error(key),
             kubeflow_api=self.settings.kubeflow_api,
             rendered=rendered,
             departed=self.pods.last_words(key),
@@ -417,16 +427,7 @@ class JobController:
         """Merge-patch status.progress, under the job's reconcile lock so a reconcile's full status write and
         its cached copy keep it. False if the job is gone."""
         async with self.queue.lock(key):
-            record = self.status.record(key)
-            body = latest(self.jobs.get(key)) or {}
-            current = record.current((body.get("metadata") or {}).get("uid"), body.get("status") or {})
-            if current.get("state") != "Running":
-                return False  # finished or restarting since the read: the figures are no longer news
-            written = await self.kube.patch_status(*key, {"progress": progress})
-            if written is None:
-                return False
-            record.merge((written.get("metadata") or {}).get("uid"), "progress", progress)
-            return True
+            return await self.actuator.write_progress(key, latest(self.jobs.get(key)) or {}, progress)
 
 
 class _OverBudget(Exception):

@@ -2,7 +2,7 @@
 (annotations on each pod, so they survive an operator restart mid-creation without a write to the job).
 
 The gang size belongs to the run-time refusal of a replicas change (`reconcile.effective_job`): it is recorded on
-the job once a changed spec is refused (`_refusal_to_record`), so the refusal outlives the pods.
+the job once a changed spec is refused (`refusal_to_record`), so the refusal outlives the pods.
 """
 
 from __future__ import annotations
@@ -12,34 +12,25 @@ from typing import Any
 
 from tfjob_operator import constants
 from tfjob_operator.api import ReplicaType, TFJob
-from tfjob_operator.observed import JobView, recorded_on_pods, view_job
+from tfjob_operator.observed import JobView, recorded_on_pods
 from tfjob_operator.reconcile import effective_job, recorded_replicas
 from tfjob_operator.render import pod_name
 
 
-def with_pod_records(view: JobView, store: list[Mapping[str, Any]]
-                     ) -> tuple[JobView, list[dict[str, Any]], dict[str, str | None]]:
-    """The view with what its pods record and the job does not carry, private copies of the pods, and the
-    annotations to write on the job (`_refusal_to_record`)."""
-    # Shallow copies: the kept pods are the index's private copies, which nothing changes (observed.as_kept).
-    pods = [dict(p) for p in store]
+def recorded_under(view: JobView, pods: list[dict[str, Any]]) -> dict[str, str]:
+    """What the job's pods record (`observed.recorded_on_pods`), to lay under the job's own annotations; nothing
+    for an invalid job, or a suspended one (its gang may be resized: only what the job itself says counts)."""
     job = view.job
     if job is None or job.spec.runPolicy.suspend:
-        return view, pods, {}  # suspended, the gang may be resized: only what the job itself says counts
-    meta = dict(view.obj.get("metadata") or {})
-    current = meta.get("annotations") or {}
-    missing = {k: v for k, v in recorded_on_pods(pods).items() if k not in current}
-    if not missing:
-        return view, pods, {}
-    view = view_job({**view.obj, "metadata": {**meta, "annotations": {**current, **missing}}})
-    return view, pods, _refusal_to_record(view, missing)
+        return {}
+    return recorded_on_pods(pods)
 
 
-def _refusal_to_record(view: JobView, missing: Mapping[str, str]) -> dict[str, str | None]:
+def refusal_to_record(view: JobView, added: Mapping[str, str]) -> dict[str, str | None]:
     """The gang size to write on the job once a changed spec is refused (a whole-gang restart then recreates the
-    pods at the recorded size)."""
+    pods at the recorded size); `added`: what the pods recorded and the job did not carry."""
     refused = view.job is not None and effective_job(view.job)[1] is not None
-    size = missing.get(constants.ANNOTATION_GANG_REPLICAS)
+    size = added.get(constants.ANNOTATION_GANG_REPLICAS)
     return {constants.ANNOTATION_GANG_REPLICAS: size} if refused and size else {}
 
 

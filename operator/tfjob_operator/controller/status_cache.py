@@ -85,13 +85,21 @@ class JobRecord:
 
     def overlay(self, view: JobView) -> JobView:
         """The view with this controller's last writes laid over it: the watch may not have caught up with them."""
-        if self.annotations is not None and self.annotations[0] == view.uid:
-            meta = dict(view.obj.get("metadata") or {})
-            current = meta.get("annotations") or {}
-            merged = {k: v for k, v in {**current, **self.annotations[1]}.items() if v is not None}
-            if merged != current:
-                # Annotations are part of the spec as reconcile reads it (the recorded gang size): parse again.
-                view = view_job({**view.obj, "metadata": {**meta, "annotations": merged}})
+        current = (view.obj.get("metadata") or {}).get("annotations") or {}
+        merged = self.annotations_over(view.uid, current)
+        if merged != current:
+            # Annotations are part of the spec as reconcile reads it (the recorded gang size): parse again.
+            view = view_job({**view.obj, "metadata": {**(view.obj.get("metadata") or {}), "annotations": merged}})
+        return self.with_decided(view)
+
+    def annotations_over(self, uid: str | None, current: Mapping[str, str]) -> dict[str, str]:
+        """The job's annotations with those this controller last wrote laid over `current` (the watch's)."""
+        if self.annotations is None or self.annotations[0] != uid:
+            return dict(current)
+        return {k: v for k, v in {**current, **self.annotations[1]}.items() if v is not None}
+
+    def with_decided(self, view: JobView) -> JobView:
+        """The view with the status this controller last decided for that job, if any."""
         if self.decided is not None and self.decided[0] == view.uid:
             view = view.with_status(copy.deepcopy(self.decided[1]))
         return view

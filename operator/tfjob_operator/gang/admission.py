@@ -8,7 +8,8 @@ timed out (delete; reconcile recreates them gated) and hands each waiting job's 
 milliseconds, passes must not overlap, and one pass reads every waiting job.
 
 Free capacity is kept, not listed per pass: a :class:`cluster.ClusterState` fed by watches of nodes and of every
-pod (the host's `watch_cluster`, started by the first pass with a gang to place). Released-but-unbound pods count
+pod (the host's `watch_cluster`, started by the first pass with a gang to place; the host hands each pod event
+to :meth:`AdmissionLoop.pod_event` once). Released-but-unbound pods count
 where they were pinned (:func:`builtin.holds_on`, read from the pods: a restarted operator double-books nothing).
 A release the watches have not shown yet is kept in one map (``_releases``): it counts in the capacity until the
 cluster watch shows it, and corrects the lagging pod index's view of the pod until it expires.
@@ -24,10 +25,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from tfjob_operator import constants
@@ -59,6 +59,7 @@ from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
 from tfjob_operator.observed import JobView
 from tfjob_operator.reconcile import NODE_REMOVAL_TAINTS, Reason, effective_job
 from tfjob_operator.resources import is_terminal, scheduling_demand
+from tfjob_operator.times import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("tfjob_operator.gang.admission")
 
@@ -93,7 +94,7 @@ class LoopState:
     timeouts: dict[str, int] = field(default_factory=dict)
     #: job key ("ns/name") → why it waits, from the last pass.
     reasons: dict[str, GangWait] = field(default_factory=dict)
-    #: job key → when the loop first saw its whole gang gated (wall clock), for the latency metric.
+    #: job key → when the loop first saw its whole gang gated (the clock's monotonic count), for the latency metric.
     queued_since: dict[str, float] = field(default_factory=dict)
     #: job key → order in which this operator first saw it queued (FIFO within a creation second).
     seen: dict[str, int] = field(default_factory=dict)
@@ -117,7 +118,7 @@ class AdmissionLoop:
     """The shell around :func:`queue.plan_pass_in`: reads a snapshot, writes releases, restarts timed-out gangs."""
 
     def __init__(self, host: AdmissionHost, *, period: float = ADMISSION_PERIOD_SECONDS,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.host = host
         self.period = period
         self.clock = clock
@@ -126,13 +127,12 @@ class AdmissionLoop:
         self._deadline: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._priority_cache: dict[str, tuple[float, int]] = {}
-        self._last_integration = time.monotonic()
+        self._last_integration = clock.monotonic()
         self._seq = 0
         #: Free capacity, kept from watch events (see the module docstring).
         self.capacity = ClusterState(builtin.holds_on)
         #: Pod key (namespace/name) → a release this loop made that the watches may not show yet.
         self._releases: dict[str, _Unseen] = {}
-        self._watching: asyncio.Future[None] | None = None
         #: Each queued job's parsed request, kept while its gated pods do not change (plan_pass_in).
         self._requests: dict[str, tuple[tuple[Any, ...], GangRequest]] = {}
         #: Job uid → (the view, its parsed builtin job or None), see _builtin_job.
@@ -153,8 +153,6 @@ class AdmissionLoop:
     async def stop(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
-        if self._watching is not None:
-            self._watching.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -163,20 +161,6 @@ class AdmissionLoop:
     def wake(self) -> None:
         """Ask for a pass soon (coalesced)."""
         self._wake.set()
-
-    def notice_pod(self, event_type: str, pod: Mapping[str, Any]) -> None:
-        """A TFJob pod changed: wake for new gated gangs and for capacity freed (pod ended or deleted)."""
-        if event_type == "DELETED" or is_terminal(pod) or builtin.is_gated(pod):
-            self.wake()
-        meta = pod.get("metadata") or {}
-        job = (meta.get("labels") or {}).get(constants.LABEL_JOB_NAME)
-        if job:
-            self._holding.add((meta.get("namespace") or "default", job))
-        if event_type != "DELETED" and job and waits_for_admission(pod):
-            self._candidates.add((meta.get("namespace") or "default", job))
-        if event_type != "DELETED" and builtin.is_gated(pod) and job:
-            # Admission latency counts from the first gated pod the operator saw (sub-second, unlike timestamps).
-            self.state.queued_since.setdefault(f"{meta.get('namespace') or 'default'}/{job}", time.time())
 
     def released(self, pods: Iterable[Mapping[str, Any]]) -> bool:
         """Every pod still gated in this (possibly stale) view was released by the loop already."""
@@ -194,9 +178,9 @@ class AdmissionLoop:
             self.wake()
 
     def pod_event(self, event_type: str, pod: Mapping[str, Any]) -> None:
-        """Any pod changed (from the host's watch): move its hold; drop the loop's own reservation once the watch
-        shows the release (or the pod went); wake when capacity was freed by a pod that is not a TFJob's (those
-        wake the loop through notice_pod)."""
+        """A pod changed (each pod event the host's watches show, once): move its hold; drop the loop's own
+        reservation once the watch shows the release (or the pod went); note a TFJob pod's job (waiting for
+        admission, maybe holding GPUs idle); wake for a gang created gated and for capacity freed."""
         meta = pod.get("metadata") or {}
         key = _pod_key(pod)
         freed = self.capacity.pod_event(event_type, pod)
@@ -205,25 +189,28 @@ class AdmissionLoop:
                 event_type == "DELETED" or mine.uid != meta.get("uid") or not builtin.is_gated(pod)):
             mine.reserved = False
             self.capacity.unreserve(key)
-        if freed and constants.LABEL_JOB_NAME not in (meta.get("labels") or {}):
+        name = (meta.get("labels") or {}).get(constants.LABEL_JOB_NAME)
+        if not name:
+            if freed:
+                self.wake()
+            return
+        job = (meta.get("namespace") or "default", name)
+        if event_type == "DELETED" or is_terminal(pod) or builtin.is_gated(pod):
             self.wake()
+        self._holding.add(job)
+        if event_type != "DELETED" and waits_for_admission(pod):
+            self._candidates.add(job)
+        if event_type != "DELETED" and builtin.is_gated(pod):
+            # Admission latency counts from the first gated pod the operator saw (sub-second, unlike timestamps).
+            self.state.queued_since.setdefault(key_str(job), self.clock.monotonic())
 
     def _as_released(self, pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """The pods with this loop's own releases applied where the (lagging) index still shows them gated."""
         return [builtin.as_released(pod, mine.patch)
                 if (mine := self._release_of(pod)) is not None and builtin.is_gated(pod) else pod for pod in pods]
 
-    def watch_cluster(self) -> asyncio.Future[None]:
-        """Start the host's watches once (again if they failed to start); the first pass with a gang to place
-        waits for their first lists. The operator starts them with itself when builtin is its default backend."""
-        if self._watching is None or (self._watching.done() and (
-                self._watching.cancelled() or self._watching.exception() is not None)):
-            self._watching = asyncio.ensure_future(self.host.watch_cluster(self.node_event, self.pod_event))
-            self._watching.add_done_callback(_report_watch_failure)
-        return self._watching
-
     def _expire_releases(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         for key in [k for k, r in self._releases.items() if now - r.at >= RESERVATION_SECONDS]:
             if self._releases.pop(key).reserved:
                 self.capacity.unreserve(key)
@@ -249,9 +236,8 @@ class AdmissionLoop:
         key = builtin.job_key(job)
         if key in self.state.fits:
             return self.state.fits[key]
-        if self._watching is None or not self._watching.done():
-            self.watch_cluster()
-            return None
+        if not self.host.cluster_listed:
+            return None  # the first pass with a gang to place starts the watches (a query starts nothing)
         own = [p for p in pods if not is_terminal(p) and builtin.holds_on(p)]
         request = GangRequest(key, tuple(rendered), domain_label=builtin.domain_label(job))
         widest = widest_fit(self.capacity.cluster(), request, bounds, held_by(own, builtin.holds_on))
@@ -263,7 +249,7 @@ class AdmissionLoop:
     def leaving_nodes(self) -> frozenset[str]:
         """Nodes marked for removal (a taint of `NODE_REMOVAL_TAINTS`): an elastic gang on one restarts before the
         node goes (empty until the node watch has listed)."""
-        if self._watching is None or not self._watching.done():
+        if not self.host.cluster_listed:
             return frozenset()
         return frozenset(n.name for n in self.capacity.cluster().nodes
                          if any(t.get("key") in NODE_REMOVAL_TAINTS
@@ -298,7 +284,7 @@ class AdmissionLoop:
         """Jobs (from the index) with a gated or released-but-unbound pod: no API call when there is none. Only the
         jobs whose pod events said so are looked at (a pass per pod event must not cost a scan of every job); all
         of them every FULL_SCAN_SECONDS, in case an event was missed."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now >= self._next_full_scan:
             self._next_full_scan = now + FULL_SCAN_SECONDS
             self._candidates = set(self.host.pods)
@@ -352,9 +338,9 @@ class AdmissionLoop:
             self._forget_timeouts()
             metrics.gang_queue_length.set(0)
             return None
-        await asyncio.shield(self.watch_cluster())
-        now = self.clock()
-        started = time.perf_counter()
+        await asyncio.shield(self.host.watch_cluster())
+        now = self.clock.now()
+        started = self.clock.monotonic()
         self._expire_releases()
         members_of: dict[JobKey, list[Mapping[str, Any]]] = {
             key: current_gang(waiting[key], self._as_released(list(self.host.pods.get(key) or [])),
@@ -371,13 +357,13 @@ class AdmissionLoop:
             gangs.append(QueuedGang(job, members, priority=gang_priority(members, class_values),
                                             arrival=arrival_seconds(waiting[key], self.state.seen[skey])))
             if members and all(builtin.is_gated(p) for p in members):
-                self.state.queued_since.setdefault(skey, time.time())
+                self.state.queued_since.setdefault(skey, self.clock.monotonic())
         plan = plan_pass_in(gangs, self.capacity.cluster(), now=now, options=self.host.gang_options,
                                     passes_waited=self.state.passes_waited, not_before=self.state.not_before,
                                     requests=self._requests)
         self.passes += 1
         self.state.fits = dict(plan.fits)
-        metrics.gang_pass_seconds.observe(time.perf_counter() - started)
+        metrics.gang_pass_seconds.observe(self.clock.monotonic() - started)
         by_key = {builtin.job_key(g.job): g for g in gangs}
         await self._release(plan, waiting, by_key)
         await self._time_out(plan, by_key, waiting, now)
@@ -396,7 +382,7 @@ class AdmissionLoop:
 
     async def _resolve_priority_classes(self, pods: Sequence[Mapping[str, Any]]) -> None:
         """Look up PriorityClasses named by gated pods whose spec.priority the API server did not fill in."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         wanted = {str((p.get("spec") or {}).get("priorityClassName")) for p in pods
                   if (p.get("spec") or {}).get("priorityClassName") and not (p.get("spec") or {}).get("priority")
                   and builtin.is_gated(p)}
@@ -417,9 +403,9 @@ class AdmissionLoop:
         metrics = self.host.metrics
         # A gang's wait ends when the pass admits it, not when its PATCHes come back: in a burst they queue behind
         # the burst's creates (tfjob_operator.dispatch), and that is no wait of the gang's for room.
-        admitted_at = time.time()
+        admitted_at = self.clock.monotonic()
         results = await asyncio.gather(*(self._patch_release(r) for r in plan.releases), return_exceptions=True)
-        stamp = time.monotonic()
+        stamp = self.clock.monotonic()
         pods = {(str(gangs[skey].job.namespace), str((p.get("metadata") or {}).get("name"))): p
                 for skey in plan.admitted for p in gangs[skey].pods}
         for release, result in zip(plan.releases, results, strict=True):
@@ -552,7 +538,7 @@ class AdmissionLoop:
         """Add the GPU-seconds held since the last call by gangs bound in part but not all running (any backend);
         nothing if the last call is less than `every` seconds ago. Only the jobs a pod event named since they last
         held nothing idle are read: whether a job holds GPUs idle changes only with its pods."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now - self._last_integration < every:
             return
         seconds, self._last_integration = now - self._last_integration, now
@@ -591,10 +577,3 @@ def _holds_idle(pods: Sequence[Mapping[str, Any]]) -> bool:
     live = [p for p in pods if not is_terminal(p)]
     return any(builtin.is_bound(p) for p in live) and any(
         (p.get("status") or {}).get("phase") != "Running" for p in live)
-
-
-def _report_watch_failure(future: asyncio.Future[None]) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.warning("cannot watch nodes and pods for gang admission (%s); the next pass tries again",
-                    future.exception())
-

@@ -5,7 +5,7 @@ operator; tests use a fake.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
 
 from tfjob_operator.gang.base import GangOptions
@@ -40,10 +40,6 @@ class AdmissionSettings(Protocol):
     def retry_max_backoff(self) -> float: ...
 
 
-#: A watch callback: (event type, object).
-OnEvent = Callable[[str, Mapping[str, Any]], None]
-
-
 class AdmissionHost(Protocol):
     """What the loop reads (parsed jobs, the pod index, settings) and the one thing it calls back (`trigger`).
 
@@ -69,6 +65,11 @@ class AdmissionHost(Protocol):
     def trigger(self, key: JobKey) -> None:
         """Reconcile this job soon (its Queued reason changed)."""
 
-    def watch_cluster(self, on_node: OnEvent, on_pod: OnEvent) -> Awaitable[None]:
-        """Start feeding every node and every pod (any namespace the operator may read) to the callbacks: the
-        current objects before it returns, then each change as it happens."""
+    def watch_cluster(self) -> Awaitable[None]:
+        """Watch every node and every pod (any namespace the operator may read) once, handing each event to the
+        loop's `node_event` and `pod_event`: the current objects before it completes, then each change as it
+        happens. Asked again after a failure, it tries again."""
+
+    @property
+    def cluster_listed(self) -> bool:
+        """Whether those watches have delivered their first lists (the kept capacity is the cluster's)."""
