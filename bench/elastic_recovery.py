@@ -45,7 +45,7 @@ KEYS = {"node NotReady": "not_ready_s", "gang restarted": "restarted_s", "new ga
 
 def measure(manifest: Path, timeout: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="elastic-recovery-") as work:
-        cmd = [sys.executable, "-m", "tfjob_operator.cli", "local", str(manifest), "--plain", "--nodes", NODES,
+        cmd = [sys.executable, "-m", "tfjob_operator", "local", str(manifest), "--plain", "--nodes", NODES,
                "--workdir", work, "--lose-node-after", "0", "--timeout", str(timeout)]
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None

@@ -46,8 +46,7 @@ import figures
 import numpy as np
 from gang_replay import HOUR, RESULTS, TRACE, GangReplay, Job, load_trace, make_jobs, pod_dict, pod_requests
 
-from tfjob_operator import constants
-from tfjob_operator.api import ReplicaType
+from tfjob_operator.api import ReplicaType, constants
 from tfjob_operator.gang.elastic import gang_at, widest_fit
 from tfjob_operator.gang.placement import AdmissionResult, Elastic, WaitKind
 from tfjob_operator.gang.request import GangRequest

@@ -52,10 +52,10 @@ from kubernetes import client, config, watch
 
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
-from tfjob_operator.crd import CRD_PATH
+from tfjob_operator.api.crd import CRD_PATH
+from tfjob_operator.client.local.processes import stop_process
 from tfjob_operator.gang.admission import ADMISSION_PERIOD_SECONDS
 from tfjob_operator.gang.placement import AdmissionPolicy
-from tfjob_operator.local.processes import stop_process
 
 RESULTS = Path(__file__).resolve().parent / "results"
 G = 8
@@ -200,7 +200,7 @@ def run_live(jobs: list[Job], speed: float, nodes: int,
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TFJOB_METRICS_PORT": "0",
                "TFJOB_LIVENESS_PORT": "0", "TFJOB_LOG_LEVEL": "WARNING", "TFJOB_GANG_BACKEND": "builtin"}
         log = (Path(tmp) / "operator.log").open("wb")
-        operator = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "operator"], env=env, stdout=log,
+        operator = subprocess.Popen([sys.executable, "-m", "tfjob_operator", "operator"], env=env, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         try:
             ctx = multiprocessing.get_context("spawn")

@@ -48,7 +48,7 @@ import figures
 import psutil
 from kubernetes import client, config, watch
 
-from tfjob_operator.local.processes import stop_process
+from tfjob_operator.client.local.processes import stop_process
 
 NODES = "4x{cpu:64,memory:256Gi,pods:5000}"
 NAMESPACE = "default"
@@ -74,7 +74,7 @@ def control_plane(workdir: Path) -> Iterator[tuple[client.ApiClient, Path, psuti
     kubeconfig = workdir / "kubeconfig"
     log = (workdir / "local-up.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tfjob_operator.cli", "local", "up", "--port", "0", "--nodes", NODES,
+        [sys.executable, "-m", "tfjob_operator", "local", "up", "--port", "0", "--nodes", NODES,
          "--workdir", str(workdir / "wd"), "--kubeconfig", str(kubeconfig)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:

@@ -49,8 +49,8 @@ from kubernetes import client, config
 
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
-from tfjob_operator.crd import CRD_PATH
-from tfjob_operator.local.processes import stop_process
+from tfjob_operator.api.crd import CRD_PATH
+from tfjob_operator.client.local.processes import stop_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from wire_proxy import WireProxy
@@ -163,7 +163,7 @@ class Operator:
         self.log = log
         self.started = 0.0
         with log.open("ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "operator"], env=self.env,
+            self.proc = subprocess.Popen([sys.executable, "-m", "tfjob_operator", "operator"], env=self.env,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self.started = time.monotonic()
         self.ps = psutil.Process(self.proc.pid)

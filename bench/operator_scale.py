@@ -43,8 +43,8 @@ from kubernetes import client, config, watch
 
 from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
-from tfjob_operator.crd import CRD_PATH
-from tfjob_operator.local.processes import stop_process
+from tfjob_operator.api.crd import CRD_PATH
+from tfjob_operator.client.local.processes import stop_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from wire_proxy import WireProxy
@@ -321,7 +321,7 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
         log = (workdir / "operator.log").open("wb")
         operator_started = time.monotonic()
         operator = subprocess.Popen(
-            [sys.executable, "-m", "tfjob_operator.cli", "operator"],
+            [sys.executable, "-m", "tfjob_operator", "operator"],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

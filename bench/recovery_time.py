@@ -78,7 +78,7 @@ def measure(manifest: Path, timeout: float = 600.0) -> dict[str, float]:
         workdir = Path(tmp) / "work"
         manifest = verbose_manifest(manifest, Path(tmp) / "manifest.yaml")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tfjob_operator.cli", "local", str(manifest), "--workdir", str(workdir),
+            [sys.executable, "-m", "tfjob_operator", "local", str(manifest), "--workdir", str(workdir),
              "--kill-worker-after", "0", "--plain", "--timeout", str(timeout)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         killed = resumed_epoch_seen = None

@@ -277,6 +277,41 @@ def _heights(imports: dict[str, set[str]]) -> dict[str, int]:
     return heights
 
 
+#: The operator's wings, bottom to top. A module imports modules of its own wing and of the wings below, none above
+#: (not even inside a function): client → serving → controller → progress → gang → shared → reconcile → contract.
+WINGS: list[tuple[str, tuple[str, ...]]] = [
+    ("the contract", ("api",)),
+    ("the decision core", ("reconcile",)),
+    ("shared: API access, dispatch order, metrics", ("dispatch", "kube", "metrics")),
+    ("gang scheduling", ("gang",)),
+    ("training progress", ("progress",)),
+    ("the controller", ("controller",)),
+    ("serving", ("serving",)),
+    ("the client", ("client", "__main__")),
+]
+
+
+def wing_of(group: str) -> int | None:
+    """The rank (0 = bottom) of the wing a top-level module or package belongs to; None if it is in none."""
+    return next((rank for rank, (_, groups) in enumerate(WINGS) if group in groups), None)
+
+
+def upward_imports(imports: dict[str, set[str]], package: str = PACKAGE) -> list[str]:
+    """`a → b` for every import of a module into a wing above its own (and `a: in no wing` for a room WINGS does not
+    place)."""
+    found = []
+    for module in sorted(imports):
+        if module == package:
+            continue
+        rank = wing_of(group_of(module, package))
+        if rank is None:
+            found.append(f"{module}: in no wing (add its room to docs/architecture.py's WINGS)")
+            continue
+        found += [f"{module} → {target}" for target in sorted(imports[module])
+                  if target.startswith(package + ".") and (wing_of(group_of(target, package)) or 0) > rank]
+    return found
+
+
 def group_of(module: str, package: str = PACKAGE) -> str:
     """`tfjob_operator.gang.builtin` -> `gang`; a module of another package keeps its full name."""
     prefix = package + "."
@@ -305,6 +340,11 @@ def imports_table(package_dir: Path = PACKAGE_DIR, package: str = PACKAGE) -> st
     else:
         lines.append("No import cycles among the modules. Rows go from the shell to the core (the longest chain of "
                      "imports below each first).")
+    if package == PACKAGE:
+        upward = upward_imports(imports, package)
+        lines.append("Wings, bottom to top: " + "; ".join(
+            f"{name} ({', '.join(f'`{g}`' for g in groups)})" for name, groups in WINGS) + ". "
+            + ("No import runs upward." if not upward else "**Upward imports:** " + ", ".join(upward) + "."))
     both = sorted({tuple(sorted((a, b))) for a in rows for b in rows[a] if b in rows and a in rows.get(b, ())})
     lines.append(f"A package ({', '.join(f'`{p}/`' for p in sorted(packages))}) is one row, imports inside it left "
                  "out; it holds modules of several levels, so "

@@ -14,7 +14,7 @@ from pathlib import Path
 from operator_harness import KUBECTL, Operator
 from polling import wait_for
 
-from tfjob_operator.local.processes import stop_process
+from tfjob_operator.client.local.processes import stop_process
 
 
 @dataclass
@@ -36,7 +36,7 @@ def kubeflow_local(workdir: Path, nodes: str = "1x{cpu:64,memory:128Gi}") -> Ite
     ports (`--pod-network off`), which the operator follows."""
     kubeconfig = workdir / "kubeconfig"
     log = (workdir / "local-up.log").open("wb")
-    up = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "local", "up", "--kubeflow", "--nodes", nodes,
+    up = subprocess.Popen([sys.executable, "-m", "tfjob_operator", "local", "up", "--kubeflow", "--nodes", nodes,
                            "--pod-network", "off", "--workdir", str(workdir / "cluster"),
                            "--kubeconfig", str(kubeconfig)],
                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -1,4 +1,4 @@
-"""Harness for the operator integration tests: the real operator (`python -m tfjob_operator.cli operator`,
+"""Harness for the operator integration tests: the real operator (`python -m tfjob_operator operator`,
 a subprocess) against the local control plane.
 
 The process kubelet runs each pod's command as a local process, so pods here are small real programs
@@ -27,8 +27,8 @@ from kubelocal.apiserver import write_kubeconfig
 from kubelocal.cluster import LocalClusterThread
 from kubelocal.containers import ImageDefaults
 from kubelocal.controllers import ControllerSettings
-from tfjob_operator.crd import CRD_PATH, KUBEFLOW_CRD_PATH
-from tfjob_operator.local.processes import stop_process
+from tfjob_operator.api.crd import CRD_PATH, KUBEFLOW_CRD_PATH
+from tfjob_operator.client.local.processes import stop_process
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ class Operator:
     """The operator as a subprocess; SIGKILL-able and restartable with the same settings."""
 
     def __init__(self, kubeconfig: Path, log_path: Path, command: list[str] | None = None, **settings: str) -> None:
-        self.command = command or [sys.executable, "-m", "tfjob_operator.cli", "operator"]
+        self.command = command or [sys.executable, "-m", "tfjob_operator", "operator"]
         # No TFJOB_ADDRESSING: the operator follows the plane (loopback on these planes, which have no pod network).
         inherited = {k: v for k, v in os.environ.items() if k != "TFJOB_ADDRESSING"}
         self.env = {**inherited, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1",

@@ -35,9 +35,9 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from tfjob_operator import apigroups, constants
+from tfjob_operator.api import apigroups, constants
+from tfjob_operator.api.times import format_time
 from tfjob_operator.dispatch import PriorityThreadPool, request_key
-from tfjob_operator.times import format_time
 
 log = logging.getLogger(__name__)
 

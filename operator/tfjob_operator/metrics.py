@@ -16,7 +16,7 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from tfjob_operator.api import JobConditionType, TFJobStatus
-from tfjob_operator.times import parse_time
+from tfjob_operator.api.times import parse_time
 
 #: Buckets for waits measured in seconds to hours (queueing, start-up).
 _WAIT_BUCKETS = (1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600)

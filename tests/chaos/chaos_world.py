@@ -22,7 +22,7 @@ from typing import Any
 
 from operator_harness import Cluster
 
-from tfjob_operator import constants
+from tfjob_operator.api import constants
 
 SEED = int(os.environ.get("TFJOB_CHAOS_SEED", "15"))
 SCALE = float(os.environ.get("TFJOB_CHAOS_SCALE", "1"))

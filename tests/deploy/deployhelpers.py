@@ -42,8 +42,8 @@ def chart_cluster(workdir: Path) -> Iterator[Path]:
     to the installed `tfjob`, the pod network where namespaces can be made), as a kubeconfig path."""
     from kubelocal.apiserver import write_kubeconfig
     from kubelocal.cluster import LocalClusterThread
-    from tfjob_operator.crd import CRD_PATH
-    from tfjob_operator.local.image import local_images, worker_image_defaults
+    from tfjob_operator.api.crd import CRD_PATH
+    from tfjob_operator.client.local.image import local_images, worker_image_defaults
 
     with LocalClusterThread(workdir=workdir, crds=(CRD_PATH,), image=worker_image_defaults(),
                             images=local_images(), pod_network="auto") as cluster:

@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import kopf
 
-from tfjob_operator import crd
+from tfjob_operator.api import crd
 
 
 async def install_crd(url: str) -> None:

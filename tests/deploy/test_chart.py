@@ -14,9 +14,9 @@ import yaml
 from deployhelpers import ROOT, renderer
 from pss_restricted import restricted_violations
 
-from tfjob_operator import crd
-from tfjob_operator.render import render as render_job
-from tfjob_operator.validation import parse_tfjob
+from tfjob_operator.api import crd
+from tfjob_operator.api.validation import parse_tfjob
+from tfjob_operator.reconcile.render import render as render_job
 
 KUBE_VERSION = "1.37.0"
 # Kinds of optional integrations whose schemas kubernetes-validate does not carry.

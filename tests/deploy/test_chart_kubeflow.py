@@ -10,7 +10,7 @@ import pytest
 import yaml
 from deployhelpers import chart_env, renderer
 
-from tfjob_operator.crd import KUBEFLOW_CRD_PATH
+from tfjob_operator.api.crd import KUBEFLOW_CRD_PATH
 
 
 def rendered(**kubeflow: Any) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from deployhelpers import chart_env, renderer
 
-from tfjob_operator.settings import OperatorSettings
+from tfjob_operator.controller.settings import OperatorSettings
 
 CASES: dict[str, dict[str, Any]] = {
     "defaults": {},

@@ -44,7 +44,7 @@ def local_up(tmp_path: Path) -> Iterator[tuple[Path, Path, int]]:
     """(kubeconfig, workdir, pid) of `tfjob local up` with its defaults, in its own process, once its banner is out."""
     kubeconfig = tmp_path / "kubeconfig"
     env = {k: v for k, v in os.environ.items() if k != "TFJOB_LOCAL_POD_NETWORK"} | {"PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "local", "up", "--workdir", str(tmp_path),
+    proc = subprocess.Popen([sys.executable, "-m", "tfjob_operator", "local", "up", "--workdir", str(tmp_path),
                              "--kubeconfig", str(kubeconfig)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env, cwd=ROOT)
     lines: queue.Queue[str] = queue.Queue()
@@ -68,7 +68,7 @@ def get(kubeconfig: Path, *args: str) -> Any:
 def operator_process(plane: int) -> psutil.Process:
     """The operator pod's `tfjob operator` process: the plane's kubelet started it."""
     found = [p for p in psutil.Process(plane).children(recursive=True)
-             if p.cmdline()[-3:] == ["-m", "tfjob_operator.cli", "operator"]]
+             if p.cmdline()[-3:] == ["-m", "tfjob_operator", "operator"]]
     assert len(found) == 1, [p.cmdline() for p in psutil.Process(plane).children(recursive=True)]
     return found[0]
 

@@ -62,7 +62,7 @@ def test_operator_entrypoint_is_the_installed_tfjob_operator_command() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert entrypoint[0] in scripts
     assert (entrypoint + cmd)[:2] == ["tfjob", "operator"]
-    from tfjob_operator import cli
+    from tfjob_operator.client import cli
 
     assert "operator" in cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr,operator]
 

@@ -15,8 +15,8 @@ from operator_harness import Operator, wait_for
 from ports import free_port
 
 from kubelocal.apiserver.thread import ApiServerThread, write_kubeconfig
-from tfjob_operator import leader, runner
-from tfjob_operator.settings import OperatorSettings
+from tfjob_operator.controller.settings import OperatorSettings
+from tfjob_operator.serving import leader, runner
 
 NS = "default"
 

@@ -29,8 +29,10 @@ from operator_harness import Cluster, Operator, free_port, local_cluster, py, re
 from shared_data import CRDS
 
 from kubelocal.cluster import install_crds
-from tfjob_operator import constants, kube, leader, rbac
-from tfjob_operator.crd import KUBEFLOW_CRD_PATH
+from tfjob_operator import kube, rbac
+from tfjob_operator.api import constants
+from tfjob_operator.api.crd import KUBEFLOW_CRD_PATH
+from tfjob_operator.serving import leader
 
 RELEASE_NS = renderer.NAMESPACE
 DATA_CRDS = CRDS

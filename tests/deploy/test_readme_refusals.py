@@ -19,9 +19,9 @@ import yaml
 from operator_harness import KUBECTL
 from polling import wait_for
 
-from tfjob_operator import kubeyaml
-from tfjob_operator.local.processes import stop_process
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.api import kubeyaml
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.client.local.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = yaml.safe_load((REPO / "examples" / "mnist-cpu.yaml").read_text())
@@ -66,7 +66,7 @@ def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     workdir = tmp_path_factory.mktemp("readme-refusals")
     log_path = workdir / "local-up.log"
     with log_path.open("wb") as log:
-        up = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "local", "up", "--pod-network", "off",
+        up = subprocess.Popen([sys.executable, "-m", "tfjob_operator", "local", "up", "--pod-network", "off",
                                "--workdir", str(workdir / "cluster"), "--kubeconfig", str(workdir / "kubeconfig")],
                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:

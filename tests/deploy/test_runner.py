@@ -16,10 +16,10 @@ from polling import wait_for
 from ports import free_port
 
 from kubelocal.apiserver.thread import ApiServerThread, write_kubeconfig
-from tfjob_operator import runner
+from tfjob_operator.client.local.processes import stop_process
 from tfjob_operator.kube import Kube, RetryPolicy, load_api_client
-from tfjob_operator.local.processes import stop_process
-from tfjob_operator.runner import OPERATOR_ARENAS
+from tfjob_operator.serving import runner
+from tfjob_operator.serving.runner import OPERATOR_ARENAS
 
 
 @pytest.mark.timeout(60)
@@ -41,7 +41,7 @@ def _operator_says(kubeconfig: Path, log: Path, what: str) -> str:
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TFJOB_METRICS_PORT": "0", "TFJOB_LIVENESS_PORT": "0",
            "TFJOB_REQUEST_TIMEOUT": "1"}
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "operator"], env=env, stdout=out,
+        proc = subprocess.Popen([sys.executable, "-m", "tfjob_operator", "operator"], env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     try:
         return wait_for(lambda: next((line for line in log.read_text().splitlines()
@@ -84,7 +84,7 @@ def test_an_operator_on_a_cluster_without_the_crd_asks_for_it(tmp_path: Path) ->
 #: objects) while the others hold theirs; prints the heaps glibc's malloc_info reports.
 ARENAS = """
 import ctypes, sys, tempfile, threading
-from tfjob_operator.runner import limit_malloc_arenas
+from tfjob_operator.serving.runner import limit_malloc_arenas
 print(limit_malloc_arenas() if sys.argv[1] == "cap" else None)
 start, hold = threading.Barrier(8), threading.Barrier(8)
 def work():

@@ -21,10 +21,10 @@ from ports import free_port
 
 from kubelocal.apiserver.thread import ApiServerThread
 from kubelocal.cluster import install_crds
-from tfjob_operator import webhook
-from tfjob_operator.apigroups import MANAGED_BY_MULTIKUEUE, KubeflowApi
-from tfjob_operator.crd import KUBEFLOW_CRD_PATH
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.api.apigroups import MANAGED_BY_MULTIKUEUE, KubeflowApi
+from tfjob_operator.api.crd import KUBEFLOW_CRD_PATH
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.serving import webhook
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_NAME = "tfjob-operator.tfjob.dev"

@@ -30,7 +30,7 @@ from e2e_helpers import REPO
 from polling import wait_for
 
 from kubelocal.network import pod_network_available
-from tfjob_operator.local.processes import stop_process
+from tfjob_operator.client.local.processes import stop_process
 
 AVAILABLE, WHY_NOT = pod_network_available()
 pytestmark = pytest.mark.timeout(600)
@@ -101,7 +101,7 @@ def plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     tmp = tmp_path_factory.mktemp(f"up-{request.param}")
     log = tmp / "up.log"
     with log.open("wb") as out:
-        up = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "local", "up", "--pod-network",
+        up = subprocess.Popen([sys.executable, "-m", "tfjob_operator", "local", "up", "--pod-network",
                                request.param, "--port", "0", "--workdir", str(tmp / "wd"),
                                "--kubeconfig", str(tmp / "kubeconfig")], stdout=out, stderr=subprocess.STDOUT,
                               start_new_session=True, cwd=REPO)
@@ -142,10 +142,10 @@ def test_the_operator_as_the_hint_says_follows_the_plane_and_a_job_trains(plane:
         assert f"addressing={'dns' if networked else 'loopback'}" in log.read_text(), log.read_text()
         applied = plane.kubectl("apply", "-f", "-", stdin=JOB)
         assert applied.returncode == 0, applied.stderr
-        waited = subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "wait", "addressed", "--for",
+        waited = subprocess.run([sys.executable, "-m", "tfjob_operator", "wait", "addressed", "--for",
                                  "succeeded", "--timeout", "300"], capture_output=True, text=True, timeout=330,
                                 env=plane.env())
-        status = subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "status", "addressed"],
+        status = subprocess.run([sys.executable, "-m", "tfjob_operator", "status", "addressed"],
                                 capture_output=True, text=True, timeout=60, env=plane.env()).stdout
         assert waited.returncode == 0, status + log.read_text()[-3000:]
         pod = json.loads(plane.kubectl("get", "pod", "addressed-worker-0", "-o", "json").stdout)

@@ -35,7 +35,7 @@ RECOVERY = re.compile(r"training again ([\d.]+)s after the loss \(detection ([\d
 
 
 def run(manifest: Path, workdir: Path, *flags: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "local", str(manifest), "--plain",
+    return subprocess.run([sys.executable, "-m", "tfjob_operator", "local", str(manifest), "--plain",
                            "--nodes", NODES, "--workdir", str(workdir), "--timeout", str(timeout - 30), *flags],
                           cwd=REPO, capture_output=True, text=True, timeout=timeout)
 

@@ -17,7 +17,7 @@ from e2e_helpers import REPO, apply
 from operator_harness import Cluster, Operator, local_cluster
 from polling import wait_for
 
-from tfjob_operator.local.image import worker_image_defaults
+from tfjob_operator.client.local.image import worker_image_defaults
 
 STEPS = 200  # per epoch: the stop comes within 100 steps (preemption.MAX_INTERVAL) of the hold at step 40
 

@@ -48,7 +48,7 @@ def test_kubeflow_mwms_example_trains_to_90_percent_and_kubectl_shows_its_state(
 def test_tfjob_local_creates_the_files_configmap_first_and_trains_the_job(tmp_path: Path) -> None:
     """The same file under `tfjob local`: the ConfigMap (the script) is created before the TFJob, whose pods
     mount it, and the job trains (read as tfjob.dev/v1, no Kubeflow API needed)."""
-    result = subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "local", str(EXAMPLE), "--plain",
+    result = subprocess.run([sys.executable, "-m", "tfjob_operator", "local", str(EXAMPLE), "--plain",
                              "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = result.stdout.splitlines()

@@ -24,7 +24,7 @@ from kubelocal.network import pod_network_available
 AVAILABLE, WHY_NOT = pod_network_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"pod network unavailable: {WHY_NOT}")
 
-TFJOB = [sys.executable, "-m", "tfjob_operator.cli"]
+TFJOB = [sys.executable, "-m", "tfjob_operator"]
 DNS_LINE = "addressing: dns (pod network"
 
 

@@ -35,7 +35,7 @@ def start_with_pods_running(tmp_path: Path, code: str = SLEEPER) -> tuple[subpro
     """`tfjob local` running the two-pod job; returns it and every process it started (operator, pods)."""
     manifest = tmp_path / "sleepers.yaml"
     manifest.write_text(json.dumps(job(code)))
-    local = subprocess.Popen([sys.executable, "-m", "tfjob_operator.cli", "local", str(manifest), "--plain",
+    local = subprocess.Popen([sys.executable, "-m", "tfjob_operator", "local", str(manifest), "--plain",
                               "--workdir", str(tmp_path / "work")], cwd=REPO, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     me = psutil.Process(local.pid)

@@ -18,7 +18,7 @@ import pytest
 from e2e_helpers import REPO, apply, example, held_example, with_hold
 from operator_harness import Cluster, wait_for
 
-TFJOB = [sys.executable, "-m", "tfjob_operator.cli"]
+TFJOB = [sys.executable, "-m", "tfjob_operator"]
 #: mnist-cpu trains 20 steps an epoch (1293 examples // 64): worker 1 of the first attempt holds 5 steps into epoch
 #: 2, so a fault injected after epoch 1 hits it mid-epoch 2 however fast the machine runs (docs/worker.md).
 HOLD_IN_EPOCH_2 = "25 task=worker:1 attempt=0"

@@ -17,7 +17,7 @@ import yaml
 from e2e_helpers import REPO, apply
 from operator_harness import Cluster, Operator, local_cluster, wait_for
 
-from tfjob_operator.local.image import worker_image_defaults
+from tfjob_operator.client.local.image import worker_image_defaults
 
 SCRIPTS = REPO / "examples" / "own-script"
 
@@ -33,7 +33,7 @@ def containers(job: dict[str, Any]) -> list[dict[str, Any]]:
 def tfjob_local(path: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
     """`PYTHONPATH=$PWD/examples/own-script tfjob local FILE`, as the README says."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPTS), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "local", str(path), "--plain",
+    return subprocess.run([sys.executable, "-m", "tfjob_operator", "local", str(path), "--plain",
                            "--workdir", str(workdir)], capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
 
 

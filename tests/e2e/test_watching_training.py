@@ -78,7 +78,7 @@ def test_a_stall_rehearsal_blames_the_hung_worker_and_not_the_one_waiting_for_it
     args[args.index("--output-dir") + 1] = "/data/rehearsed"
     path = tmp_path / "rehearsed.yaml"
     path.write_text(json.dumps(manifest))
-    result = subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "local", str(path), "--stall-worker-after",
+    result = subprocess.run([sys.executable, "-m", "tfjob_operator", "local", str(path), "--stall-worker-after",
                              "0", "--workdir", str(tmp_path / "work"), "--plain", "--timeout", "360"],
                             capture_output=True, text=True, timeout=400, cwd=REPO)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -93,7 +93,7 @@ def test_a_stall_rehearsal_blames_the_hung_worker_and_not_the_one_waiting_for_it
 
 def test_stall_rehearsal_without_a_stall_timeout_is_refused_naming_the_field(tmp_path) -> None:
     workdir = tmp_path / "work"
-    result = subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "local", "examples/mnist-cpu.yaml",
+    result = subprocess.run([sys.executable, "-m", "tfjob_operator", "local", "examples/mnist-cpu.yaml",
                              "--stall-worker-after", "0", "--workdir", str(workdir), "--plain"],
                             capture_output=True, text=True, timeout=60, cwd=REPO)
     assert result.returncode == 2

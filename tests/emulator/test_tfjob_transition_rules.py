@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 import yaml
 
-from tfjob_operator.crd import CRD_PATH
+from tfjob_operator.api.crd import CRD_PATH
 
 G, V, PLURAL = "tfjob.dev", "v1", "tfjobs"
 TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "tf:1"}]}}

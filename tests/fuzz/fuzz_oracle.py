@@ -18,7 +18,8 @@ import kubernetes_validate
 from kubelocal.apiserver.objects import pod_validation_errors
 from kubelocal.apiserver.plugins.cel_rules import violations
 from kubelocal.apiserver.schema import check_object, core_schema, validate_metadata
-from tfjob_operator import cli, crd, kubeyaml
+from tfjob_operator.api import crd, kubeyaml
+from tfjob_operator.client import cli
 
 KUBERNETES_VERSION = "1.37.0"
 _CRD_SCHEMA = crd.generate()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

@@ -19,7 +19,7 @@ from fuzz_settings import EXAMPLES, FUZZ, SEED
 from hypothesis import event, given, seed, settings
 from hypothesis.control import currently_in_test_context
 
-from tfjob_operator import cli
+from tfjob_operator.client import cli
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -61,7 +61,7 @@ def test_render_as_a_command_exits_0_or_2_without_traceback_or_hang(raw: bytes) 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "job.yaml"
         path.write_bytes(raw)
-        done = subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "render", str(path)],
+        done = subprocess.run([sys.executable, "-m", "tfjob_operator", "render", str(path)],
                               capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     check_render(raw, done.returncode, done.stdout, done.stderr)
 
@@ -100,7 +100,7 @@ REPRODUCERS = {
     "same-job-twice": ((GOOD + "---\n" + GOOD).encode(), "documents 1 and 2 are the same TFJob default/mnist"),
     "10000-workers": (GOOD.replace("replicas: 2", "replicas: 10000").encode(),
                       "spec.tfReplicaSpecs.Worker.replicas: must be ≤ 1000, got 10000"),
-    # kubectl reads an integer past int64 as a float (tfjob_operator.kubeyaml), and so does render.
+    # kubectl reads an integer past int64 as a float (tfjob_operator.api.kubeyaml), and so does render.
     "replicas-2-to-the-63": (GOOD.replace("replicas: 2", "replicas: 9223372036854775808").encode(),
                              "replicas: must be an integer that fits in 64 bits, got 9.223372036854776e+18"),
     "replicas-10-to-the-30": (GOOD.replace("replicas: 2", f"replicas: {10**30}").encode(),
@@ -160,7 +160,7 @@ def test_null_fields_are_unset_so_a_valid_job_still_renders(raw: bytes) -> None:
 
 
 #: The three of issue 40 (954 generated manifests, three wrong): values tagged !!binary are what kubectl sends,
-#: the base64-decoded text (tfjob_operator.kubeyaml), and a pod may have any number of containers, as in Kubernetes.
+#: the base64-decoded text (tfjob_operator.api.kubeyaml), and a pod may have any number of containers, as in Kubernetes.
 ACCEPTED = {
     "binary-name": (GOOD.replace("name: mnist", "name: !!binary bW5pc3Q="), "mnist-worker-0"),
     "binary-restart-policy": (GOOD.replace("      replicas: 2", "      replicas: 2\n      restartPolicy: !!binary "

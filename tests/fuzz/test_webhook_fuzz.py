@@ -12,8 +12,8 @@ from fuzz_oracle import FIELD_NAMED, tfjob_refusals
 from fuzz_settings import FUZZ, SEED
 from hypothesis import given, seed
 
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
-from tfjob_operator.webhook import admission_messages, with_defaults
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.serving.webhook import admission_messages, with_defaults
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -8,8 +8,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from tfjob_operator import resources
-from tfjob_operator.gang import builtin, queue
+from tfjob_operator.gang import builtin, queue, resources
 from tfjob_operator.gang.base import GangOptions
 from tfjob_operator.gang.cluster import Cluster
 from tfjob_operator.gang.placement import AdmissionPolicy, AdmissionResult, admit_in

@@ -1,5 +1,5 @@
 """An independent oracle for "does this fit": the Kubernetes rules written out again from the documentation,
-sharing no code with `tfjob_operator.resources` (which the placement under test uses).
+sharing no code with `tfjob_operator.gang.resources` (which the placement under test uses).
 
 Sources: https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/#resource-sharing-within-containers
 and k8s.io/component-helpers/resource PodRequests. A pod's effective request of each resource is

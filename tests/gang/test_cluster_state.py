@@ -9,7 +9,7 @@ from gangfixtures import node, plan_pass, pod
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
-from tfjob_operator import resources
+from tfjob_operator.gang import resources
 from tfjob_operator.gang.cluster import Cluster, ClusterState
 
 NODES = ["n0", "n1"]
@@ -98,8 +98,8 @@ def test_a_node_heartbeat_keeps_the_matrix_and_a_capacity_change_rebuilds_it() -
 def test_a_kept_gang_request_is_reused_until_a_gated_pod_changes_and_decides_as_a_fresh_parse() -> None:
     from datetime import UTC, datetime
 
+    from tfjob_operator.api.validation import parse_tfjob
     from tfjob_operator.gang import builtin, queue
-    from tfjob_operator.validation import parse_tfjob
 
     container = {"name": "tensorflow", "image": "tf", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
     job = parse_tfjob({"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": "j", "namespace": "ns"},

@@ -9,7 +9,7 @@ from typing import Any
 import k8s_oracle
 import pytest
 
-from tfjob_operator import resources
+from tfjob_operator.gang import resources
 
 
 def c(name: str, cpu: str | None = None, memory: str | None = None, *, limits_only: bool = False,

@@ -16,7 +16,10 @@ import yaml
 from gangfixtures import admit, bound_pods, in_flight_reservations, plan_pass
 from shared_data import CRDS
 
-from tfjob_operator import cli, constants
+from tfjob_operator.api import constants
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.client import cli
+from tfjob_operator.controller.settings import OperatorSettings
 from tfjob_operator.gang import backends, builtin, kueue, none, queue, scheduler_plugins, volcano
 from tfjob_operator.gang.backends import backend_for, backend_names, parse_job, register, registry
 from tfjob_operator.gang.base import (
@@ -32,9 +35,7 @@ from tfjob_operator.gang.base import (
 )
 from tfjob_operator.gang.explain import GangWait, WaitKind
 from tfjob_operator.gang.placement import AdmissionPolicy
-from tfjob_operator.render import render
-from tfjob_operator.settings import OperatorSettings
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.reconcile.render import render
 
 
 def manifest(

@@ -17,13 +17,13 @@ import k8s_oracle
 import pytest
 from gangfixtures import bound_pods, gang, in_flight_reservations, node, pod
 
-from tfjob_operator import constants
+from tfjob_operator.api import constants
+from tfjob_operator.api.validation import parse_tfjob
 from tfjob_operator.gang import base, elastic, queue
 from tfjob_operator.gang.cluster import Cluster
 from tfjob_operator.gang.elastic import elastic_bounds, gang_at, held_by, rendered_sizes, widest_fit
 from tfjob_operator.gang.placement import AdmissionPolicy, Elastic, admit_in
 from tfjob_operator.gang.request import GangRequest
-from tfjob_operator.validation import parse_tfjob
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -198,7 +198,7 @@ def job(name: str, workers_: int) -> Any:
 def gated(name: str, width: int) -> list[dict[str, Any]]:
     """The gang's pods as the reconcile creates them at ``width``: gated, recording their gang size."""
     from tfjob_operator.gang.builtin import BuiltinBackend
-    from tfjob_operator.render import render
+    from tfjob_operator.reconcile.render import render
 
     j = job(name, width)
     pods = [BuiltinBackend().decorate_pod(j, p) for p in render(j).pods]
@@ -273,7 +273,7 @@ def test_elastic_bounds_reads_the_policy_and_fills_what_is_left_out() -> None:
 
 def test_podgroup_min_member_is_min_workers_plus_the_other_replicas(
         elastic_jobs: dict[str, tuple[int, int]]) -> None:
-    from tfjob_operator.render import render
+    from tfjob_operator.reconcile.render import render
 
     container = {"name": "tensorflow", "image": "tf:1", "resources": {"requests": {"cpu": "1"},
                                                                       "limits": {"nvidia.com/gpu": "1"}}}

@@ -14,9 +14,9 @@ import pytest
 from operator_harness import free_port
 
 from kubelocal.apiserver.thread import ApiServerThread
-from tfjob_operator import leader
 from tfjob_operator.dispatch import reconcile_started
 from tfjob_operator.kube import MERGE_PATCH, Kube, KubeError, RetryPolicy, api_client, pods_path
+from tfjob_operator.serving import leader
 
 QUICK = RetryPolicy(attempts=3, backoff=0.01, max_backoff=1.5, timeout=5.0)
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},

@@ -1,6 +1,6 @@
-"""The admission loop's list-then-watch (tfjob_operator.informer) against the local control plane: it replays what
-exists, follows changes in order, and after the server expires its watch (410, as etcd compaction does) lists again
-and reports what went meanwhile."""
+"""The admission loop's list-then-watch (tfjob_operator.controller.informer) against the local control plane: it
+replays what exists, follows changes in order, and after the server expires its watch (410, as etcd compaction does)
+lists again and reports what went meanwhile."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from operator_harness import Cluster
 
-from tfjob_operator.informer import Informer
+from tfjob_operator.controller.informer import Informer
 from tfjob_operator.kube import Kube, load_api_client
 
 pytestmark = pytest.mark.timeout(60)

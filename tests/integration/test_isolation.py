@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from operator_harness import Cluster, Operator, local_cluster, py, replica, wait_for
 
-from tfjob_operator import limits, reconcile_budget
+from tfjob_operator.api import limits
+from tfjob_operator.controller import reconcile_budget
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -31,7 +31,7 @@ spec:
 
 
 def tfjob(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tfjob_operator.cli", *args, "--kubeconfig", str(kubeconfig)],
+    return subprocess.run([sys.executable, "-m", "tfjob_operator", *args, "--kubeconfig", str(kubeconfig)],
                           capture_output=True, text=True, timeout=60)
 
 

@@ -9,7 +9,7 @@ import sys
 from operator_harness import Cluster, Operator, py, replica
 from polling import wait_for
 
-from tfjob_operator import apigroups
+from tfjob_operator.api import apigroups
 
 KF = "kubeflow.org"
 QUICK = py("import time; time.sleep(0.3)")
@@ -111,7 +111,7 @@ SAYS_HELLO = py("print('hello from', __import__('os').environ['HOSTNAME'], flush
 
 
 def tfjob_cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tfjob_operator.cli", *args, "--kubeconfig", str(cluster.kubeconfig)],
+    return subprocess.run([sys.executable, "-m", "tfjob_operator", *args, "--kubeconfig", str(cluster.kubeconfig)],
                           capture_output=True, text=True, timeout=60)
 
 

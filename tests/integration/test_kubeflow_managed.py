@@ -7,7 +7,7 @@ import pytest
 from operator_harness import Cluster, py, replica
 from polling import wait_for
 
-from tfjob_operator import apigroups
+from tfjob_operator.api import apigroups
 
 KF = "kubeflow.org"
 QUICK = py("import time; time.sleep(0.3)")

@@ -100,8 +100,8 @@ def test_killed_right_after_deciding_a_gang_restart_restarts_once(fresh: tuple[C
 
 
 def test_kopf_run_of_the_handlers_module_works_too(cluster: Cluster, tmp_path: Path) -> None:
-    kopf = [str(Path(sys.executable).parent / "kopf"), "run", "-m", "tfjob_operator.handlers", "--all-namespaces",
-            "--standalone"]
+    kopf = [str(Path(sys.executable).parent / "kopf"), "run", "-m", "tfjob_operator.serving.handlers",
+            "--all-namespaces", "--standalone"]
     op = Operator(cluster.kubeconfig, tmp_path / "kopf.log", command=kopf).start()
     try:
         name = cluster.submit({"Worker": replica(py("pass"), 2)})

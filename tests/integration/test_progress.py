@@ -51,7 +51,7 @@ def test_chief_progress_reaches_the_status_and_an_idle_job_costs_no_more_writes(
              what="four more reads of the chief")
     assert operator_metric(operator, "tfjob_progress_writes_total") == writes  # nothing moved: nothing written
     assert operator_metric(operator, 'tfjob_jobs{state="Running"}') >= 1
-    status = subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "status", name, "--kubeconfig",
+    status = subprocess.run([sys.executable, "-m", "tfjob_operator", "status", name, "--kubeconfig",
                              str(cluster.kubeconfig)], capture_output=True, text=True, timeout=60).stdout
     assert "progress: epoch 1/2 step 5, 512.0 examples/s, last checkpoint " in status
     assert "PROGRESS" in cluster.kubectl("get", "tfj", name) and "epoch 1/2 step 5" in cluster.kubectl(

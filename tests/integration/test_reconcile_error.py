@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from operator_harness import Cluster, Operator, py, replica, wait_for
 
-from tfjob_operator.constants import ANNOTATION_GANG_REPLICAS
-from tfjob_operator.reconcile_errors import REASON
+from tfjob_operator.api.constants import ANNOTATION_GANG_REPLICAS
+from tfjob_operator.controller.reconcile_errors import REASON
 
 pytestmark = pytest.mark.timeout(120)
 

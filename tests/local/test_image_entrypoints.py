@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from kubelocal.containers import ContainerConfigError, ImageDefaults, defaults_for, image_repository, process_spec
-from tfjob_operator.local.image import OPERATOR_IMAGE, local_images
+from tfjob_operator.client.local.image import OPERATOR_IMAGE, local_images
 
 ROOT = Path(__file__).resolve().parents[2]
 POD = {"metadata": {"name": "op-0", "namespace": "tfjob-system"}, "spec": {}}
@@ -49,4 +49,4 @@ def test_the_charts_operator_image_runs_the_installed_tfjob_command(tmp_path: Pa
     container = {"name": "operator", "image": f"{OPERATOR_IMAGE}:0.1.0", "args": ["operator"]}
     spec = process_spec(POD, container, {}, [], tmp_path,
                         defaults_for(container["image"], local_images(), ImageDefaults()))
-    assert spec.argv == [sys.executable, "-m", "tfjob_operator.cli", "operator"]
+    assert spec.argv == [sys.executable, "-m", "tfjob_operator", "operator"]

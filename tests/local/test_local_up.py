@@ -17,7 +17,7 @@ import pytest
 from polling import wait_for
 from processes import alive, cmdline
 
-from tfjob_operator.local.up import EXIT_USAGE, run_local_up
+from tfjob_operator.client.local.up import EXIT_USAGE, run_local_up
 
 pytestmark = pytest.mark.timeout(120)
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
@@ -57,7 +57,7 @@ spec:
 def start_local_up(tmp_path: Path, nodes: str) -> tuple[subprocess.Popen[str], Path, queue.Queue[str]]:
     """`tfjob local up` in its own process, once its banner is out; its output lines arrive on the queue."""
     kubeconfig = tmp_path / "kubeconfig"
-    code = ("import sys; from pathlib import Path; from tfjob_operator.local.up import run_local_up; "
+    code = ("import sys; from pathlib import Path; from tfjob_operator.client.local.up import run_local_up; "
             f"sys.exit(run_local_up(0, Path({str(kubeconfig)!r}), {nodes!r}, Path({str(tmp_path)!r})))")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})

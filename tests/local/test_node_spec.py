@@ -3,7 +3,7 @@
 import pytest
 
 from kubelocal.nodes import DEFAULT_CPU, DEFAULT_NODES, NodeSpecError, describe_nodes, parse_node_spec, split_labels
-from tfjob_operator.resources import GPU
+from tfjob_operator.gang.resources import GPU
 
 
 def names(spec: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""The operator's addressing follows the plane it runs against (`tfjob_operator.addressing`): what a plane
+"""The operator's addressing follows the plane it runs against (`tfjob_operator.serving.addressing`): what a plane
 publishes in kube-public/pod-addressing, or dns on a cluster; a TFJOB_ADDRESSING that contradicts it is refused,
 saying what to change."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from kubelocal import published
-from tfjob_operator import addressing
-from tfjob_operator.addressing import AddressingMismatch, Published, decide, parse_published
-from tfjob_operator.settings import Addressing
+from tfjob_operator.controller.settings import Addressing
+from tfjob_operator.serving import addressing
+from tfjob_operator.serving.addressing import AddressingMismatch, Published, decide, parse_published
 
 DNS, LOOPBACK = Addressing.DNS, Addressing.LOOPBACK
 LOOPBACK_PLANE = Published(LOOPBACK, "pods share this machine's network (pod network off)")
@@ -44,7 +44,7 @@ def test_a_setting_that_contradicts_the_plane_is_refused_saying_what_to_change(
 
 
 def test_what_a_plane_publishes_is_what_the_operator_reads() -> None:
-    """The one contract between kubelocal.published (the writer) and tfjob_operator.addressing (the reader)."""
+    """The one contract between kubelocal.published (the writer) and tfjob_operator.serving.addressing (the reader)."""
     assert f"/api/v1/namespaces/{published.NAMESPACE}/configmaps/{published.NAME}" == addressing.PUBLISHED_PATH
     assert parse_published(published.addressing_data(False, "pod network off")).addressing == LOOPBACK
     assert parse_published(published.addressing_data(True, "")).addressing == DNS

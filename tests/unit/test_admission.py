@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
+from tfjob_operator.api.observed import JobView, view_job
+from tfjob_operator.api.times import Clock
+from tfjob_operator.api.validation import parse_tfjob
 from tfjob_operator.controller import gang_wiring
+from tfjob_operator.controller.settings import OperatorSettings
 from tfjob_operator.gang import admission, builtin, queue
 from tfjob_operator.gang.base import GangOptions
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import JobView, view_job
-from tfjob_operator.render import render
-from tfjob_operator.settings import OperatorSettings
-from tfjob_operator.times import Clock
-from tfjob_operator.validation import parse_tfjob
+from tfjob_operator.reconcile.render import render
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 

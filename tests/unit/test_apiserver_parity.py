@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from kubelocal.apiserver.plugins.cel_rules import violations
-from tfjob_operator import crd, jobs
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.api import crd
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.client import jobs
 
 _SCHEMA = crd.generate()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "tf:2.16"}]}}
@@ -80,7 +81,7 @@ def test_render_puts_a_job_with_an_empty_namespace_in_default(tmp_path: Any) -> 
 
     manifest = _job("mnist", Worker=2)
     manifest["metadata"]["namespace"] = ""
-    result = subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "render", "-"], input=json.dumps(manifest),
+    result = subprocess.run([sys.executable, "-m", "tfjob_operator", "render", "-"], input=json.dumps(manifest),
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert {o["metadata"]["namespace"] for o in yaml.safe_load_all(result.stdout) if o} == {"default"}

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from shared_data import CRDS
 
-from tfjob_operator import crd
-from tfjob_operator.render import render
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.api import crd
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.reconcile.render import render
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -24,7 +24,7 @@ K8S_VERSION = "1.37.0"
 
 
 def tfjob_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tfjob_operator.cli", *args], input=stdin,
+    return subprocess.run([sys.executable, "-m", "tfjob_operator", *args], input=stdin,
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
@@ -175,7 +175,7 @@ def test_the_crds_image_pattern_refuses_exactly_what_go_trims() -> None:
     """A pod's image is refused by kube-apiserver when strings.TrimSpace changes it or leaves nothing: the
     pattern's class is Go's unicode.IsSpace (podschema.GO_SPACE), read as Go reads it."""
     from kubelocal.apiserver.schema import go_regex
-    from tfjob_operator.podschema import GO_SPACE
+    from tfjob_operator.api.podschema import GO_SPACE
 
     pattern = go_regex(crd.IMAGE_PATTERN)
     for c in map(chr, range(0x3100)):

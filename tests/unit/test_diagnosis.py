@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfjob_operator.diagnosis import HINTS, LINE_LIMIT, explain, failure_line, hint_for
+from tfjob_operator.reconcile.diagnosis import HINTS, LINE_LIMIT, explain, failure_line, hint_for
 
 KERAS3 = """Epoch 1/2
 Traceback (most recent call last):

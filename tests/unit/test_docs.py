@@ -39,6 +39,12 @@ def test_the_operators_modules_import_in_no_cycle() -> None:
     assert arch.cycles(arch.module_imports()) == []
 
 
+def test_the_operators_wings_import_downward_only() -> None:
+    """client → serving → controller → progress → gang → shared → reconcile → the contract: no module imports one of
+    a wing above its own, not even inside a function, and every room of the package is in a wing."""
+    assert arch.upward_imports(arch.module_imports()) == []
+
+
 def test_the_local_control_plane_imports_nothing_from_the_operator() -> None:
     offenders = []
     for path in sorted((ROOT / "local_cluster" / "kubelocal").rglob("*.py")):
@@ -128,3 +134,80 @@ def test_the_performance_figures_are_the_latest_bench_runs() -> None:
                    if line.startswith("| ") and not line.startswith("| figure")]
     assert readme_rows, "the README's performance section shows no figure"
     assert [row for row in readme_rows if row not in summary.splitlines()] == []
+
+
+#: Files a backticked name may be, not a Python name.
+_FILE_SUFFIXES = (".py", ".md", ".yaml", ".yml", ".json", ".txt", ".png", ".svg", ".tpl", ".toml", ".sh", ".log")
+
+
+def _module_names() -> set[str]:
+    """The last component of every module and package of the operator (`observed`, `placement`, `gang`...)."""
+    package = ROOT / "operator" / "tfjob_operator"
+    return {p.stem if p.name != "__init__.py" else p.parent.name for p in package.rglob("*.py")} - {"__main__"}
+
+
+#: The pages that name the operator's modules as `tfjob_operator` does (`gang.queue.plan_pass_in`); elsewhere only
+#: full names count (`gang.backend` there is a chart value).
+_MODULE_PAGES = ("architecture.md", "design.md", "contributing.md")
+_ROOTS = {"tfjob_operator": ROOT / "operator", "kubelocal": ROOT / "local_cluster",
+          "tfjob_worker": ROOT / "worker_image"}
+
+
+def _dotted_names() -> list[tuple[str, str]]:
+    """(doc, name) for every backticked dotted Python name in the README and docs/: a full one (`tfjob_operator.…`,
+    `kubelocal.…`, `tfjob_worker.…`), and on the module pages one that starts with a module of the operator."""
+    modules = _module_names()
+    found = []
+    for doc in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        for span in re.findall(r"`([^`\n]+)`", doc.read_text()):
+            for m in re.finditer(r"(?<![\w./-])([a-z_]\w*(?:\.\w+)+)(?![\w./-])", span):
+                name, first = m.group(1), m.group(1).split(".")[0]
+                if name.endswith(_FILE_SUFFIXES):
+                    continue
+                if first in _ROOTS or (doc.name in _MODULE_PAGES and first in modules):
+                    found.append((doc.name, name if first in _ROOTS else f"tfjob_operator.{name}"))
+    return sorted(set(found))
+
+
+def _defined(tree: ast.Module | ast.ClassDef) -> dict[str, ast.AST]:
+    """The names a module or class body defines or imports, each with its node."""
+    names: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names[node.name] = node
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    names[target.id] = node
+                if isinstance(target, ast.Name) and target.id == "__all__" and isinstance(node.value, ast.List):
+                    # a name the module exports lazily (its __getattr__) is its name too
+                    names.update({e.value: node for e in node.value.elts if isinstance(e, ast.Constant)})
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            names.update({(a.asname or a.name).split(".")[0]: node for a in node.names})
+    return names
+
+
+def _resolves(name: str) -> bool:
+    """The module the name's longest prefix is, and the rest a name it defines (a class's too), read from the source:
+    nothing is imported."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        base = _ROOTS[parts[0]].joinpath(*parts[:cut])
+        source = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if source.is_file():
+            break
+    else:
+        return False
+    node: ast.AST = ast.parse(source.read_text())
+    for attr in parts[cut:]:
+        if not isinstance(node, ast.Module | ast.ClassDef) or attr not in _defined(node):
+            return False
+        node = _defined(node)[attr]
+    return True
+
+
+def test_every_dotted_name_the_docs_give_resolves() -> None:
+    """A module, class or function the docs name by its dotted name exists there (a move renames it in the docs)."""
+    names = _dotted_names()
+    assert len(names) > 20
+    assert [f"{doc}: {name}" for doc, name in names if not _resolves(name)] == []

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
-from tfjob_operator import apigroups, constants
-from tfjob_operator.apigroups import KUBEFLOW, TFJOB_DEV, KubeflowApi
-from tfjob_operator.observed import prior_status
+from tfjob_operator.api import apigroups, constants
+from tfjob_operator.api.apigroups import KUBEFLOW, TFJOB_DEV, KubeflowApi
+from tfjob_operator.api.observed import prior_status
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob
 from tfjob_operator.reconcile import AnnotateJob, CreateObject, ReconcileOptions, reconcile
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 ROOT = Path(__file__).resolve().parents[2]
 VENDORED = ROOT / "third_party" / "crds"

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tfjob_operator import kubeyaml
-from tfjob_operator.cli import main
+from tfjob_operator.api import kubeyaml
+from tfjob_operator.client.cli import main
 
 KUBECTL = shutil.which("kubectl", path=str(Path(__file__).resolve().parents[2] / ".venv" / "bin")) or "kubectl"
 

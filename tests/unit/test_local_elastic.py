@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tfjob_operator import constants
-from tfjob_operator.local.elastic import CapacityFaults, Recovery, timeline_text, width_text
-from tfjob_operator.local.view import job_line
-from tfjob_operator.progress.chief_log import parse_log, plot_history
+from tfjob_operator.api import constants
+from tfjob_operator.client.local.chief_log import parse_log, plot_history
+from tfjob_operator.client.local.elastic import CapacityFaults, Recovery, timeline_text, width_text
+from tfjob_operator.client.local.view import job_line
 
 
 def job(current: int = 3) -> dict[str, Any]:

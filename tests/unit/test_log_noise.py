@@ -1,4 +1,5 @@
-"""The one list of lines that never say why a TensorFlow process failed (tfjob_operator.log_noise), against real lines.
+"""The one list of lines that never say why a TensorFlow process failed (tfjob_operator.reconcile.log_noise),
+against real lines.
 
 The CPU-only lines were captured from real `python -m tfjob_worker` starts on this machine (TensorFlow 2.21, a
 CUDA build without a GPU; one worker and a two-worker MultiWorkerMirroredStrategy gang, TF_CPP_MIN_LOG_LEVEL 2 and
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfjob_operator import log_noise
+from tfjob_operator.reconcile import log_noise
 
 NOISE = [
     # A CPU-only worker start, TF_CPP_MIN_LOG_LEVEL=2 (the runtime's default)

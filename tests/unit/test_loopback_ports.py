@@ -1,4 +1,4 @@
-"""Loopback ports for `tfjob local` (tfjob_operator.local.ports): recorded ports kept, new ones never promised
+"""Loopback ports for `tfjob local` (tfjob_operator.controller.ports): recorded ports kept, new ones never promised
 twice."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator import constants
-from tfjob_operator.local import ports as ports_module
-from tfjob_operator.local.ports import LoopbackPorts, parse_ports
+from tfjob_operator.api import constants
+from tfjob_operator.client.local import ports as ports_module
+from tfjob_operator.controller.ports import LoopbackPorts, parse_ports
 
 
 def body(ports: dict[str, int] | None = None) -> dict[str, Any]:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tfjob_operator.cli import EXIT_INVALID, main
-from tfjob_operator.validation import parse_tfjob
+from tfjob_operator.api.validation import parse_tfjob
+from tfjob_operator.client.cli import EXIT_INVALID, main
 
 KUBEFLOW_JOB = """\
 apiVersion: kubeflow.org/v1

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tfjob_operator import cli, runner, webhook
-from tfjob_operator.runner import kopf_arguments
-from tfjob_operator.settings import Addressing, OperatorSettings
+from tfjob_operator.client import cli
+from tfjob_operator.controller.settings import Addressing, OperatorSettings
+from tfjob_operator.serving import runner, webhook
+from tfjob_operator.serving.runner import kopf_arguments
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operator.md"
 
@@ -119,7 +120,7 @@ def test_asking_for_kopf_peering_is_refused_pointing_to_leader_election(monkeypa
 def test_settings_that_only_tuned_kopf_peering_are_ignored_with_a_warning(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, name: str, value: str) -> None:
     monkeypatch.setenv(name, value)
-    with caplog.at_level(logging.WARNING, logger="tfjob_operator.settings"):
+    with caplog.at_level(logging.WARNING, logger="tfjob_operator.controller.settings"):
         assert OperatorSettings().leader_election is not None
     assert f"{name}: kopf peering was removed" in caplog.text
 

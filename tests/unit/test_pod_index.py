@@ -1,11 +1,12 @@
-"""The operator's index of TFJob pods (tfjob_operator.pod_index): the latest kept body of each pod, by job."""
+"""The operator's index of TFJob pods (tfjob_operator.controller.pod_index): the latest kept body of each pod, by
+job."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tfjob_operator import constants
-from tfjob_operator.pod_index import PodIndex, job_of
+from tfjob_operator.api import constants
+from tfjob_operator.controller.pod_index import PodIndex, job_of
 
 
 def pod(name: str, job: str | None = "j", phase: str = "Pending", namespace: str = "ns") -> dict[str, Any]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tfjob_operator.local.view import JobSnapshot, PlainView, progress_line
-from tfjob_operator.progress.chief_log import parse_log, plot_history
+from tfjob_operator.client.local.chief_log import parse_log, plot_history
+from tfjob_operator.client.local.view import JobSnapshot, PlainView, progress_line
 from tfjob_worker import progress as worker_progress
 
 LOG = "\n".join([
@@ -107,7 +107,7 @@ def test_history_plot_is_written_as_png(tmp_path: Path) -> None:
 
 
 def test_local_summary_of_a_failed_job_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tfjob_operator.local.run import _result, _summarise
+    from tfjob_operator.client.local.run import _result, _summarise
 
     failed = {"metadata": {"name": "broken"}, "status": {"restartCount": 0, "conditions": [
         {"type": "Created", "status": "True", "message": "creating"},

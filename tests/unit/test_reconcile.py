@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator import constants
-from tfjob_operator.apigroups import KubeflowApi
-from tfjob_operator.observed import PackedStore, as_kept, job_has_ttl, job_state, job_store, latest
+from tfjob_operator.api import constants
+from tfjob_operator.api.apigroups import KubeflowApi
+from tfjob_operator.api.observed import PackedStore, as_kept, job_has_ttl, job_state, job_store, latest
 from tfjob_operator.reconcile import (
     AnnotateJob,
     CreateObject,

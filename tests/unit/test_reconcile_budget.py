@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator import reconcile_budget
+from tfjob_operator.api.validation import parse_tfjob
+from tfjob_operator.controller import reconcile_budget
 from tfjob_operator.reconcile import EmitEvent
-from tfjob_operator.render import RenderOptions, render
-from tfjob_operator.validation import parse_tfjob
+from tfjob_operator.reconcile.render import RenderOptions, render
 
 NOW = datetime(2026, 11, 24, 20, 0, tzinfo=UTC)
 MIB = 1024 * 1024

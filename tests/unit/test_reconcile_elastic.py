@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tfjob_operator import constants
-from tfjob_operator.jobs import describe
+from tfjob_operator.api import constants
+from tfjob_operator.client.jobs import describe
 from tfjob_operator.reconcile import CreateObject, Decision, DeletePod, EmitEvent, GangView, ReconcileOptions, reconcile
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from tfjob_operator.api import CleanPodPolicy, RunPolicy
-from tfjob_operator.constants import LABEL_JOB_NAME
+from tfjob_operator.api.constants import LABEL_JOB_NAME
+from tfjob_operator.controller.reconcile_errors import MAX_UNEXPECTED_ERRORS, REASON, give_up, gives_up
 from tfjob_operator.reconcile import DeleteJob, DeletePod, EmitEvent
-from tfjob_operator.reconcile_errors import MAX_UNEXPECTED_ERRORS, REASON, give_up, gives_up
 
 NOW = datetime(2026, 11, 24, 20, 0, tzinfo=UTC)
 

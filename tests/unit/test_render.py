@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator import constants
-from tfjob_operator.render import RenderOptions, render
-from tfjob_operator.validation import parse_tfjob
+from tfjob_operator.api import constants
+from tfjob_operator.api.validation import parse_tfjob
+from tfjob_operator.reconcile.render import RenderOptions, render
 
 
 def container(name: str = "tensorflow", **extra: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ EXAMPLE = ROOT / "examples" / "mnist-cpu.yaml"
 
 
 def render(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tfjob_operator.cli", "render", *args], input=stdin,
+    return subprocess.run([sys.executable, "-m", "tfjob_operator", "render", *args], input=stdin,
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator import constants
+from tfjob_operator.api import constants
+from tfjob_operator.api.observed import view_job
 from tfjob_operator.controller.status_cache import HOLD_MOST_SECONDS, HOLD_SECONDS, JobRecord, StatusCache
-from tfjob_operator.observed import view_job
 from tfjob_operator.reconcile.observe import awaits_start
 
 

@@ -10,8 +10,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tfjob_operator import tensorboard
-from tfjob_operator.validation import parse_tfjob
+from tfjob_operator.api.validation import parse_tfjob
+from tfjob_operator.client import tensorboard
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,20 +12,18 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
-from tfjob_operator import constants
-from tfjob_operator.api import JobProgress, TFJobStatus
+from tfjob_operator.api import JobProgress, TFJobStatus, constants
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.progress.chief_metrics import (
     chief_pod,
-    final_progress,
     metrics_url,
     read_samples,
     seconds_since_progress,
-    to_progress,
     worth_writing,
 )
 from tfjob_operator.progress.poller import ProgressPoller
 from tfjob_operator.reconcile import reconcile
+from tfjob_operator.reconcile.chief_report import final_progress, to_progress
 from tfjob_worker import termination
 from tfjob_worker.metrics import Identity, ReportCollector
 from tfjob_worker.reports import Report

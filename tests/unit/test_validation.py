@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob
 from tfjob_operator.gang.backends import parse_job
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 
 def good() -> dict[str, Any]:
@@ -220,7 +220,7 @@ def _named(name: str, **replicas: int) -> dict[str, Any]:
 ])
 def test_a_name_is_as_long_as_its_own_pods_hostnames_allow(name_length: int, replicas: dict[str, int],
                                                             longest: str) -> None:
-    from tfjob_operator.render import pod_names
+    from tfjob_operator.reconcile.render import pod_names
 
     job = parse_tfjob(_named("a" * name_length, **replicas))
     assert max(len(n) for n in pod_names(job)) == 63 == name_length + len(longest)

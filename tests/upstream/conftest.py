@@ -12,7 +12,7 @@ from upstream_helpers import Kubectl
 
 from kubelocal.upstream.binaries import BinariesMissing, find
 from kubelocal.upstream.cluster import UpstreamClusterThread
-from tfjob_operator.crd import CRD_PATH
+from tfjob_operator.api.crd import CRD_PATH
 
 #: A process node, a node labelled with a key only an administrator may set, and two simulated nodes.
 NODES = "node-0{cpu:8,memory:16Gi};tagged{cpu:2,memory:4Gi,label:node-role.kubernetes.io/tagged=};2xsim{sim:true}"

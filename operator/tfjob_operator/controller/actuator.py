@@ -21,15 +21,14 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfjob_operator import apigroups
-from tfjob_operator.api import JobConditionType
+from tfjob_operator.api import JobConditionType, apigroups
+from tfjob_operator.api.keys import JobKey
+from tfjob_operator.api.observed import JobView
+from tfjob_operator.api.times import SYSTEM_CLOCK, Clock
 from tfjob_operator.controller.status_cache import StatusCache
-from tfjob_operator.keys import JobKey
 from tfjob_operator.kube import Kube, KubeError, refusal_is_permanent
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import JobView
 from tfjob_operator.reconcile import AnnotateJob, CreateObject, Decision, DeleteJob, DeletePod, EmitEvent
-from tfjob_operator.times import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("tfjob_operator")
 

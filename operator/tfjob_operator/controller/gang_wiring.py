@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfjob_operator.api import TFJob
+from tfjob_operator.controller.settings import OperatorSettings
 from tfjob_operator.gang.admission import AdmissionLoop
 from tfjob_operator.gang.backends import backend_for
 from tfjob_operator.gang.base import (
@@ -21,7 +22,6 @@ from tfjob_operator.gang.base import (
 )
 from tfjob_operator.kube import Kube, collection_path
 from tfjob_operator.reconcile import GangView
-from tfjob_operator.settings import OperatorSettings
 
 #: A job waiting on its PodGroup (not watched) reads it again this often, e.g. to see Volcano enqueue it.
 GROUP_RECHECK_SECONDS = 5.0

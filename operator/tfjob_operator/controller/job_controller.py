@@ -2,8 +2,8 @@
 one reconcile: read the job and its pods from the indices, decide with the pure `reconcile`, act.
 
 Every TFJob event and every event of a pod labelled with a job name adds the job to the work queue (the kopf
-registrations in `tfjob_operator.handlers` do only that, and feed the TFJob index `jobs`). A job is read from that
-index and its pods from the pod index (no API reads). The reconcile's answer (deadline, TTL, stuck-Terminating
+registrations in `tfjob_operator.serving.handlers` do only that, and feed the TFJob index `jobs`). A job is read
+from that index and its pods from the pod index (no API reads). The reconcile's answer (deadline, TTL, stuck-Terminating
 timeout, a held status write) is the job's next timer; an API error retries with back-off, an unexpected error
 repeated fails the job (`reconcile_errors`). No finalizers: deletion is Kubernetes garbage collection through owner
 references.
@@ -26,20 +26,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tfjob_operator import apigroups, dispatch, reconcile_budget, reconcile_errors
-from tfjob_operator.api import TFJob
-from tfjob_operator.controller import pod_records
-from tfjob_operator.controller.actuator import Actuator
-from tfjob_operator.controller.gang_wiring import gang_options, gang_view
-from tfjob_operator.controller.watches import Watches
-from tfjob_operator.controller.workqueue import Backoff, WorkQueue
-from tfjob_operator.gang.admission import AdmissionLoop
-from tfjob_operator.gang.base import GangOptions
-from tfjob_operator.keys import JobKey
-from tfjob_operator.kube import Kube, KubeError, RetryPolicy, load_api_client
-from tfjob_operator.local.ports import LoopbackPorts
-from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import (
+from tfjob_operator import dispatch
+from tfjob_operator.api import TFJob, apigroups
+from tfjob_operator.api.keys import JobKey
+from tfjob_operator.api.observed import (
     FINISHED_STATES,
     JobView,
     as_kept,
@@ -49,13 +39,23 @@ from tfjob_operator.observed import (
     latest,
     view_job,
 )
-from tfjob_operator.pod_index import PodIndex, job_of
+from tfjob_operator.api.times import SYSTEM_CLOCK, Clock
+from tfjob_operator.controller import pod_records, reconcile_budget, reconcile_errors
+from tfjob_operator.controller.actuator import Actuator
+from tfjob_operator.controller.gang_wiring import gang_options, gang_view
+from tfjob_operator.controller.pod_index import PodIndex, job_of
+from tfjob_operator.controller.ports import LoopbackPorts
+from tfjob_operator.controller.settings import Addressing, OperatorSettings
+from tfjob_operator.controller.watches import Watches
+from tfjob_operator.controller.workqueue import Backoff, WorkQueue
+from tfjob_operator.gang.admission import AdmissionLoop
+from tfjob_operator.gang.base import GangOptions
+from tfjob_operator.kube import Kube, KubeError, RetryPolicy, load_api_client
+from tfjob_operator.metrics import Metrics
 from tfjob_operator.progress.poller import ProgressPoller
 from tfjob_operator.reconcile import Decision, ReconcileOptions, effective_job, reconcile
 from tfjob_operator.reconcile.observe import awaits_start
-from tfjob_operator.render import RenderOptions, render
-from tfjob_operator.settings import Addressing, OperatorSettings
-from tfjob_operator.times import SYSTEM_CLOCK, Clock
+from tfjob_operator.reconcile.render import RenderOptions, render
 
 log = logging.getLogger("tfjob_operator")
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tfjob_operator import constants
-from tfjob_operator.api import ReplicaType, TFJob
-from tfjob_operator.observed import JobView, recorded_on_pods
+from tfjob_operator.api import ReplicaType, TFJob, constants
+from tfjob_operator.api.observed import JobView, recorded_on_pods
 from tfjob_operator.reconcile import effective_job, recorded_replicas
-from tfjob_operator.render import pod_name
+from tfjob_operator.reconcile.render import pod_name
 
 
 def recorded_under(view: JobView, pods: list[dict[str, Any]]) -> dict[str, str]:

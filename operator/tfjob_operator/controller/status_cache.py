@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tfjob_operator.keys import JobKey
-from tfjob_operator.observed import JobView, view_job
+from tfjob_operator.api.keys import JobKey
+from tfjob_operator.api.observed import JobView, view_job
 
 #: Status fields that follow the pods alone or come with the first reconcile; a change of only these (and of the
 #: Created condition) may wait HOLD_SECONDS for company.

@@ -11,11 +11,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from tfjob_operator import constants
+from tfjob_operator.api import constants
+from tfjob_operator.controller.informer import Informer, OnEvent
+from tfjob_operator.controller.settings import OperatorSettings
 from tfjob_operator.gang.backends import released_by_operator
-from tfjob_operator.informer import Informer, OnEvent
 from tfjob_operator.kube import Kube, KubeError, pods_path
-from tfjob_operator.settings import OperatorSettings
 
 log = logging.getLogger("tfjob_operator")
 

@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tfjob_operator import constants
-from tfjob_operator.api import TFJob
+from tfjob_operator.api import TFJob, constants
+from tfjob_operator.api.observed import JobView
+from tfjob_operator.api.times import SYSTEM_CLOCK, Clock
 from tfjob_operator.gang import builtin
 from tfjob_operator.gang.backends import backend_for
 from tfjob_operator.gang.base import GangBackendError, ReleasedByOperator, schedule_timeout_seconds
@@ -55,11 +56,9 @@ from tfjob_operator.gang.queue import (
     waits_for_admission,
 )
 from tfjob_operator.gang.request import GangRequest
+from tfjob_operator.gang.resources import is_terminal, scheduling_demand
 from tfjob_operator.kube import MERGE_PATCH, KubeError, pods_path
-from tfjob_operator.observed import JobView
 from tfjob_operator.reconcile import NODE_REMOVAL_TAINTS, Reason, effective_job
-from tfjob_operator.resources import is_terminal, scheduling_demand
-from tfjob_operator.times import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("tfjob_operator.gang.admission")
 

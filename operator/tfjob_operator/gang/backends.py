@@ -10,15 +10,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from tfjob_operator import constants
-from tfjob_operator.api import TFJob
+from tfjob_operator.api import TFJob, constants
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob, short_repr
 from tfjob_operator.gang.base import GangBackend, GangBackendError, GangOptions, ReleasedByOperator
 from tfjob_operator.gang.builtin import BuiltinBackend
 from tfjob_operator.gang.kueue import LABEL_QUEUE_NAME, KueueBackend
 from tfjob_operator.gang.none import NoGangBackend
 from tfjob_operator.gang.scheduler_plugins import SchedulerPluginsBackend
 from tfjob_operator.gang.volcano import VolcanoBackend
-from tfjob_operator.validation import InvalidSpec, parse_tfjob, short_repr
 
 _BACKENDS: dict[str, type[GangBackend]] = {}
 #: Where a backend name comes from, as refusals name it.

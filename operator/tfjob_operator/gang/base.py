@@ -36,8 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from tfjob_operator import apigroups, constants, resources
-from tfjob_operator.api import TFJob
+from tfjob_operator.api import TFJob, apigroups, constants
+from tfjob_operator.gang import resources
 from tfjob_operator.gang.elastic import elastic_bounds, is_worker
 
 #: Annotation on a TFJob: a node label; all the job's pods must land on nodes sharing one value of it

@@ -18,11 +18,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from tfjob_operator import constants, resources
-from tfjob_operator.api import TFJob
-from tfjob_operator.gang import base
-from tfjob_operator.resources import bound_node, is_terminal
-from tfjob_operator.times import format_time, parse_time
+from tfjob_operator.api import TFJob, constants
+from tfjob_operator.api.times import format_time, parse_time
+from tfjob_operator.gang import base, resources
+from tfjob_operator.gang.resources import bound_node, is_terminal
 
 GATE = constants.GANG_SCHEDULING_GATE
 #: Node label that names the node; the release pins each pod with it.

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tfjob_operator import resources
+from tfjob_operator.gang import resources
 from tfjob_operator.gang.request import MAX_UNITS, GangRequest, PodClass, Requests, units
-from tfjob_operator.resources import GPU, bound_node
+from tfjob_operator.gang.resources import GPU, bound_node
 
 #: Node × resource matrix of amounts in thousandths; a 1-D array of node indexes.
 Matrix = npt.NDArray[np.int64]

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from tfjob_operator import constants, resources
-from tfjob_operator.api import ReplicaType, TFJob
+from tfjob_operator.api import ReplicaType, TFJob, constants
+from tfjob_operator.gang import resources
 from tfjob_operator.gang.caches import PassCapacity
 from tfjob_operator.gang.cluster import Cluster
 from tfjob_operator.gang.placement import widest_in

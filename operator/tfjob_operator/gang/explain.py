@@ -12,7 +12,7 @@ from typing import Any
 
 from tfjob_operator.gang.caches import PassCapacity
 from tfjob_operator.gang.request import GangRequest, decimal_of
-from tfjob_operator.resources import GPU, format_amount
+from tfjob_operator.gang.resources import GPU, format_amount
 
 
 class WaitKind(StrEnum):

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
 
+from tfjob_operator.api.observed import JobView
 from tfjob_operator.gang.base import GangOptions
 from tfjob_operator.gang.queue import JobKey
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import JobView
 
 
 class AdmissionApi(Protocol):
@@ -28,7 +28,7 @@ class AdmissionApi(Protocol):
 
 
 class AdmissionSettings(Protocol):
-    """The operator settings the loop reads (`tfjob_operator.settings.OperatorSettings` has them)."""
+    """The operator settings the loop reads (`tfjob_operator.controller.settings.OperatorSettings` has them)."""
 
     @property
     def gang_backend(self) -> str:

@@ -11,8 +11,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tfjob_operator import constants
-from tfjob_operator.api import TFJob
+from tfjob_operator.api import TFJob, constants
 from tfjob_operator.gang import base
 
 #: Pod label: the LocalQueue the workload is submitted to.

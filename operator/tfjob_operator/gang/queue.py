@@ -14,8 +14,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from tfjob_operator import constants
-from tfjob_operator.api import TFJob
+from tfjob_operator.api import TFJob, constants
+from tfjob_operator.api.keys import JobKey
+from tfjob_operator.api.observed import owned_by, prior_status
+from tfjob_operator.api.times import parse_time
 from tfjob_operator.gang import base, builtin
 from tfjob_operator.gang.builtin import domain_label, is_gated, job_key, release_patch, schedule_timed_out
 from tfjob_operator.gang.cluster import Cluster
@@ -23,10 +25,7 @@ from tfjob_operator.gang.elastic import elastic_bounds, rendered_sizes, widths, 
 from tfjob_operator.gang.explain import GangWait, WaitKind
 from tfjob_operator.gang.placement import AdmissionPolicy, Elastic, admit_in
 from tfjob_operator.gang.request import GangRequest
-from tfjob_operator.keys import JobKey
-from tfjob_operator.observed import owned_by, prior_status
-from tfjob_operator.resources import is_terminal
-from tfjob_operator.times import parse_time
+from tfjob_operator.gang.resources import is_terminal
 
 
 def waits_for_admission(pod: Mapping[str, Any]) -> bool:

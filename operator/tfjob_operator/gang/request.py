@@ -13,8 +13,8 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from functools import cached_property
 from typing import Any
 
-from tfjob_operator import resources
-from tfjob_operator.resources import GPU
+from tfjob_operator.gang import resources
+from tfjob_operator.gang.resources import GPU
 
 #: Thousandths per unit of a quantity.
 SCALE = Decimal(1000)

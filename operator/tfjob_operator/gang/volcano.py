@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tfjob_operator import constants
-from tfjob_operator.api import TFJob
+from tfjob_operator.api import TFJob, constants
 from tfjob_operator.gang import base
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"

@@ -21,21 +21,22 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from tfjob_operator import apigroups, resources
+from tfjob_operator.api import apigroups
+from tfjob_operator.api.keys import JobKey
+from tfjob_operator.api.observed import job_state, latest, prior_status
+from tfjob_operator.api.times import now as utcnow
 from tfjob_operator.dispatch import paced
-from tfjob_operator.keys import JobKey
+from tfjob_operator.gang import resources
+from tfjob_operator.gang.resources import is_terminal
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observed import job_state, latest, prior_status
 from tfjob_operator.progress.chief_metrics import (
     chief_pod,
     metrics_url,
     read_samples,
     seconds_since_progress,
-    to_progress,
     worth_writing,
 )
-from tfjob_operator.resources import is_terminal
-from tfjob_operator.times import now as utcnow
+from tfjob_operator.reconcile.chief_report import to_progress
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,7 @@ controller carries out), `inputs` (options, the gang view) and `reasons`.
 Everything other modules use is importable from here.
 """
 
+from tfjob_operator.api.times import format_time
 from tfjob_operator.reconcile.actions import (
     Action,
     AnnotateJob,
@@ -22,7 +23,6 @@ from tfjob_operator.reconcile.inputs import GangView, ReconcileOptions
 from tfjob_operator.reconcile.observe import NODE_REMOVAL_TAINTS, ObservedPod, observe_pod
 from tfjob_operator.reconcile.reasons import Reason
 from tfjob_operator.reconcile.resize import effective_job, recorded_replicas, spec_replicas
-from tfjob_operator.times import format_time
 
 __all__ = [
     "NODE_REMOVAL_TAINTS", "Action", "AnnotateJob", "CreateObject", "Decision", "DeleteJob", "DeletePod", "EmitEvent",

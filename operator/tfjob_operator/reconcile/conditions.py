@@ -7,11 +7,11 @@ from datetime import datetime
 from typing import Literal
 
 from tfjob_operator.api import JobCondition, JobConditionType, ReplicaStatus, TFJob, TFJobStatus
+from tfjob_operator.api.times import format_time
 from tfjob_operator.reconcile.actions import Action, EmitEvent
 from tfjob_operator.reconcile.inputs import ReconcileOptions
 from tfjob_operator.reconcile.observe import ObservedPod
 from tfjob_operator.reconcile.reasons import Reason
-from tfjob_operator.times import format_time
 
 
 class Ctx:

@@ -17,9 +17,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tfjob_operator import apigroups, constants
-from tfjob_operator.api import CleanPodPolicy, JobConditionType, RunPolicy, TFJob, TFJobStatus
-from tfjob_operator.observed import JobView, finished, owned_by, prior_status, view_job
+from tfjob_operator.api import CleanPodPolicy, JobConditionType, RunPolicy, TFJob, TFJobStatus, apigroups, constants
+from tfjob_operator.api.observed import JobView, finished, owned_by, prior_status, view_job
 from tfjob_operator.reconcile import elastic
 from tfjob_operator.reconcile.actions import AnnotateJob, CreateObject, Decision, DeletePod
 from tfjob_operator.reconcile.conditions import Ctx, pods_message, refresh_running, replica_statuses
@@ -37,9 +36,9 @@ from tfjob_operator.reconcile.lifecycle import (
 )
 from tfjob_operator.reconcile.observe import ObservedPod, observe_pod
 from tfjob_operator.reconcile.reasons import Reason
+from tfjob_operator.reconcile.render import Rendered, RenderOptions, pod_name, render
 from tfjob_operator.reconcile.resize import effective_job, refuse_resize, spec_replicas
 from tfjob_operator.reconcile.success_policy import succeeded
-from tfjob_operator.render import Rendered, RenderOptions, pod_name, render
 
 C = JobConditionType
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tfjob_operator import constants
-from tfjob_operator.api import ElasticStatus, JobConditionType, ReplicaType, TFJob, TFJobStatus
+from tfjob_operator.api import ElasticStatus, JobConditionType, ReplicaType, TFJob, TFJobStatus, constants
+from tfjob_operator.api.times import parse_time
 from tfjob_operator.reconcile.actions import DeletePod
 from tfjob_operator.reconcile.conditions import Ctx, replica_statuses
 from tfjob_operator.reconcile.observe import ObservedPod
 from tfjob_operator.reconcile.reasons import Reason
-from tfjob_operator.render import pod_name
-from tfjob_operator.times import parse_time
+from tfjob_operator.reconcile.render import pod_name
 
 C = JobConditionType
 

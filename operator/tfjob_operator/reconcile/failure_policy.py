@@ -11,15 +11,15 @@ from datetime import timedelta
 from typing import Literal
 
 from tfjob_operator.api import JobConditionType, ReplicaType, RestartPolicy, TFJob, TFJobStatus
-from tfjob_operator.diagnosis import explain
-from tfjob_operator.observed import owned_by
+from tfjob_operator.api.observed import owned_by
 from tfjob_operator.reconcile import elastic, stalls
 from tfjob_operator.reconcile.actions import DeletePod
 from tfjob_operator.reconcile.conditions import Ctx, replica_statuses
+from tfjob_operator.reconcile.diagnosis import explain
 from tfjob_operator.reconcile.lifecycle import finish
 from tfjob_operator.reconcile.observe import ObservedPod, observe_pod
 from tfjob_operator.reconcile.reasons import Reason
-from tfjob_operator.render import pod_name
+from tfjob_operator.reconcile.render import pod_name
 from tfjob_worker import exit_codes
 
 C = JobConditionType

@@ -6,9 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfjob_operator import apigroups
-from tfjob_operator.api import TFJob
-from tfjob_operator.render import Rendered
+from tfjob_operator.api import TFJob, apigroups
+from tfjob_operator.reconcile.render import Rendered
 
 
 def _identity(job: TFJob, pod: dict[str, Any]) -> dict[str, Any]:

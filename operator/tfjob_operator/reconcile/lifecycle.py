@@ -6,13 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Literal
 
-from tfjob_operator import constants
-from tfjob_operator.api import CleanPodPolicy, JobConditionType, TFJob
+from tfjob_operator.api import CleanPodPolicy, JobConditionType, TFJob, constants
+from tfjob_operator.api.times import parse_time
 from tfjob_operator.reconcile.actions import AnnotateJob, DeleteJob, DeletePod
 from tfjob_operator.reconcile.conditions import Ctx, replica_statuses
 from tfjob_operator.reconcile.observe import ObservedPod
 from tfjob_operator.reconcile.reasons import Reason
-from tfjob_operator.times import parse_time
 
 C = JobConditionType
 

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tfjob_operator import constants
-from tfjob_operator.api import ReplicaType
-from tfjob_operator.diagnosis import explain
+from tfjob_operator.api import ReplicaType, constants
+from tfjob_operator.api.times import parse_time
+from tfjob_operator.reconcile.diagnosis import explain
 from tfjob_operator.reconcile.reasons import Reason
-from tfjob_operator.times import parse_time
 from tfjob_worker import exit_codes
 from tfjob_worker.stall import StallRecord
 

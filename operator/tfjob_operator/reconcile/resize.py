@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 
-from tfjob_operator import apigroups, constants
-from tfjob_operator.api import ReplicaType, TFJob, TFJobStatus
+from tfjob_operator.api import ReplicaType, TFJob, TFJobStatus, apigroups, constants
 from tfjob_operator.reconcile import elastic
 from tfjob_operator.reconcile.conditions import Ctx
 from tfjob_operator.reconcile.reasons import Reason

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from tfjob_operator.api import JobConditionType, ReplicaType, SuccessPolicy, TFJob
-from tfjob_operator.progress.chief_metrics import final_progress
+from tfjob_operator.reconcile.chief_report import final_progress
 from tfjob_operator.reconcile.conditions import Ctx
 from tfjob_operator.reconcile.lifecycle import finish
 from tfjob_operator.reconcile.observe import ObservedPod
 from tfjob_operator.reconcile.reasons import Reason
-from tfjob_operator.render import chief_pod_name, pod_name
+from tfjob_operator.reconcile.render import chief_pod_name, pod_name
 
 C = JobConditionType
 

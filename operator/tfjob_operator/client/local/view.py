@@ -7,9 +7,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tfjob_operator.jobs import pod_fields, pod_line, progress_text
-from tfjob_operator.local.elastic import width_text
-from tfjob_operator.progress.chief_log import Progress
+from tfjob_operator.client.jobs import pod_fields, pod_line, progress_text
+from tfjob_operator.client.local.chief_log import Progress
+from tfjob_operator.client.local.elastic import width_text
 
 
 @dataclass

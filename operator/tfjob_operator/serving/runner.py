@@ -1,9 +1,9 @@
-"""`tfjob operator`: run the kopf handlers of `tfjob_operator.handlers` with settings from `TFJOB_*`.
+"""`tfjob operator`: run the kopf handlers of `tfjob_operator.serving.handlers` with settings from `TFJOB_*`.
 
 With `TFJOB_LEADER_ELECTION=true` a replica first waits for the Lease (answering `/healthz` and `/metrics`
 meanwhile, so a standby passes its probes and its scrape target is up), then runs kopf while it holds it, and
 exits 1 if it loses it. With
-`TFJOB_WEBHOOK_ENABLED=true` kopf also serves the admission webhooks (`tfjob_operator.webhook`).
+`TFJOB_WEBHOOK_ENABLED=true` kopf also serves the admission webhooks (`tfjob_operator.serving.webhook`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import kopf
 import prometheus_client
 from aiohttp import web
 
-from tfjob_operator import addressing, leader, webhook
-from tfjob_operator.apigroups import TFJOB_DEV, ApiGroup, KubeflowApi, served_groups
+from tfjob_operator.api.apigroups import TFJOB_DEV, ApiGroup, KubeflowApi, served_groups
+from tfjob_operator.controller.settings import OperatorSettings
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, load_api_client
-from tfjob_operator.settings import OperatorSettings
+from tfjob_operator.serving import addressing, leader, webhook
 
 log = logging.getLogger(__name__)
 
@@ -272,10 +272,10 @@ def run_operator(settings: OperatorSettings | None = None, *, stop_flag: threadi
     """Run the operator until SIGINT/SIGTERM (or `stop_flag`); 0 on a clean stop, 1 when leadership was lost."""
     settings = settings or OperatorSettings()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    import tfjob_operator.handlers  # registers the handlers with kopf's default registry
+    import tfjob_operator.serving.handlers  # registers the handlers with kopf's default registry
 
     if settings.kubeflow_api != KubeflowApi.OFF:
-        tfjob_operator.handlers.register_kubeflow_api()
+        tfjob_operator.serving.handlers.register_kubeflow_api()
 
     if settings.webhook_enabled:
         webhook.register(failure_policy=settings.webhook_failure_policy, kubeflow_api=settings.kubeflow_api)

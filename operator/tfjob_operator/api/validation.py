@@ -12,9 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tfjob_operator import apigroups, constants, limits
-from tfjob_operator.api import REPLICA_TYPE_ALIASES, ReplicaType, TFJob
-from tfjob_operator.podschema import GO_SPACE, quantity_problem, template_schema_messages
+from tfjob_operator.api import REPLICA_TYPE_ALIASES, ReplicaType, TFJob, apigroups, constants, limits
+from tfjob_operator.api.podschema import GO_SPACE, quantity_problem, template_schema_messages
 from tfjob_worker.config import batch_size_flag
 from tfjob_worker.scaling import plan_batch
 

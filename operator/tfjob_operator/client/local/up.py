@@ -13,8 +13,8 @@ from kubelocal.nodes import NodeSpecError, describe_nodes
 from kubelocal.published import NAME, NAMESPACE
 from kubelocal.upstream.binaries import UpstreamError
 from kubelocal.upstream.cluster import UpstreamCluster
-from tfjob_operator.crd import CRD_PATH, KUBEFLOW_CRD_PATH
-from tfjob_operator.local.image import local_images, worker_image_defaults
+from tfjob_operator.api.crd import CRD_PATH, KUBEFLOW_CRD_PATH
+from tfjob_operator.client.local.image import local_images, worker_image_defaults
 
 EXIT_USAGE = 2
 REQUEST_LOG = 10_000  # requests `tfjob local up` remembers (the test hook; nothing reads it here)

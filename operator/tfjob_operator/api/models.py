@@ -2,7 +2,7 @@
 
 Field names follow Kubeflow's `kubeflow.org/v1` TFJob so existing manifests port by changing `apiVersion`.
 Each field's description becomes the CRD schema doc (`kubectl explain tfjob.spec`); `crds/tfjob.yaml` is
-generated from these models by `tfjob_operator.crd`.
+generated from these models by `tfjob_operator.api.crd`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from tfjob_operator import constants, limits
+from tfjob_operator.api import constants, limits
 
 
 def _json_int(value: Any) -> Any:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from tfjob_operator.api import TFJob
-from tfjob_operator.render import chief_pod_name, render
-from tfjob_operator.validation import training_container_index
+from tfjob_operator.api.validation import training_container_index
+from tfjob_operator.reconcile.render import chief_pod_name, render
 
 OUTPUT_DIR_ENV = "TFJOB_OUTPUT_DIR"
 

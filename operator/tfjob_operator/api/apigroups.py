@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final
 
-from tfjob_operator import constants
+from tfjob_operator.api import constants
 
 if TYPE_CHECKING:
     from tfjob_operator.api import TFJob

@@ -17,9 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tfjob_operator import apigroups, constants
-from tfjob_operator.api import JobConditionType, TFJob, TFJobStatus
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.api import JobConditionType, TFJob, TFJobStatus, apigroups, constants
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob
 
 #: Strings up to this length are interned in what the operator keeps (:func:`as_kept`): keys, phases, condition
 #: types, label values and timestamps repeat across thousands of objects; longer ones (a termination message) rarely.

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from tfjob_operator.apigroups import KubeflowApi
+from tfjob_operator.api.apigroups import KubeflowApi
 from tfjob_operator.gang import backends
 from tfjob_operator.gang.builtin import BuiltinBackend
 

@@ -27,7 +27,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from tfjob_operator.kube import Kube, KubeError
 
-log = logging.getLogger("tfjob_operator.informer")
+log = logging.getLogger("tfjob_operator.controller.informer")
 
 #: The server ends a watch after this many seconds; it resumes from the last resourceVersion (no list).
 WATCH_SECONDS = 240

@@ -1,7 +1,7 @@
 """kopf registrations: each handler passes the event to the controller (`tfjob_operator.controller`). Nothing
 here decides or keeps state.
 
-Run with `tfjob operator` (settings from `TFJOB_*`) or `kopf run -m tfjob_operator.handlers --all-namespaces`.
+Run with `tfjob operator` (settings from `TFJOB_*`) or `kopf run -m tfjob_operator.serving.handlers --all-namespaces`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import Any
 
 import kopf
 
-from tfjob_operator import addressing, apigroups, constants, informer
-from tfjob_operator.controller import JobController
+from tfjob_operator.api import apigroups, constants
+from tfjob_operator.controller import JobController, informer
+from tfjob_operator.controller.settings import OperatorSettings
 from tfjob_operator.kube import Kube, RetryPolicy, load_api_client
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.settings import OperatorSettings
+from tfjob_operator.serving import addressing
 
 log = logging.getLogger("tfjob_operator")
 
@@ -71,7 +72,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage()
     settings.persistence.diffbase_storage = NoDiffBase()
     # Never kopf peering, even under `kopf run` without --standalone: a paused peer would still run the builtin
-    # gang's admission loop. Several replicas take turns through leader election (`tfjob_operator.leader`).
+    # gang's admission loop. Several replicas take turns through leader election (`tfjob_operator.serving.leader`).
     settings.peering.standalone = True
     metrics = getattr(memo, "metrics", None) or Metrics()
     memo.metrics = metrics

@@ -18,11 +18,10 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from tfjob_operator import constants
-from tfjob_operator.api import TFJob
-from tfjob_operator.apigroups import KUBEFLOW, TFJOB_DEV, ApiGroup, group_of
+from tfjob_operator.api import TFJob, constants
+from tfjob_operator.api.apigroups import KUBEFLOW, TFJOB_DEV, ApiGroup, group_of
+from tfjob_operator.api.observed import FINISHED_CONDITIONS, owned_by, prior_status
 from tfjob_operator.kube import Kube, KubeError, RetryPolicy, api_client, pods_path, tfjob_path, tfjobs_path
-from tfjob_operator.observed import FINISHED_CONDITIONS, owned_by, prior_status
 
 #: Exit code of `tfjob wait` when the timeout passes first (the same as coreutils `timeout`).
 EXIT_TIMEOUT = 124

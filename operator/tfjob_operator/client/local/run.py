@@ -21,15 +21,23 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from tfjob_operator import constants
-from tfjob_operator.api import TFJob
-from tfjob_operator.jobs import Clients, connect, create_object, get_job, job_events, job_pods, submit, true_conditions
-from tfjob_operator.local.claims import ensure_claims
-from tfjob_operator.local.elastic import CapacityFaults, breakdown_text, width_text
-from tfjob_operator.local.processes import stop_process
-from tfjob_operator.local.view import JobSnapshot, make_view
-from tfjob_operator.observed import FINISHED_CONDITIONS
-from tfjob_operator.progress.chief_log import Progress, load_json, parse_log, plot_history
+from tfjob_operator.api import TFJob, constants
+from tfjob_operator.api.observed import FINISHED_CONDITIONS
+from tfjob_operator.client.jobs import (
+    Clients,
+    connect,
+    create_object,
+    get_job,
+    job_events,
+    job_pods,
+    submit,
+    true_conditions,
+)
+from tfjob_operator.client.local.chief_log import Progress, load_json, parse_log, plot_history
+from tfjob_operator.client.local.claims import ensure_claims
+from tfjob_operator.client.local.elastic import CapacityFaults, breakdown_text, width_text
+from tfjob_operator.client.local.processes import stop_process
+from tfjob_operator.client.local.view import JobSnapshot, make_view
 
 
 @dataclass
@@ -105,7 +113,7 @@ def start_operator(kubeconfig: Path, workdir: Path, *, netns_path: str | None = 
     from kubelocal.lifeline import die_with_parent
 
     log = (workdir / "operator.log").open("ab")
-    argv = [sys.executable, "-m", "tfjob_operator.cli", "operator"]
+    argv = [sys.executable, "-m", "tfjob_operator.client.cli", "operator"]
     if netns_path is not None:
         argv = ["nsenter", f"--net={netns_path}", "--", *argv]
     return subprocess.Popen(
@@ -214,8 +222,8 @@ def run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
 def _run_local(jobs: list[TFJob], options: LocalRunOptions) -> int:
     from kubelocal.network.plane import choose
     from kubelocal.planes import cluster_thread
-    from tfjob_operator.crd import CRD_PATH
-    from tfjob_operator.local.image import local_images, worker_image_defaults
+    from tfjob_operator.api.crd import CRD_PATH
+    from tfjob_operator.client.local.image import local_images, worker_image_defaults
 
     workdir = options.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tfjob_operator import constants
-from tfjob_operator.keys import JobKey
-from tfjob_operator.observed import as_kept
+from tfjob_operator.api import constants
+from tfjob_operator.api.keys import JobKey
+from tfjob_operator.api.observed import as_kept
 from tfjob_operator.reconcile.observe import observe_pod
 
 

@@ -13,7 +13,7 @@ import socket
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from tfjob_operator import constants
+from tfjob_operator.api import constants
 
 
 class LoopbackPorts:

@@ -13,12 +13,11 @@ from typing import Any
 
 import yaml
 
-from tfjob_operator import constants, kubeyaml
-from tfjob_operator.api import TFJob
+from tfjob_operator.api import TFJob, constants, kubeyaml
+from tfjob_operator.api.limits import MAX_DEPTH
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob
 from tfjob_operator.gang.backends import backend_for, backend_names, parse_job, unknown_backend
-from tfjob_operator.limits import MAX_DEPTH
-from tfjob_operator.render import RenderOptions, render
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.reconcile.render import RenderOptions, render
 
 EXIT_INVALID = 2
 #: Exit code of the job helpers when the cluster refused or could not be reached.
@@ -210,7 +209,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_crd(args: argparse.Namespace) -> int:
-    from tfjob_operator import crd
+    from tfjob_operator.api import crd
 
     sys.stdout.write(crd.to_yaml())
     return 0
@@ -224,8 +223,8 @@ def local_pod_network(args: argparse.Namespace) -> str:
 
 def cmd_local(args: argparse.Namespace) -> int:
     try:  # the local control plane and its libraries: the extra `[local]` (not in the operator's image)
-        import tfjob_operator.local.run
-        import tfjob_operator.local.up  # noqa: F401
+        import tfjob_operator.client.local.run
+        import tfjob_operator.client.local.up  # noqa: F401
     except ModuleNotFoundError as exc:
         print(f"error: tfjob local needs the local control plane ({exc.name} is not installed): "
               "pip install 'tfjob-operator[local]'", file=sys.stderr)
@@ -242,7 +241,7 @@ def cmd_local(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
     if args.target == "up":
-        from tfjob_operator.local.up import run_local_up
+        from tfjob_operator.client.local.up import run_local_up
 
         kubeconfig = Path(args.kubeconfig or Path(args.workdir) / "kubeconfig")
         return int(run_local_up(port=args.port, kubeconfig=kubeconfig, nodes=args.nodes, workdir=Path(args.workdir),
@@ -253,8 +252,8 @@ def cmd_local(args: argparse.Namespace) -> int:
     except InvalidSpec as exc:
         return _refuse(exc)
     jobs = found.jobs
+    from tfjob_operator.client.local.run import LocalRunOptions, run_local, stall_needs_a_timeout
     from tfjob_operator.kube import KubeError
-    from tfjob_operator.local.run import LocalRunOptions, run_local, stall_needs_a_timeout
 
     if args.restore_node_after is not None and args.lose_node_after is None:
         print("error: --restore-node-after needs --lose-node-after (it brings the lost node back)", file=sys.stderr)
@@ -285,7 +284,7 @@ def cmd_local(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Print the files' manifests as tfjob.dev/v1; changes and differences to stderr. Nothing printed if any is bad."""
-    from tfjob_operator.migrate import migrate_file
+    from tfjob_operator.api.migrate import migrate_file
 
     out: list[str] = []
     notes: list[str] = []
@@ -318,8 +317,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_operator(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from tfjob_operator.runner import limit_malloc_arenas, run_operator
-    from tfjob_operator.settings import OperatorSettings
+    from tfjob_operator.controller.settings import OperatorSettings
+    from tfjob_operator.serving.runner import limit_malloc_arenas, run_operator
 
     limit_malloc_arenas()  # the operator's own process, before any of its threads
 
@@ -334,13 +333,13 @@ def cmd_operator(args: argparse.Namespace) -> int:
 
 
 def _clients(args: argparse.Namespace) -> Any:
-    from tfjob_operator.jobs import connect
+    from tfjob_operator.client.jobs import connect
 
     return connect(args.kubeconfig, args.namespace, args.context)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from tfjob_operator.jobs import submit
+    from tfjob_operator.client.jobs import submit
     from tfjob_operator.kube import KubeError
 
     try:
@@ -364,13 +363,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _api(args: argparse.Namespace) -> Any:
-    from tfjob_operator.jobs import API_CHOICES
+    from tfjob_operator.client.jobs import API_CHOICES
 
     return API_CHOICES[args.api] if args.api else None
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from tfjob_operator.jobs import describe, get_job, job_pods
+    from tfjob_operator.client.jobs import describe, get_job, job_pods
 
     clients = _clients(args)
     job = get_job(clients, args.name, _api(args))
@@ -379,7 +378,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from tfjob_operator.jobs import pick_pod, stream_logs
+    from tfjob_operator.client.jobs import pick_pod, stream_logs
 
     clients = _clients(args)
     try:
@@ -392,7 +391,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    from tfjob_operator.jobs import wait_for
+    from tfjob_operator.client.jobs import wait_for
 
     code, message = wait_for(_clients(args), args.name, args.condition, args.timeout, _api(args))
     print(message, file=sys.stdout if code == 0 else sys.stderr)
@@ -417,8 +416,8 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
     import os
     import shlex
 
-    from tfjob_operator import tensorboard
-    from tfjob_operator.jobs import get_job
+    from tfjob_operator.client import tensorboard
+    from tfjob_operator.client.jobs import get_job
 
     clients = _clients(args)
     obj = get_job(clients, args.name, _api(args))

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from tfjob_operator.controller.settings import Addressing
 from tfjob_operator.kube import Kube, KubeError
-from tfjob_operator.settings import Addressing
 
 log = logging.getLogger(__name__)
 

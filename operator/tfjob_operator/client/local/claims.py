@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfjob_operator.api import TFJob
-from tfjob_operator.jobs import Clients
+from tfjob_operator.client.jobs import Clients
 from tfjob_operator.kube import KubeError
 
 SIZE = "1Gi"

@@ -19,9 +19,8 @@ from typing import Any
 
 import yaml
 
-from tfjob_operator import apigroups, constants, kubeyaml
-from tfjob_operator.api import REPLICA_TYPE_ALIASES, ReplicaType, RestartPolicy
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
+from tfjob_operator.api import REPLICA_TYPE_ALIASES, ReplicaType, RestartPolicy, apigroups, constants, kubeyaml
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob
 
 #: Metadata the API server fills in: meaningless in a manifest to apply elsewhere.
 SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink",

@@ -25,4 +25,4 @@ def worker_image_defaults() -> ImageDefaults:
 
 def local_images() -> dict[str, ImageDefaults]:
     """Image repository → what it gives locally: the operator image's ENTRYPOINT is the installed `tfjob`."""
-    return {OPERATOR_IMAGE: ImageDefaults(env=dict(image.ENV), entrypoint=(sys.executable, "-m", "tfjob_operator.cli"))}
+    return {OPERATOR_IMAGE: ImageDefaults(env=dict(image.ENV), entrypoint=(sys.executable, "-m", "tfjob_operator"))}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tfjob_operator import log_noise
+from tfjob_operator.reconcile import log_noise
 
 #: At most this much of one line goes into a condition message.
 LINE_LIMIT = 300

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfjob_operator import constants
-from tfjob_operator.progress.chief_log import Progress
+from tfjob_operator.api import constants
+from tfjob_operator.client.local.chief_log import Progress
 from tfjob_operator.reconcile.reasons import RESTART_REASONS, Reason
 
 

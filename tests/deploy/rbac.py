@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tfjob_operator.addressing import PUBLISHED_NAME, PUBLISHED_NAMESPACE
+from tfjob_operator.serving.addressing import PUBLISHED_NAME, PUBLISHED_NAMESPACE
 
 #: Verbs RBAC knows for resource requests (the API server maps HTTP methods onto these).
 RESOURCE_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"})
@@ -42,7 +42,7 @@ class Permission:
 
 #: Reads the chart grants none of: where the object exists its publisher lets every caller read it (as kubeadm's
 #: RoleBinding does for kube-public/cluster-info), and where it does not the operator takes the 404 or 403 for
-#: "a cluster" (`tfjob_operator.addressing`).
+#: "a cluster" (`tfjob_operator.serving.addressing`).
 PUBLIC_READS = frozenset({Permission("", "configmaps", "get", PUBLISHED_NAMESPACE, PUBLISHED_NAME)})
 
 

@@ -25,11 +25,10 @@ from typing import Any
 
 import kopf
 
-from tfjob_operator import apigroups
-from tfjob_operator.api import REPLICA_TYPE_ALIASES
-from tfjob_operator.apigroups import KubeflowApi
+from tfjob_operator.api import REPLICA_TYPE_ALIASES, apigroups
+from tfjob_operator.api.apigroups import KubeflowApi
+from tfjob_operator.api.validation import InvalidSpec, parse_tfjob
 from tfjob_operator.gang.backends import parse_job
-from tfjob_operator.validation import InvalidSpec, parse_tfjob
 
 #: Handler ids; kopf serves each at `/<id>` and the chart's configurations point there.
 VALIDATE_ID = "validate-tfjob"

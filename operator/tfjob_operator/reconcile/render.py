@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfjob_operator import apigroups, constants
-from tfjob_operator.api import ReplicaType, RestartPolicy, TFJob
-from tfjob_operator.validation import job_port, training_container_index
+from tfjob_operator.api import ReplicaType, RestartPolicy, TFJob, apigroups, constants
+from tfjob_operator.api.validation import job_port, training_container_index
 
 LOOPBACK_HOST = "127.0.0.1"
 
