@@ -81,6 +81,15 @@ class GangBackend(ABC):
         """The schedulerName this backend's pods get: the operator's setting, else the backend's own."""
         return self.options.scheduler_name or self.default_scheduler
 
+    def scheduled_copy(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:
+        """A copy of the pod to decorate (`copy_pod`), sent to this backend's own scheduler if it has one, with the
+        job's priority class."""
+        out = copy_pod(pod)
+        if self.default_scheduler:
+            out["spec"]["schedulerName"] = self.scheduler_name
+        set_priority_class(job, out)
+        return out
+
     @abstractmethod
     def decorate_pod(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:
         """A copy of a rendered pod with this backend's gates, labels, annotations and schedulerName."""

@@ -51,12 +51,11 @@ class KueueBackend(base.GangBackend, base.ChecksJobs, base.ReportsWaits):
             raise base.GangBackendError(problems[0])
         policy = job.spec.runPolicy.schedulingPolicy
         assert policy is not None and policy.queue  # validate() checked it
-        out = base.copy_pod(pod)
+        out = self.scheduled_copy(job, pod)
         labels = out["metadata"]["labels"]
         labels[LABEL_QUEUE_NAME] = policy.queue
         labels[LABEL_POD_GROUP_NAME] = kueue_group_name(job, labels.get(constants.LABEL_ATTEMPT, "0"))
         out["metadata"]["annotations"][ANNOTATION_POD_GROUP_TOTAL_COUNT] = str(job.total_replicas())
-        base.set_priority_class(job, out)
         return out
 
     def queued_reason(self, job: TFJob, pods: Sequence[Mapping[str, Any]]) -> str | None:

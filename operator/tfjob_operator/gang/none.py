@@ -13,6 +13,4 @@ class NoGangBackend(base.GangBackend):
     name = "none"
 
     def decorate_pod(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:
-        out = base.copy_pod(pod)
-        base.set_priority_class(job, out)
-        return out
+        return self.scheduled_copy(job, pod)

@@ -22,10 +22,8 @@ class SchedulerPluginsBackend(base.GangBackend, base.CreatesGroups, base.Reports
     default_scheduler = "scheduler-plugins-scheduler"
 
     def decorate_pod(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:
-        out = base.copy_pod(pod)
-        out["spec"]["schedulerName"] = self.scheduler_name
+        out = self.scheduled_copy(job, pod)
         out["metadata"]["labels"][LABEL_POD_GROUP] = base.group_name(job)
-        base.set_priority_class(job, out)
         return out
 
     def group_objects(self, job: TFJob, pods: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

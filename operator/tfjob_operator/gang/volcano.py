@@ -26,13 +26,11 @@ class VolcanoBackend(base.GangBackend, base.CreatesGroups):
     default_scheduler = "volcano"
 
     def decorate_pod(self, job: TFJob, pod: Mapping[str, Any]) -> dict[str, Any]:
-        out = base.copy_pod(pod)
-        out["spec"]["schedulerName"] = self.scheduler_name
+        out = self.scheduled_copy(job, pod)
         out["metadata"]["annotations"][ANNOTATION_GROUP_NAME] = base.group_name(job)
         rtype = out["metadata"]["labels"].get(constants.LABEL_REPLICA_TYPE)
         if rtype:
             out["metadata"]["annotations"][ANNOTATION_TASK_SPEC] = rtype
-        base.set_priority_class(job, out)
         return out
 
     def group_objects(self, job: TFJob, pods: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
