@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tfjob_operator.api import constants
-from tfjob_operator.client.local import ports as ports_module
+from tfjob_operator.controller import ports as ports_module
 from tfjob_operator.controller.ports import LoopbackPorts, parse_ports
 
 
