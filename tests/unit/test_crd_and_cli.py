@@ -200,3 +200,11 @@ def test_the_crds_quantity_pattern_is_parse_quantity_not_negative(value: str) ->
         "properties"]["overhead"]["additionalProperties"]
     accepted = len(value) >= schema["minLength"] and bool(go_regex(schema["pattern"]).search(value))
     assert accepted == (quantity.is_quantity(value) and quantity.parse(value) >= 0)
+
+
+def test_the_crd_files_tfjob_local_installs_are_the_repositorys() -> None:
+    """`tfjob local` installs the CRD from the checkout it runs from (and Kubeflow's, with --kubeflow)."""
+    root = Path(__file__).resolve().parents[2]
+    assert crd.CRD_PATH == root / "crds" / "tfjob.yaml" and crd.CRD_PATH.is_file()
+    assert crd.KUBEFLOW_CRD_PATH == root / "third_party" / "crds" / "kubeflow.org_tfjobs.yaml"
+    assert crd.KUBEFLOW_CRD_PATH.is_file()

@@ -15,10 +15,10 @@ import yaml
 from tfjob_operator.api import TFJobSpec, TFJobStatus, constants, limits
 
 #: The checked-in CRD; a test fails when it differs from `generate()`.
-CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "tfjob.yaml"
+CRD_PATH = Path(__file__).resolve().parents[3] / "crds" / "tfjob.yaml"
 #: Kubeflow's published TFJob CRD (`tfjobs.kubeflow.org`), vendored with its source and license in third_party/
 #: (deploy/render_manifests.py copies it into the chart, which installs it with kubeflow.installCRD=true).
-KUBEFLOW_CRD_PATH = Path(__file__).resolve().parents[2] / "third_party" / "crds" / "kubeflow.org_tfjobs.yaml"
+KUBEFLOW_CRD_PATH = Path(__file__).resolve().parents[3] / "third_party" / "crds" / "kubeflow.org_tfjobs.yaml"
 
 _DROP = {"title", "$defs"}
 
