@@ -37,7 +37,8 @@ def test_the_first_process_splits_with_scikit_learn_and_the_next_reads_the_same_
         assert np.array_equal(np.asarray(flat).reshape(np.asarray(image).shape), image)
     assert first["arrays"][1] != other_seed["arrays"][1]  # another seed, another order
     kept = sorted(p.name for p in (tmp_path / "tfjob-worker").iterdir())
-    assert len(kept) == 2 and all(name.startswith(("digits-seed42-", "digits-seed7-")) for name in kept), kept  # no partial
+    # no partial file left beside the two splits
+    assert len(kept) == 2 and all(name.startswith(("digits-seed42-", "digits-seed7-")) for name in kept), kept
 
 
 def test_an_unwritable_cache_still_gives_the_split(tmp_path: Path) -> None:
