@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup test lint demo bench crd clean kubeflow-sdk-venv upstream
+.PHONY: setup test lint demo bench crd clean kubeflow-sdk-venv upstream test-upstream
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found %s); set PYTHON=python3.11" % sys.version.split()[0])'
@@ -33,13 +33,20 @@ lint: setup
 	$(BIN)/mypy
 
 test: lint kubeflow-sdk-venv
-	$(BIN)/pytest -n 2 --dist loadgroup --durations=30
+	$(BIN)/pytest -n 2 --dist loadgroup --durations=30 --ignore=tests/upstream
 
 # The upstream control plane the third tier runs under: etcd 3.7.0 and kube-apiserver, kube-controller-manager,
 # kube-scheduler v1.37.2, built from upstream/'s pinned Go modules (needs Go) into ~/.cache/tfjob-operator/upstream
 # (TFJOB_UPSTREAM_CACHE); a second run does nothing. `make test` and `make demo` do not need it.
 upstream: setup
 	$(BIN)/python -m kubelocal.upstream.build
+
+# The third command: the upstream tier (tests/upstream) and the scenarios that run on both planes, on the upstream
+# one (TFJOB_CONTROL_PLANE=upstream), after building what they run (k8s: etcd and the three control-plane binaries).
+UPSTREAM_TIERS ?= tests/upstream
+test-upstream: setup
+	$(BIN)/python -m kubelocal.upstream.build k8s
+	TFJOB_CONTROL_PLANE=upstream $(BIN)/pytest -n 2 --dist loadgroup --durations=15 $(UPSTREAM_TIERS)
 
 demo: setup
 	$(BIN)/tfjob local examples/mnist-cpu.yaml --workdir .tfjob-local/demo
