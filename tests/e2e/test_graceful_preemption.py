@@ -1,7 +1,8 @@
 """A worker pod deleted mid-epoch (as a drain or a preemption does) on a local cluster with the operator: the
 kubelet's SIGTERM makes every worker stop after the same step and the chief back up; the gang restarts and
-resumes at that step, mid-epoch, with nothing lost. Worker 1 holds at step 40 (TFJOB_FAULT_HOLD_AT_STEP) until
-the delete's SIGTERM, so the stop lands mid-epoch 1 however fast the machine runs."""
+resumes at that step, mid-epoch, with nothing lost. Worker 1 holds at step HOLD (TFJOB_FAULT_HOLD_AT_STEP) until
+the delete's SIGTERM, and the workers exchange their stop flags after every step (TFJOB_STOP_CHECK_EVERY_STEPS=1),
+so the stop lands at exactly that step, mid-epoch 1, however fast the machine runs."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from polling import wait_for
 
 from tfjob_operator.client.local.image import worker_image_defaults
 
-STEPS = 200  # per epoch: the stop comes within 100 steps (preemption.MAX_INTERVAL) of the hold at step 40
+STEPS = 20  # per epoch
+HOLD = 8  # the step worker 1 holds after, mid-epoch 1: the agreed stop
 
 
 @pytest.fixture
@@ -33,11 +35,12 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 def job(name: str, out: Path) -> dict[str, Any]:
-    args = ["--epochs", "2", "--steps-per-epoch", str(STEPS), "--log-every-steps", "20", "--output-dir", str(out)]
+    args = ["--epochs", "1", "--steps-per-epoch", str(STEPS), "--log-every-steps", "5", "--output-dir", str(out)]
     container = {"name": "tensorflow", "image": "ghcr.io/tfjob-operator/tfjob-worker:0.1.0",
                  "command": ["python", "-m", "tfjob_worker", *args],
                  "env": [{"name": "PYTHONPATH", "value": str(REPO / "worker_image")},
-                         {"name": "TFJOB_FAULT_HOLD_AT_STEP", "value": "40 task=worker:1 attempt=0"}],
+                         {"name": "TFJOB_FAULT_HOLD_AT_STEP", "value": f"{HOLD} task=worker:1 attempt=0"},
+                         {"name": "TFJOB_STOP_CHECK_EVERY_STEPS", "value": "1"}],
                  "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}
     return {"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": name},
             "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "ExitCode",
@@ -70,8 +73,8 @@ def test_a_deleted_worker_pod_stops_the_gang_at_one_step_and_the_restart_resumes
         cluster: Cluster, tmp_path: Path) -> None:
     name = apply(cluster, job("graceful", tmp_path / "out"))
     chief = f"{name}-worker-0"
-    wait_for(lambda: "[tfjob] fault: holding after step 40" in log(cluster, f"{name}-worker-1"), timeout=240,
-             interval=0.5, what="worker 1 holding at step 40 of epoch 1")
+    wait_for(lambda: f"[tfjob] fault: holding after step {HOLD}" in log(cluster, f"{name}-worker-1"), timeout=240,
+             interval=0.5, what=f"worker 1 holding at step {HOLD} of epoch 1")
     followed = follow(cluster, chief)
     deleted = time.monotonic()
     cluster.core.delete_namespaced_pod(f"{name}-worker-1", "default")
@@ -79,7 +82,7 @@ def test_a_deleted_worker_pod_stops_the_gang_at_one_step_and_the_restart_resumes
                                          "".join(followed)), timeout=60, interval=0.2, what="the agreed stop")
     print(f"pod deleted -> the chief stopped and backed up: {time.monotonic() - deleted:.2f}s")
     step, samples = int(stopped[1]), int(stopped[2])
-    assert 40 <= step < STEPS and samples == step * 64
+    assert (step, samples) == (HOLD, HOLD * 64)
 
     cluster.wait_state(name, "Succeeded", timeout=300)
     resumed = log(cluster, chief)
