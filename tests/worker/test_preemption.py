@@ -110,7 +110,8 @@ def test_a_save_that_cannot_fit_in_the_grace_period_is_not_started_and_the_last_
     assert f"[tfjob] resumed from backup at epoch 2 samples {STEPS * 64}" in resumed  # epoch 1: STEPS x 64
 
 
-# ConstantGlobalBatch across widths, both loops: tests/worker/test_uneven_batches.py (4 → 3 → 4).
+# ConstantGlobalBatch across widths, both loops: tests/worker/test_uneven_batches.py (1 → 3, where the batch
+# does not divide); a node's loss and return, 4 → 3 → 4: tests/e2e/test_elastic_local.py.
 @pytest.mark.parametrize(("loop", "policy", "before", "after", "global_batch", "lr"), [
     ("custom-loop", "ScaleLearningRate", 1, 2, "64", "0.002"),  # 32 a replica on each of 2: LR x 2/1
     ("fit", "ScaleLearningRate", 2, 1, "32", "0.001"),  # 32 a replica on 1: LR x 1/2

@@ -1,10 +1,13 @@
 """An elastic job at a width its global batch does not divide, with real TensorFlow processes on loopback.
 
-A job written for 4 workers at batch 10 (or 7) a worker loses one, trains at 3 and widens back to 4, as the e2e test
-shows at 16. At 3 the global batch stays 40 (28): the replicas' shares differ by one, and every example still
-counts 1 / global batch in the loss, so the epoch trained at 3 gives the model one worker gives on the same global
-batches from the same backup. The steps at which runs stop are chosen with TFJOB_FAULT_HOLD_AT_STEP, not by the
-machine's speed.
+A job written for 4 workers at batch 10 (or 7) a worker resumes its backup at 3 workers. At 3 the global batch stays
+40 (28): the replicas' shares differ by one, and every example still counts 1 / global batch in the loss, so the
+epoch trained at 3 gives the model one worker gives on the same global batches from the same backup. The backup is
+one worker's (the cheapest gang that saves one); the cycle a user sees, 4 workers losing a node, training at 3 on
+64 = 22 + 21 + 21 and widening back to 4, is tests/e2e/test_elastic_local.py's (fit); a custom loop's resume at
+another width, mid-epoch, is tests/worker/test_preemption.py's, and a real peer loss's exit code
+tests/worker/test_training_processes.py's. The step at which the first run is killed is chosen with
+TFJOB_FAULT_HOLD_AT_STEP, not by the machine's speed.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def model_weights(out: Path, epoch: int) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize(("loop", "batch"), [("fit", 10), ("custom-loop", 7)])
-def test_a_lost_worker_shrinks_the_job_to_3_it_trains_on_exactly_and_widens_back_to_4(
+def test_a_backup_resumed_at_3_workers_which_the_batch_does_not_divide_trains_as_one_worker_does(
         launcher: Launcher, tmp_path: Path, loop: str, batch: int) -> None:
     out = tmp_path / "out"
     steps = 12  # a reference epoch: 12 global batches of batch x 4
@@ -58,36 +61,28 @@ def test_a_lost_worker_shrinks_the_job_to_3_it_trains_on_exactly_and_widens_back
             "--optimizer", "sgd", "--learning-rate", "0.05", *(["--custom-loop"] if loop == "custom-loop" else [])]
     global_batch = str(batch * 4)
 
-    # 4 workers: worker 3 holds mid-epoch 2 and is killed there, as a node loss kills it.
-    first = launcher.start_cluster(loopback_cluster(worker=4), [*args, "--output-dir", str(out)], tag="a-",
-                                   env={**elastic_env(), HOLD: f"{steps + 5} task=worker:3"})
-    wait_for(lambda: HOLDING in first["worker3"].stderr or first["worker3"].popen.poll() is not None,
-             timeout=240, what="worker 3 holding in epoch 2")
-    os.killpg(first["worker3"].popen.pid, signal.SIGKILL)
-    survivors = {name: p.wait(120) for name, p in first.items() if name != "worker3"}
-    assert set(survivors.values()) == {exit_codes.PEER_LOST}, launcher.dump()
+    # One worker trains epoch 1 (the whole global batch) and is killed mid-epoch 2, as a node loss kills it.
+    first = launcher.start_cluster(loopback_cluster(worker=1), [*args, "--output-dir", str(out)], tag="a-",
+                                   env={**elastic_env(), HOLD: str(steps + 5)})
+    wait_for(lambda: HOLDING in first["worker0"].stderr or first["worker0"].popen.poll() is not None,
+             timeout=240, what="worker 0 holding in epoch 2")
+    os.killpg(first["worker0"].popen.pid, signal.SIGKILL)
+    first["worker0"].wait(60)
 
-    # 3 workers resume epoch 2 from its backup, train, and are stopped mid-epoch 3 for the widen (SIGTERM to all;
-    # the flags exchanged after every step, so the stop comes before the epoch's end however fast the steps are).
-    # Beside them, one worker resumes the same backup for epoch 2 alone: the same global batches, unsplit.
+    # 3 workers resume epoch 2 from its backup and finish the job. Beside them, one worker resumes the same backup
+    # for epoch 2 alone: the same global batches, unsplit.
     alone_out = tmp_path / "alone"
     shutil.copytree(out, alone_out)
     second = launcher.start_cluster(loopback_cluster(worker=3), [*args, "--output-dir", str(out)], tag="b-",
-                                    env={**elastic_env(), HOLD: f"{steps + 3} task=worker:0",
-                                         "TFJOB_STOP_CHECK_EVERY_STEPS": "1"})
+                                    env=elastic_env())
     alone = launcher.start_cluster(loopback_cluster(worker=1), [*args, "--epochs", "2", "--output-dir",
                                                                 str(alone_out)], tag="alone-", env=elastic_env())
-    wait_for(lambda: HOLDING in second["worker0"].stderr or second["worker0"].popen.poll() is not None,
-             timeout=240, what="3 workers training")
-    for proc in second.values():
-        proc.popen.send_signal(signal.SIGTERM)
-    assert set(codes(second).values()) == {exit_codes.PREEMPTED}, launcher.dump()
+    assert set(codes(second).values()) == {0}, launcher.dump()
     assert codes(alone) == {"worker0": 0}, launcher.dump()
     chief = second["worker0"].stdout
     start = fields(line(chief, "[tfjob] start") or "")
     assert (start["world_size"], start["global_batch"]) == ("3", global_batch), chief
-    assert "[tfjob] resized from 4 to 3 replicas" in chief and "[tfjob] epoch 2/3" in chief, chief
-    assert "preempted: stopped after epoch 3 step" in chief and "; saving" in chief, chief
+    assert "[tfjob] resized from 1 to 3 replicas" in chief and "[tfjob] epoch 3/3" in chief, chief
     # Shares of 14, 13, 13 (10, 9, 9) each weigh an example 1/40 (1/28), as one replica's mean over the batch
     # does. (Averaging each replica's own mean instead, fit's default, moves them by up to 3e-3 here.)
     at3, at1 = model_weights(out, 2), model_weights(alone_out, 2)
@@ -95,16 +90,11 @@ def test_a_lost_worker_shrinks_the_job_to_3_it_trains_on_exactly_and_widens_back
     for name in at3:
         np.testing.assert_allclose(at3[name], at1[name], atol=2e-5, err_msg=name)
 
-    third = launcher.start_cluster(loopback_cluster(worker=4), [*args, "--output-dir", str(out)], tag="c-",
-                                   env=elastic_env())
-    assert set(codes(third).values()) == {0}, launcher.dump()
-    chief = third["worker0"].stdout
-    assert "[tfjob] resized from 3 to 4 replicas" in chief and "[tfjob] epoch 3/3" in chief, chief
     history = json.loads((out / "history.json").read_text())
     assert [(row["epoch"], row.get("resized_from"), row.get("replicas")) for row in history] == [
-        (1, None, None), (2, 4, 3), (3, 3, 4)]
+        (1, None, None), (2, 1, 3), (3, None, None)]
     result = json.loads((out / "result.json").read_text())
-    assert (result["world_size"], result["global_batch"]) == (4, int(global_batch))
+    assert (result["world_size"], result["global_batch"]) == (3, int(global_batch))
     assert result["test_accuracy"] > 0.5  # 36 steps of digits-mlp: well past chance (0.1)
 
 
