@@ -20,11 +20,13 @@ import yaml
 from e2e_helpers import REPO
 
 NODES = "4x{cpu:1,memory:2Gi}"
-EPOCHS = 8
-#: test_accuracy of examples/mnist-elastic.yaml at EPOCHS undisturbed (4 workers throughout, seed 42, tfjob local).
-#: ConstantGlobalBatch keeps the global batch and the data order, so a resumed run follows nearly the same path; not
-#: the same one (the steps after the last backup are replayed, and 3 processes sum in another order), and on 360 test
-#: digits that ends up to 2 points away (one CI run: 0.9583, 4 digits fewer).
+EPOCHS = 4  # the widen lands mid-epoch 3, so the 4 workers it starts still train an epoch and a half
+#: test_accuracy of examples/mnist-elastic.yaml at EPOCHS undisturbed: measured with this test's manifest minus the
+#: TFJOB_FAULT_HOLD_AT_STEP env (4 workers throughout, default seed 42), `tfjob local MANIFEST --plain --nodes NODES`
+#: with no node loss: 0.9694 (at 3 epochs: 0.9472; at 8, measured before: 0.9694 too). ConstantGlobalBatch keeps the
+#: global batch and the data order, so a resumed run follows nearly the same path; not the same one (the steps after
+#: the last backup are replayed, and 3 processes sum in another order), and on 360 test digits that ends up to 2
+#: points away (one CI run at 8 epochs: 0.9583, 4 digits fewer).
 UNDISTURBED_ACCURACY = 0.9694
 ACCURACY_TOLERANCE = 0.02
 #: 20 steps an epoch (1293 examples // 64). Attempt 0 holds 5 steps into epoch 2 (the loss comes after epoch 1);
