@@ -52,7 +52,7 @@ def _cached_split(seed: int) -> dict[str, np.ndarray]:
         folder.mkdir(parents=True, exist_ok=True)
         partial = folder / f".{path.name}.{os.getpid()}"
         with partial.open("wb") as f:
-            np.savez(f, **arrays)
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as its allow_pickle
         os.replace(partial, path)  # whole or absent: a process beside this one never reads half a file
     except OSError:
         pass
