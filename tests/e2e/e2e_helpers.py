@@ -18,6 +18,14 @@ def example(name: str, **changes: Any) -> dict[str, Any]:
     return manifest
 
 
+def with_epochs(manifest: dict[str, Any], epochs: int) -> dict[str, Any]:
+    """`manifest` (mnist-cpu's shape) training `epochs` epochs: for tests of a mechanism, not of the accuracy the
+    example reaches (test_local_training's test_mnist_example_trains_to_high_accuracy_... shows that)."""
+    args = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
+    args[args.index("--epochs") + 1] = str(epochs)
+    return manifest
+
+
 def with_hold(manifest: dict[str, Any], hold: str) -> dict[str, Any]:
     """`manifest` whose workers hold at a training step until SIGTERM (TFJOB_FAULT_HOLD_AT_STEP, docs/worker.md):
     a fault injected after that step lands there, however fast the machine runs."""

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from e2e_helpers import REPO, apply, example, held_example, with_hold
+import yaml
+from e2e_helpers import REPO, apply, example, with_epochs, with_hold
 from operator_harness import Cluster, wait_for
 
 TFJOB = [sys.executable, "-m", "tfjob_operator"]
@@ -65,7 +66,8 @@ print((probs.argmax(axis=1) == d.target[:200]).mean())
 
 @pytest.mark.timeout(480)
 def test_killed_worker_restarts_the_gang_once_and_training_resumes_from_backup(tmp_path: Path) -> None:
-    manifest = held_example("mnist-cpu", tmp_path / "manifest", HOLD_IN_EPOCH_2)
+    manifest = tmp_path / "mnist-cpu.yaml"
+    manifest.write_text(yaml.safe_dump(with_epochs(with_hold(example("mnist-cpu"), HOLD_IN_EPOCH_2), 3)))
     result = tfjob_local(str(manifest), "--workdir", str(tmp_path / "work"), "--kill-worker-after", "0")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "killed mnist-cpu-worker-1 with SIGKILL" in result.stdout
@@ -80,8 +82,7 @@ def test_killed_worker_restarts_the_gang_once_and_training_resumes_from_backup(t
     assert "attempt 1" in result.stdout  # the pods of the second attempt were shown
     metrics = json.loads((output_dir(tmp_path / "work", "mnist-cpu") / "result.json").read_text())
     assert metrics["resumed_from_epoch"] == 2  # the kill came mid-epoch 2: its backup is epoch 1's
-    assert [h["epoch"] for h in metrics["history"]] == list(range(1, 7))
-    assert metrics["test_accuracy"] >= 0.9
+    assert [h["epoch"] for h in metrics["history"]] == [1, 2, 3]  # every epoch trained, none twice
 
 
 def test_invalid_job_is_refused_naming_the_field_and_nothing_starts(tmp_path: Path) -> None:
@@ -148,32 +149,28 @@ class TestOnASharedLocalCluster:
             "size)"), failed["message"]
         assert not any(word in failed["message"] for word in ("cuInit", "cuda", "CUDA")), failed["message"]
 
-    @pytest.mark.timeout(400)
-    def test_eviction_restarts_the_gang_without_using_the_failure_budget(self, e2e_cluster: Cluster) -> None:
-        manifest = with_hold(example("mnist-cpu"), HOLD_IN_EPOCH_2)
+    @pytest.mark.timeout(480)
+    def test_two_jobs_at_once_succeed_one_evicted_without_using_its_failure_budget_and_ps_cleaned_up(
+            self, e2e_cluster: Cluster) -> None:
+        apply(e2e_cluster, example("ps-strategy"))
+        manifest = with_epochs(with_hold(example("mnist-cpu"), HOLD_IN_EPOCH_2), 3)
         manifest["metadata"]["name"] = "evicted"
         manifest["spec"]["runPolicy"]["backoffLimit"] = 0  # a failure restart would fail the job at once
         args = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
         args[args.index("--output-dir") + 1] = "/data/evicted"
         apply(e2e_cluster, manifest)
-        e2e_cluster.wait_state("evicted", "Running", timeout=60)
+        e2e_cluster.wait_state("evicted", "Running", timeout=120)
         wait_for(lambda: "fault: holding after step 25" in e2e_cluster.core.read_namespaced_pod_log(
-            "evicted-worker-1", "default"), timeout=120, interval=0.5, what="worker 1 holding in epoch 2")
+            "evicted-worker-1", "default"), timeout=180, interval=0.5, what="worker 1 holding in epoch 2")
         e2e_cluster.call(e2e_cluster.local.kubelet.evict("default", "evicted-worker-1"))
+        # The eviction restarts that gang once, as a disruption: backoffLimit 0 is untouched.
         status = e2e_cluster.wait_state("evicted", "Succeeded", timeout=300)
         assert status["restartCount"] == 1
         assert status.get("failureRestarts", 0) == 0
         assert {p.metadata.labels["tfjob.dev/attempt"] for p in e2e_cluster.pods("evicted")} == {"1"}
-
-    @pytest.mark.timeout(400)
-    def test_two_jobs_at_once_both_succeed_and_ps_is_cleaned_up(self, e2e_cluster: Cluster) -> None:
-        apply(e2e_cluster, example("ps-strategy"))
-        mnist = example("mnist-cpu")
-        mnist["metadata"]["name"] = "mnist-beside-ps"
-        apply(e2e_cluster, mnist)
-        for name in ("ps-strategy", "mnist-beside-ps"):
-            e2e_cluster.wait_state(name, "Succeeded", timeout=360)
-        # The PS never exits by itself: the operator deleted it, so nothing of the job is left running.
+        # The other job shared the cluster and succeeded too; its PS never exits by itself: the operator deleted
+        # it, so nothing of the job is left running.
+        e2e_cluster.wait_state("ps-strategy", "Succeeded", timeout=360)
         wait_for(lambda: all(p != "Running" for p in e2e_cluster.pod_phases("ps-strategy").values()), timeout=30,
                  what="no ps-strategy pod left running")
         assert "ps-strategy-ps-0" not in e2e_cluster.pod_phases("ps-strategy")
