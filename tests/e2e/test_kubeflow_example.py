@@ -47,17 +47,23 @@ def test_kubeflow_mwms_example_trains_to_90_percent_and_kubectl_shows_its_state(
 @pytest.mark.timeout(330)
 def test_tfjob_local_creates_the_files_configmap_first_and_trains_the_job(tmp_path: Path) -> None:
     """The same file under `tfjob local`: the ConfigMap (the script) is created before the TFJob, whose pods
-    mount it, and the job trains (read as tfjob.dev/v1, no Kubeflow API needed)."""
-    result = subprocess.run([sys.executable, "-m", "tfjob_operator", "local", str(EXAMPLE), "--plain",
-                             "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=REPO)
+    mount it, and the job trains (read as tfjob.dev/v1, no Kubeflow API needed). Two epochs of the script instead
+    of eight: the test above shows the example's accuracy."""
+    text = EXAMPLE.read_text()
+    assert "    EPOCHS = 8\n" in text
+    copy = tmp_path / "mnist-mwms.yaml"
+    copy.write_text(text.replace("    EPOCHS = 8\n", "    EPOCHS = 2\n"))
+    workdir = tmp_path / "work"
+    result = subprocess.run([sys.executable, "-m", "tfjob_operator", "local", str(copy), "--plain",
+                             "--workdir", str(workdir)], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = result.stdout.splitlines()
     created = [i for i, line in enumerate(lines) if line.endswith(" created")]
     assert [lines[i].split()[-2] for i in created] == ["configmap/mnist-mwms-script", "tfjob.tfjob.dev/mnist-mwms"]
     assert "TFJob mnist-mwms: Succeeded" in result.stdout
-    logs = sorted(tmp_path.glob("pods/default_mnist-mwms-worker-*/logs/tensorflow/0.log"))
+    logs = sorted(workdir.glob("pods/default_mnist-mwms-worker-*/logs/tensorflow/0.log"))
     assert len(logs) == 2, logs
     for log in logs:
         accuracy = re.findall(r"test_accuracy=([0-9.]+)", log.read_text())
-        assert accuracy and float(accuracy[-1]) >= 0.9, (log, accuracy)
-    assert (tmp_path / "volumes" / "default" / "strategy-volume" / "saved_model" / "saved_model.pb").is_file()
+        assert accuracy and float(accuracy[-1]) > 0.5, (log, accuracy)  # it learned (chance is 0.1)
+    assert (workdir / "volumes" / "default" / "strategy-volume" / "saved_model" / "saved_model.pb").is_file()
