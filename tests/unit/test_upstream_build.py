@@ -1,6 +1,8 @@
 """The pinned upstream build (`make upstream`): what a developer sees when Go is missing or the build breaks, and
 that a second run of a built module does nothing. Each runs `python -m kubelocal.upstream.build`'s code on a toy
-wrapper module (one `tool` of a few lines), so it takes seconds, not the control plane's minutes."""
+wrapper module (one `tool` of a few lines that imports nothing), so it takes seconds, not the control plane's
+minutes. Go's own build cache (GOCACHE) is the developer's, as `make upstream` uses it: the toy needs only Go's
+runtime, which that cache holds once any Go program was built (`make test-upstream` reuses it in CI)."""
 
 from __future__ import annotations
 
@@ -52,19 +54,17 @@ def test_a_built_module_is_cached_outside_the_tree_and_a_second_run_does_not_cal
     toy_module(tmp_path, """
         package main
 
-        import "fmt"
-
         var version = "unset"
 
-        func main() { fmt.Println("hello", version) }
+        func main() { println("hello", version) }
     """)
-    first = run_toy(tmp_path, GOCACHE=str(tmp_path / "gocache"))
+    first = run_toy(tmp_path)
     assert first.returncode == 0, first.stderr
     bin_dir = Path(first.stdout.strip())
     assert bin_dir.is_relative_to(tmp_path / "cache")
     assert "built:" in first.stderr and "packages compiled" in first.stderr
     # The version ldflags reach the binary (kube-apiserver's /version reads them the same way).
-    assert subprocess.run([bin_dir / "hello"], capture_output=True, text=True, check=True).stdout == "hello v0.0.1\n"
+    assert subprocess.run([bin_dir / "hello"], capture_output=True, text=True, check=True).stderr == "hello v0.0.1\n"
     # No go at all the second time: the cache is keyed by go.mod, go.sum and the flags, and it holds.
     second = run_toy(tmp_path, PATH="/nonexistent", GO="/nonexistent/go")
     assert second.returncode == 0, second.stderr
@@ -79,7 +79,7 @@ def test_a_failed_build_says_what_to_do_and_shows_the_tail_of_gos_output(tmp_pat
 
         func main() { undefinedCall() }
     """)
-    result = run_toy(tmp_path, GOCACHE=str(tmp_path / "gocache"))
+    result = run_toy(tmp_path)
     assert result.returncode == 2
     said = [line for line in result.stderr.splitlines() if not line.startswith("upstream: toy v0.0.1:")]
     failed = next(i for i, line in enumerate(said) if "building toy failed" in line)
