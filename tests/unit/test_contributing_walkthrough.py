@@ -37,7 +37,8 @@ def _env(copy: Path) -> dict[str, str]:
 
 
 def _pytest(copy: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+    """The copy's tests; -x: a walk left incomplete shows at its first failure, and the run stops there."""
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly",
                            "-o", "addopts=", *args], cwd=copy, env=_env(copy), capture_output=True, text=True,
                           timeout=300)
 
