@@ -26,17 +26,16 @@ def wait_all(procs: dict, timeout: float) -> dict[str, int]:
     return {name: p.wait(max(deadline - time.monotonic(), 1)) for name, p in procs.items()}
 
 
-def load_saved_model_in_a_fresh_process(path: str, x_rows: int = 3) -> list[list[float]]:
-    """Load the SavedModel the way a user would (tf.saved_model.load) and predict, outside the trainer."""
-    code = (
-        "import os, json, sys; os.environ['TF_CPP_MIN_LOG_LEVEL']='2'; import numpy as np, tensorflow as tf; "
-        f"m = tf.saved_model.load({path!r}); f = m.signatures['serving_default']; "
-        f"out = list(f(tf.constant(np.ones(({x_rows}, 64), 'float32'))).values())[0]; "
-        "print(json.dumps(out.numpy().tolist()))"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+def load_saved_model_and_predict(path: str, x_rows: int = 3) -> list[list[float]]:
+    """Load the SavedModel the way a user would (tf.saved_model.load) and predict, outside the trainer (in this
+    test process, which other tests here import TensorFlow into as well)."""
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import numpy as np
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    out = next(iter(serve(tf.constant(np.ones((x_rows, 64), "float32"))).values()))
+    return out.numpy().tolist()  # type: ignore[no-any-return]
 
 
 def test_two_workers_train_digits_to_90_percent_with_identical_weights(launcher: Launcher, tmp_path: Path):
@@ -63,13 +62,15 @@ def test_two_workers_train_digits_to_90_percent_with_identical_weights(launcher:
     assert result["saved_model"] == str(out / "saved_model") and result["resumed_from_epoch"] is None
     assert sorted(os.listdir(out / "checkpoints"))[-1] == "latest.json"
     assert os.listdir(out / "tensorboard")
-    predictions = load_saved_model_in_a_fresh_process(result["saved_model"])
+    predictions = load_saved_model_and_predict(result["saved_model"])
     assert all(abs(sum(row) - 1.0) < 1e-4 for row in predictions)  # softmax rows
 
 
-def test_parameter_server_job_with_chief_two_workers_and_one_ps_succeeds(launcher: Launcher, tmp_path: Path):
+# A chief, 2 workers and a ps (examples/ps-strategy.yaml) succeeding under the operator:
+# tests/e2e/test_local_training.py::TestOnASharedLocalCluster::test_two_jobs_at_once_both_succeed_and_ps_is_cleaned_up.
+def test_parameter_server_job_with_chief_a_worker_and_one_ps_succeeds(launcher: Launcher, tmp_path: Path):
     out = tmp_path / "out"
-    procs = launcher.start_cluster(loopback_cluster(chief=1, worker=2, ps=1),
+    procs = launcher.start_cluster(loopback_cluster(chief=1, worker=1, ps=1),
                                    ["--epochs", "3", "--learning-rate", "0.002", "--output-dir", str(out)])
     assert procs["chief0"].wait(180) == 0, launcher.dump()
     start = fields(line(procs["chief0"].stdout, "[tfjob] start") or "")
@@ -77,13 +78,13 @@ def test_parameter_server_job_with_chief_two_workers_and_one_ps_succeeds(launche
     assert float(fields(line(procs["chief0"].stdout, "[tfjob] done") or "")["test_accuracy"]) >= 0.9
     assert (out / "saved_model").is_dir()
     # ps and worker tasks notice the chief is gone and finish, so their pods do not run forever
-    assert wait_all({k: v for k, v in procs.items() if k != "chief0"}, 60) == {"worker0": 0, "worker1": 0, "ps0": 0}
+    assert wait_all({k: v for k, v in procs.items() if k != "chief0"}, 60) == {"worker0": 0, "ps0": 0}
 
 
 def test_independent_mode_trains_a_different_model_per_rank(launcher: Launcher, tmp_path: Path):
     out = tmp_path / "out"
     procs = launcher.start_cluster(loopback_cluster(worker=2),
-                                   ["--strategy", "independent", "--epochs", "3", "--output-dir", str(out)])
+                                   ["--strategy", "independent", "--epochs", "1", "--output-dir", str(out)])
     assert wait_all(procs, 120) == {"worker0": 0, "worker1": 0}, launcher.dump()
     results = [json.loads((out / "result.json").read_text()),
                json.loads((out / "ranks" / "1" / "result.json").read_text())]
@@ -92,43 +93,27 @@ def test_independent_mode_trains_a_different_model_per_rank(launcher: Launcher, 
     assert procs["worker1"].stdout == ""  # non-zero ranks are quiet without --verbose
 
 
-def test_killed_worker_makes_the_survivor_exit_peer_lost_and_a_restart_resumes(launcher: Launcher, tmp_path: Path):
+# The restart that resumes from epoch 1's backup: tests/e2e/test_local_training.py::
+# test_killed_worker_restarts_the_gang_once_and_training_resumes_from_backup (a worker SIGKILLed mid-epoch 2 too).
+def test_killed_worker_makes_the_survivor_exit_peer_lost(launcher: Launcher, tmp_path: Path):
     out = tmp_path / "out"
-    cluster = loopback_cluster(worker=2)
-    args = ["--epochs", "4", "--steps-per-epoch", "150", "--batch-size-per-replica", "16", "--output-dir", str(out)]
-    # Worker 1 holds 10 steps into epoch 2 (TFJOB_FAULT_HOLD_AT_STEP), worker 0 waiting for it in a collective.
-    first = launcher.start_cluster(cluster, args, tag="first-", env={"TFJOB_FAULT_HOLD_AT_STEP": "160 task=worker:1"})
-    assert wait_for(lambda: "fault: holding after step 160" in first["worker1"].stderr, 150), launcher.dump()
+    steps = 30
+    args = ["--epochs", "2", "--steps-per-epoch", str(steps), "--batch-size-per-replica", "16",
+            "--output-dir", str(out)]
+    # Worker 1 holds 5 steps into epoch 2 (TFJOB_FAULT_HOLD_AT_STEP), worker 0 waiting for it in a collective.
+    first = launcher.start_cluster(loopback_cluster(worker=2), args,
+                                   env={"TFJOB_FAULT_HOLD_AT_STEP": f"{steps + 5} task=worker:1"})
+    assert wait_for(lambda: f"fault: holding after step {steps + 5}" in first["worker1"].stderr, 150), launcher.dump()
     os.killpg(first["worker1"].popen.pid, signal.SIGKILL)  # the whole pod dies, mid-epoch 2
     killed_at = time.monotonic()
     assert first["worker0"].wait(30) == exit_codes.PEER_LOST, launcher.dump()
     assert time.monotonic() - killed_at < 30
     assert "lost a peer" in first["worker0"].stderr
-    epochs_before = [ln for ln in first["worker0"].stdout.splitlines() if ln.startswith("[tfjob] epoch")]
-
-    second = launcher.start_cluster(cluster, args, tag="second-")
-    assert wait_all(second, 180) == {"worker0": 0, "worker1": 0}, launcher.dump()
-    stdout = second["worker0"].stdout
-    resumed = line(stdout, "[tfjob] resumed from backup at epoch")
-    assert resumed is not None, stdout
-    resumed_epoch = int(resumed.split(" at epoch ")[1].split()[0])  # "... at epoch 2 samples 4800"
-    assert resumed_epoch == 2 and epochs_before == [line(first["worker0"].stdout, "[tfjob] epoch 1/4")]
-    assert "[tfjob] epoch 2/4" in stdout and "[tfjob] epoch 1/4" not in stdout
-    assert [row["epoch"] for row in json.loads((out / "history.json").read_text())] == [1, 2, 3, 4]
-    assert json.loads((out / "result.json").read_text())["resumed_from_epoch"] == resumed_epoch
-
-
-def test_custom_training_loop_on_two_workers_gives_identical_weights(launcher: Launcher, tmp_path: Path):
-    out = tmp_path / "out"
-    procs = launcher.start_cluster(
-        loopback_cluster(worker=2),
-        ["--custom-loop", "--epochs", "4", "--learning-rate", "0.002", "--output-dir", str(out)],
-        extra=lambda role, index: ["--verbose"] if index == 1 else [])
-    assert wait_all(procs, 180) == {"worker0": 0, "worker1": 0}, launcher.dump()
-    done = [fields(line(p.stdout, "[tfjob] done") or "") for p in procs.values()]
-    assert done[0]["weights_digest"] == done[1]["weights_digest"]
-    assert float(done[0]["test_accuracy"]) >= 0.9
-    assert [row["epoch"] for row in json.loads((out / "history.json").read_text())] == [1, 2, 3, 4]
+    assert exit_codes.is_retryable(exit_codes.PEER_LOST)  # the operator restarts the gang
+    epochs = [ln for ln in first["worker0"].stdout.splitlines() if ln.startswith("[tfjob] epoch")]
+    assert epochs == [line(first["worker0"].stdout, "[tfjob] epoch 1/2")]  # the kill came mid-epoch 2
+    assert (out / "backup" / "chief").is_dir() and [row["epoch"] for row in
+                                                     json.loads((out / "history.json").read_text())] == [1]
 
 
 def test_missing_peer_ends_with_the_startup_timeout_code(launcher: Launcher, tmp_path: Path):
