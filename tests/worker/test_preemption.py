@@ -79,9 +79,10 @@ def finish(procs: dict[str, Proc]) -> str:
 
 
 # fit's agreed stop with 2 workers (all exit 143, the chief saves): the fit case of the width test below; fit's
-# resume at the very step it stopped: tests/e2e/test_graceful_preemption.py (a deleted pod's SIGTERM, the default
-# adaptive exchange). The resumed run also shows what test_custom_training_loop_on_two_workers_gives_identical_weights
-# did: the custom loop on 2 workers trains digits to 90% and both hold the same weights.
+# resume at the very step it stopped: tests/e2e/test_graceful_preemption.py (a deleted pod's SIGTERM). The default
+# adaptive exchange (graceful.py's, for both loops) runs here only: the other tests fix it. The resumed run also
+# shows what test_custom_training_loop_on_two_workers_gives_identical_weights did: the custom loop on 2 workers
+# trains digits to 90% and both hold the same weights.
 def test_sigterm_mid_epoch_stops_all_workers_after_one_step_saves_and_loses_no_step(
         launcher: Launcher, tmp_path: Path) -> None:
     out = tmp_path / "out"

@@ -67,7 +67,8 @@ def test_two_workers_train_digits_to_90_percent_with_identical_weights(launcher:
 
 
 # A chief, 2 workers and a ps (examples/ps-strategy.yaml) succeeding under the operator:
-# tests/e2e/test_local_training.py::TestOnASharedLocalCluster::test_two_jobs_at_once_both_succeed_and_ps_is_cleaned_up.
+# tests/e2e/test_local_training.py::TestOnASharedLocalCluster::
+# test_two_jobs_at_once_succeed_one_evicted_without_using_its_failure_budget_and_ps_cleaned_up.
 def test_parameter_server_job_with_chief_a_worker_and_one_ps_succeeds(launcher: Launcher, tmp_path: Path):
     out = tmp_path / "out"
     procs = launcher.start_cluster(loopback_cluster(chief=1, worker=1, ps=1),
