@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -125,7 +126,8 @@ def test_a_setting_that_contradicts_the_plane_stops_the_operator_saying_what_to_
         stop_process(operator)
     said = log.read_text()
     assert operator.returncode == 2, said
-    assert f"tfjob operator: TFJOB_ADDRESSING={wrong}, but the plane at http://127.0.0.1:" in said, said
+    # kubelocal serves http, the upstream plane (kube-apiserver) https
+    assert re.search(rf"tfjob operator: TFJOB_ADDRESSING={wrong}, but the plane at https?://127\.0\.0\.1:", said), said
     assert f"says its pods use {'dns' if networked else 'loopback'} addressing (kube-public/pod-addressing:" in said
     assert "unset TFJOB_ADDRESSING" in said
     assert "Traceback" not in said

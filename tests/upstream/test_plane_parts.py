@@ -136,3 +136,18 @@ def test_the_egress_selector_names_the_abstract_socket_as_kube_apiserver_reads_i
     (selection,) = config["egressSelections"]
     assert selection["name"] == "cluster"
     assert selection["connection"]["transport"]["uds"]["udsName"] == "@kubelocal-egress-1"
+
+
+def test_the_upstream_planes_kubelets_take_every_fault_as_one_kubelet_takes_it() -> None:
+    """`tfjob local --kill-worker-after` and the chaos faults call the same methods on either plane: the upstream
+    plane's Kubelets (one per node) must accept exactly what ProcessKubelet accepts (it once lacked `why`)."""
+    import inspect
+
+    from kubelocal.kubelet import ProcessKubelet
+    from kubelocal.upstream.kubelets import Kubelets
+
+    faults = [name for name, member in vars(Kubelets).items()
+              if inspect.iscoroutinefunction(member) and name not in ("start", "stop")]  # the agents' own lifecycle
+    assert {"kill_container", "evict", "lose_node", "restore_node", "partition"} <= set(faults)
+    for name in faults:
+        assert inspect.signature(getattr(Kubelets, name)) == inspect.signature(getattr(ProcessKubelet, name)), name

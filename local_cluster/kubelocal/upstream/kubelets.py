@@ -62,8 +62,8 @@ class Kubelets:
         await self._of_pod(namespace, pod).evict(namespace, pod, message, grace_seconds=grace_seconds)
 
     async def kill_container(self, namespace: str, pod: str, sig: int = signal.SIGKILL,
-                             container: str | None = None) -> None:
-        await self._of_pod(namespace, pod).kill_container(namespace, pod, sig, container)
+                             container: str | None = None, why: str = "a fault injection") -> None:
+        await self._of_pod(namespace, pod).kill_container(namespace, pod, sig, container, why)
 
     async def lose_node(self, node: str) -> None:
         await self._of_node(node).lose_node(node)
