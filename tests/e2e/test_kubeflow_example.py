@@ -59,7 +59,8 @@ def test_tfjob_local_creates_the_files_configmap_first_and_trains_the_job(tmp_pa
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = result.stdout.splitlines()
     created = [i for i, line in enumerate(lines) if line.endswith(" created")]
-    assert [lines[i].split()[-2] for i in created] == ["configmap/mnist-mwms-script", "tfjob.tfjob.dev/mnist-mwms"]
+    assert [lines[i].split()[-2] for i in created] == [
+        "configmap/mnist-mwms-script", "persistentvolumeclaim/strategy-volume", "tfjob.tfjob.dev/mnist-mwms"]
     assert "TFJob mnist-mwms: Succeeded" in result.stdout
     logs = sorted(workdir.glob("pods/default_mnist-mwms-worker-*/logs/tensorflow/0.log"))
     assert len(logs) == 2, logs

@@ -143,17 +143,18 @@ def test_crd_command_prints_the_checked_in_crd() -> None:
 
 
 def test_render_passes_other_kinds_through_first_and_says_so() -> None:
-    """examples/kubeflow/mnist-mwms.yaml: a ConfigMap (the script) and the TFJob in one file."""
+    """examples/kubeflow/mnist-mwms.yaml: a ConfigMap (the script), the workers' claim and the TFJob in one file."""
     path = ROOT / "examples" / "kubeflow" / "mnist-mwms.yaml"
     result = tfjob_cli("render", str(path))
     assert result.returncode == 0, result.stderr
     objects = list(yaml.safe_load_all(result.stdout))
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
-        ("ConfigMap", "mnist-mwms-script"), ("Service", "mnist-mwms"), ("Pod", "mnist-mwms-worker-0"),
-        ("Pod", "mnist-mwms-worker-1")]
+        ("ConfigMap", "mnist-mwms-script"), ("PersistentVolumeClaim", "strategy-volume"), ("Service", "mnist-mwms"),
+        ("Pod", "mnist-mwms-worker-0"), ("Pod", "mnist-mwms-worker-1")]
     assert objects[0] == next(yaml.safe_load_all(path.read_text()))  # as written, its script a block again
     assert "  train.py: |\n    import argparse\n" in result.stdout
     assert "note: ConfigMap mnist-mwms-script is not a TFJob: printed as it is" in result.stderr
+    assert "note: PersistentVolumeClaim strategy-volume is not a TFJob: printed as it is" in result.stderr
 
 
 def test_render_refuses_another_kind_without_a_name_and_a_tfjob_dev_kind_it_does_not_know() -> None:
