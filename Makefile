@@ -41,9 +41,10 @@ test: lint kubeflow-sdk-venv
 upstream: setup
 	$(BIN)/python -m kubelocal.upstream.build
 
-# The third command: the upstream tier (tests/upstream) and the scenarios that run on both planes, on the upstream
-# one (TFJOB_CONTROL_PLANE=upstream), after building what they run (k8s: etcd and the three control-plane binaries).
-UPSTREAM_TIERS ?= tests/upstream
+# The third command: the upstream tier (tests/upstream) and the e2e tier's scenarios (tfjob local with real TensorFlow)
+# on the upstream plane (TFJOB_CONTROL_PLANE=upstream), after building what they run (k8s: etcd and the three
+# control-plane binaries; Kueue is not needed).
+UPSTREAM_TIERS ?= tests/upstream tests/e2e
 test-upstream: setup
 	$(BIN)/python -m kubelocal.upstream.build k8s
 	TFJOB_CONTROL_PLANE=upstream $(BIN)/pytest -n 2 --dist loadgroup --durations=15 $(UPSTREAM_TIERS)
