@@ -153,13 +153,8 @@ class ComponentLoop:
             self.loop.close()
 
 
-class LocalCluster:
-    """A whole local control plane; `async with LocalCluster(workdir=...) as c:` then use `c.url`.
-
-    The controllers and the scheduler live on `components.loop`: await their coroutines through
-    `await c.on_components(...)`. The kubelet lives on its own loop; its fault methods (`c.kubelet.evict(...)`)
-    may be awaited from any loop.
-    """
+class ClusterSettings:
+    """What both planes take (`LocalCluster`'s and `UpstreamCluster`'s arguments), checked before anything starts."""
 
     def __init__(self, *, nodes: str | None = None, workdir: Path, port: int = 0,
                  crds: Sequence[Path] = (), max_grace_seconds: float = 5.0,
@@ -181,14 +176,26 @@ class LocalCluster:
             raise ValueError(f"sim_speed: {sim_speed!r} must be a positive number of simulated seconds per second")
         #: Simulated seconds per wall second for the pods of simulated nodes (`sim:true` in --nodes).
         self.sim_speed = sim_speed
+        self.controller_settings = controllers or ControllerSettings()
         #: Whether pods get a network of their own (`auto`: where namespaces can be made) and why not.
         self.pod_network, self.pod_network_reason = plane.choose(pod_network)
         self.network: plane.PlaneNetwork | None = None
-        self.apiserver = ApiServer(port=port)
+        self.ca: CertificateAuthority = new_ca()
+
+
+class LocalCluster(ClusterSettings):
+    """A whole local control plane; `async with LocalCluster(workdir=...) as c:` then use `c.url`.
+
+    The controllers and the scheduler live on `components.loop`: await their coroutines through
+    `await c.on_components(...)`. The kubelet lives on its own loop; its fault methods (`c.kubelet.evict(...)`)
+    may be awaited from any loop.
+    """
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.apiserver = ApiServer(port=self.port)
         # pods naming a missing ServiceAccount are refused; the controllers create each namespace's `default`
         self.apiserver.admission.register(ServiceAccountAdmission(self.apiserver.store))
-        self.ca: CertificateAuthority = new_ca()
-        self.controller_settings = controllers or ControllerSettings()
         self._controllers: ControllerManager | None = None
         self._kubelet: ProcessKubelet | None = None
         self._scheduler: Scheduler | None = None

@@ -83,6 +83,13 @@ async def pod_log(
     response.enable_chunked_encoding()
     await response.prepare(request)
     request[RECORD](200)
+    await send_stream(response, first, stream)
+    return response
+
+
+async def send_stream(response: web.StreamResponse, first: bytes, stream: Any) -> None:
+    """Write a prepared log response: the first chunk (read before the status was chosen), then the rest as it
+    comes, until the stream ends or the client goes away; the stream is closed either way."""
     try:
         if first:
             await response.write(first)
@@ -93,8 +100,7 @@ async def pod_log(
         pass
     finally:
         with contextlib.suppress(Exception):
-            await stream.aclose()  # type: ignore[attr-defined]
-    return response
+            await stream.aclose()
 
 
 def pod_binding(ctx: RestContext, rt: ResourceType, ns: str | None, name: str, body: Any) -> dict[str, Any]:

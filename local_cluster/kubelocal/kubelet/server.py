@@ -20,8 +20,6 @@ kubelocal's own API server does not call this: it asks the kubelet in-process (`
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -35,6 +33,7 @@ from kubelocal.apiserver import portforward, portforward_ws, remotecommand
 from kubelocal.apiserver.codec import truthy
 from kubelocal.apiserver.errors import ApiError
 from kubelocal.apiserver.faults import RECORD
+from kubelocal.apiserver.subresources import send_stream
 
 #: The features this kubelet API serves as the real kubelet's does (sorted: the API server checks the order).
 DECLARED_FEATURES = ["ExtendWebSocketsToKubelet"]
@@ -138,17 +137,7 @@ class KubeletServer:
         response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
         await response.prepare(request)
-        try:
-            if first:
-                await response.write(first)
-            async for chunk in stream:
-                await response.write(chunk)
-            await response.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
-        finally:
-            with contextlib.suppress(Exception):
-                await stream.aclose()  # type: ignore[attr-defined]
+        await send_stream(response, first, stream)
         return response
 
     @staticmethod

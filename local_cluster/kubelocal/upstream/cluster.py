@@ -12,19 +12,22 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kubelocal.cluster import ComponentLoop, LocalClusterThread, install_crds, wait_for_default_service_accounts
-from kubelocal.containers import ImageDefaults
-from kubelocal.controllers import ControllerSettings
+from kubelocal.cluster import (
+    ClusterSettings,
+    ComponentLoop,
+    LocalClusterThread,
+    install_crds,
+    wait_for_default_service_accounts,
+)
 from kubelocal.kubeclient import ApiError, KubeClient
 from kubelocal.kubelet import PodNetworking, ProcessKubelet
 from kubelocal.kubelet.server import DECLARED_FEATURES, KubeletServer
 from kubelocal.network import Listen, plane
-from kubelocal.nodes import DEFAULT_NODES, SIM_LABEL, is_simulated, parse_node_spec
-from kubelocal.pki import new_ca
+from kubelocal.nodes import SIM_LABEL, is_simulated
 from kubelocal.published import publish
 
 from . import binaries as bins
@@ -66,34 +69,14 @@ KUBE_DNS: dict[str, Any] = {
 HOST_NODE_IP = "127.0.0.1"
 
 
-class UpstreamCluster:
+class UpstreamCluster(ClusterSettings):
     """The upstream control plane with kubelocal's nodes; `async with UpstreamCluster(workdir=...) as c:`.
 
     Takes `LocalCluster`'s arguments. `port` (when not 0) is kube-apiserver's secure port."""
 
-    def __init__(self, *, nodes: str | None = None, workdir: Path, port: int = 0,
-                 crds: Sequence[Path] = (), max_grace_seconds: float = 5.0,
-                 restart_backoff: tuple[float, float] = (0.2, 5.0),
-                 controllers: ControllerSettings | None = None, image: ImageDefaults = ImageDefaults(),
-                 images: Mapping[str, ImageDefaults] | None = None, sim_speed: float = 1.0,
-                 pod_network: str = "off", binaries: dict[str, Path] | None = None) -> None:
-        self.node_spec = nodes or DEFAULT_NODES
-        self.nodes = parse_node_spec(self.node_spec)  # fail on a bad spec before anything starts
-        self.workdir = Path(workdir).resolve()
-        self.port = port
-        self.crds = tuple(crds)
-        self.max_grace_seconds = max_grace_seconds
-        self.restart_backoff = restart_backoff
-        self.image = image
-        self.images = dict(images or {})
-        if not sim_speed > 0:
-            raise ValueError(f"sim_speed: {sim_speed!r} must be a positive number of simulated seconds per second")
-        self.sim_speed = sim_speed
-        self.controller_settings = controllers or ControllerSettings()
+    def __init__(self, *, binaries: dict[str, Path] | None = None, **settings: Any) -> None:
+        super().__init__(**settings)
         self.binaries = binaries if binaries is not None else bins.find()  # BinariesMissing before anything starts
-        self.pod_network, self.pod_network_reason = plane.choose(pod_network)
-        self.ca = new_ca()
-        self.network: plane.PlaneNetwork | None = None
         self.records: ApiRecords | None = None
         self.relays: ApiRelays | None = None
         self.plane: UpstreamPlane | None = None

@@ -13,10 +13,8 @@ import asyncio
 import contextlib
 import logging
 import os
-import random
 import shutil
 import signal
-import socket
 import ssl
 import time
 from collections.abc import Sequence
@@ -28,6 +26,7 @@ import aiohttp
 from kubelocal.kubeclient import ApiError, KubeClient
 from kubelocal.lifeline import ChildProcess, Lifeline, spawn
 from kubelocal.pki import CertificateAuthority
+from kubelocal.ports import free_ports
 
 from . import binaries as bins
 from . import flags
@@ -47,37 +46,10 @@ KUBELET_API_BINDING = {
     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:kubelet-api-admin"},
     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kube-apiserver-kubelet-client"}],
 }
-_LOW, _HIGH = 20_000, 32_000
 
 
 class PlaneError(bins.UpstreamError):
     """A plane process failed to start; the message names it and ends with the tail of its log."""
-
-
-def free_ports(n: int) -> list[int]:
-    """n loopback ports free now, picked below the kernel's ephemeral range (where only an explicit bind takes one,
-    so a port picked here is not taken by some client's connect before the process binds it)."""
-    try:
-        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        ephemeral = 0
-    held: list[socket.socket] = []
-    try:
-        candidates = random.sample(range(_LOW, _HIGH), 50 * n) if ephemeral > _HIGH else [0] * (10 * n)
-        for port in candidates:
-            sock = socket.socket()
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                sock.close()
-                continue
-            held.append(sock)
-            if len(held) == n:
-                return [s.getsockname()[1] for s in held]
-        raise OSError(f"could not find {n} free loopback ports")
-    finally:
-        for sock in held:
-            sock.close()
 
 
 def tls_context(ca: Path, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
