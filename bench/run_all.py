@@ -120,6 +120,8 @@ RUN_ALONE: dict[str, str] = {
                  "docs/local-cluster.md)",
     "elastic_recovery": "a node lost under an elastic gang of real TensorFlow workers -> training at 3 (about 1.5 min; "
                         "not yet in the budget: its figures are in docs/elastic.md)",
+    "upstream_start": "the upstream plane's start and memory: needs the binaries `make upstream` builds with Go, which "
+                      "`make bench` does not (its figures are in docs/local-cluster.md)",
 }
 
 FIGURES: tuple[Figure, ...] = (

@@ -22,6 +22,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import rbac
 import yaml
 from deployhelpers import chart_env, renderer
 from kubernetes.client.exceptions import ApiException
@@ -29,7 +30,7 @@ from operator_harness import Cluster, Operator, free_port, local_cluster, py, re
 from shared_data import CRDS
 
 from kubelocal.cluster import install_crds
-from tfjob_operator import kube, rbac
+from tfjob_operator import kube
 from tfjob_operator.api import constants
 from tfjob_operator.api.crd import KUBEFLOW_CRD_PATH
 from tfjob_operator.serving import leader

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import rbac
 from deployhelpers import renderer
-
-from tfjob_operator import rbac
 
 
 @dataclass
