@@ -182,6 +182,12 @@ class ClusterSettings:
         self.network: plane.PlaneNetwork | None = None
         self.ca: CertificateAuthority = new_ca()
 
+    def _running(self, part: T | None) -> T:
+        """A part that exists only while the cluster runs (its API server, kubelet, controllers...)."""
+        if part is None:
+            raise RuntimeError(f"the cluster is not running (use `async with {type(self).__name__}(...)`)")
+        return part
+
 
 class LocalCluster(ClusterSettings):
     """A whole local control plane; `async with LocalCluster(workdir=...) as c:` then use `c.url`.
@@ -212,27 +218,19 @@ class LocalCluster(ClusterSettings):
 
     @property
     def kubelet(self) -> ProcessKubelet:
-        if self._kubelet is None:
-            raise RuntimeError("the cluster is not running (use `async with LocalCluster(...)`)")
-        return self._kubelet
+        return self._running(self._kubelet)
 
     @property
     def controllers(self) -> ControllerManager:
-        if self._controllers is None:
-            raise RuntimeError("the cluster is not running (use `async with LocalCluster(...)`)")
-        return self._controllers
+        return self._running(self._controllers)
 
     @property
     def scheduler(self) -> Scheduler:
-        if self._scheduler is None:
-            raise RuntimeError("the cluster is not running (use `async with LocalCluster(...)`)")
-        return self._scheduler
+        return self._running(self._scheduler)
 
     @property
     def components(self) -> ComponentLoop:
-        if self._components is None:
-            raise RuntimeError("the cluster is not running (use `async with LocalCluster(...)`)")
-        return self._components
+        return self._running(self._components)
 
     async def on_components(self, coro: Awaitable[T]) -> T:
         """Await a coroutine of the controllers, the kubelet or the scheduler on their own loop."""

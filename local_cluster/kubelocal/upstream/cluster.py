@@ -88,9 +88,7 @@ class UpstreamCluster(ClusterSettings):
     # -- what callers read ------------------------------------------------------------------------------------
 
     def _plane(self) -> UpstreamPlane:
-        if self.plane is None:
-            raise RuntimeError("the cluster is not running (use `async with UpstreamCluster(...)`)")
-        return self.plane
+        return self._running(self.plane)
 
     @property
     def url(self) -> str:
@@ -98,15 +96,11 @@ class UpstreamCluster(ClusterSettings):
 
     @property
     def kubelet(self) -> Kubelets:
-        if self._kubelets is None:
-            raise RuntimeError("the cluster is not running (use `async with UpstreamCluster(...)`)")
-        return self._kubelets
+        return self._running(self._kubelets)
 
     @property
     def components(self) -> ComponentLoop:
-        if self._components is None:
-            raise RuntimeError("the cluster is not running (use `async with UpstreamCluster(...)`)")
-        return self._components
+        return self._running(self._components)
 
     def write_kubeconfig(self, path: Path) -> None:
         """The admin's kubeconfig (a `system:masters` client certificate), laid out as kubelocal's."""
