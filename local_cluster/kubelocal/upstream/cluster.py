@@ -120,7 +120,7 @@ class UpstreamCluster(ClusterSettings):
         if self.pod_network:
             self.records = ApiRecords()  # reads the API once it is up (`_start_components`)
             self.network = plane.PlaneNetwork(self.records, self.ca)
-        advertise = self.network.net.gateway if self.network is not None else _host_address()
+        advertise = self.network.net.gateway if self.network is not None else host_address()
         s = self.controller_settings
         self.plane = UpstreamPlane(self.workdir / "upstream", advertise_address=advertise, dial=self._dial,
                                    binaries=self.binaries, node_monitor_grace=s.node_monitor_grace,
@@ -278,7 +278,7 @@ def _in_network(host: str, network: plane.PlaneNetwork) -> bool:
     return ip in network.net.ipam.network or str(ip) in (network.net.api_ip, network.net.dns_ip)
 
 
-def _host_address() -> str:
+def host_address() -> str:
     """A non-loopback address of this machine for kube-apiserver to advertise (EndpointSlices refuse loopback):
     the source address of the default route, else the pod network's gateway address (unrouted without one)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:

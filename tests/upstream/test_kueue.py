@@ -1,0 +1,220 @@
+"""Kueue v0.17.0 itself (built with `make upstream`) in front of the operator serving `kubeflow.org/v1`, on the
+upstream plane: its webhook suspends a queued TFJob, its ClusterQueue's quota admits one job at a time (the
+other waits with Kueue's own reason), and a higher-priority workload preempts a training job, whose workers
+save at the step they stop and resume there when Kueue admits the job again.
+
+Kueue runs on the host (`kubelocal.upstream.kueue`): installed from its module's manifests, reached through its
+webhook Service by kube-apiserver. Skips, saying what to build, when Kueue or the plane is not built."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from operator_harness import REPO, Cluster, running_operator
+from polling import wait_for
+
+from kubelocal.upstream import kueue
+from kubelocal.upstream.cluster import UpstreamClusterThread
+from tfjob_operator.api.crd import CRD_PATH, KUBEFLOW_CRD_PATH
+from tfjob_operator.client.local.image import worker_image_defaults
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("upstream-kueue")]
+KF = "kubeflow.org"
+KQ = "kueue.x-k8s.io"
+#: One job's two workers of 500m fill the ClusterQueue: a second job waits, or preempts if it ranks higher.
+QUOTA_CPU = "1"
+
+
+@pytest.fixture(scope="module")
+def kueue_parts() -> tuple[Path, Path]:
+    try:
+        return kueue.find_binary(), kueue.module_dir()
+    except kueue.KueueMissing as exc:
+        pytest.skip(f"Kueue is not built: {exc}")
+
+
+def create(cluster: Cluster, group: str, plural: str, body: dict[str, Any], namespace: str | None = None) -> Any:
+    version = body["apiVersion"].rpartition("/")[2]
+    if namespace is None:
+        return cluster.custom.create_cluster_custom_object(group, version, plural, body)
+    return cluster.custom.create_namespaced_custom_object(group, version, namespace, plural, body)
+
+
+def queues(cluster: Cluster) -> None:
+    """A flavor, a ClusterQueue with room for one job that preempts lower priorities, its LocalQueue, and two
+    WorkloadPriorityClasses."""
+    create(cluster, KQ, "resourceflavors", {"apiVersion": f"{KQ}/v1beta2", "kind": "ResourceFlavor",
+                                            "metadata": {"name": "default"}})
+    create(cluster, KQ, "clusterqueues", {
+        "apiVersion": f"{KQ}/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "team"},
+        "spec": {"namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
+                 "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
+                     {"name": "default", "resources": [{"name": "cpu", "nominalQuota": QUOTA_CPU},
+                                                       {"name": "memory", "nominalQuota": "8Gi"}]}]}]}})
+    create(cluster, KQ, "localqueues", {"apiVersion": f"{KQ}/v1beta2", "kind": "LocalQueue",
+                                        "metadata": {"name": "team", "namespace": "default"},
+                                        "spec": {"clusterQueue": "team"}}, "default")
+    for name, value in (("low", 10), ("high", 1000)):
+        create(cluster, KQ, "workloadpriorityclasses", {"apiVersion": f"{KQ}/v1beta2",
+                                                        "kind": "WorkloadPriorityClass",
+                                                        "metadata": {"name": name}, "value": value})
+
+
+@pytest.fixture(scope="module")
+def cluster(upstream_binaries: dict[str, Path], kueue_parts: tuple[Path, Path],
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    workdir = tmp_path_factory.mktemp("kueue")
+    with UpstreamClusterThread(workdir=workdir, nodes="node-0{cpu:8,memory:16Gi}",
+                               crds=(CRD_PATH, KUBEFLOW_CRD_PATH), max_grace_seconds=15.0,
+                               image=worker_image_defaults(), binaries=upstream_binaries) as up:
+        binary, module = kueue_parts
+        manager = kueue.Kueue(up.cluster.plane, workdir / "kueue", binary=binary, module=module)
+        up.call(manager.start(), timeout=kueue.START_TIMEOUT + 30)
+        try:
+            kubeconfig = workdir / "kubeconfig"
+            up.write_kubeconfig(kubeconfig)
+            c = Cluster(up, kubeconfig, workdir)
+            queues(c)
+            with running_operator(c, TFJOB_KUBEFLOW_API="all"):
+                yield c
+        finally:
+            up.call(manager.stop())
+
+
+def tfjob(name: str, command: list[str], *, priority: str | None = None,
+          env: dict[str, str] | None = None) -> dict[str, Any]:
+    """A kubeflow.org/v1 TFJob of two workers (500m each) submitted to the LocalQueue `team`."""
+    container = {"name": "tensorflow", "image": "ghcr.io/tfjob-operator/tfjob-worker:0.1.0", "command": command,
+                 "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
+                 "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}
+    labels = {f"{KQ}/queue-name": "team", **({f"{KQ}/priority-class": priority} if priority else {})}
+    return {"apiVersion": f"{KF}/v1", "kind": "TFJob", "metadata": {"name": name, "labels": labels},
+            "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "ExitCode",
+                                                   "template": {"spec": {"containers": [container]}}}}}}
+
+
+def submit(cluster: Cluster, body: dict[str, Any]) -> dict[str, Any]:
+    created: dict[str, Any] = cluster.custom.create_namespaced_custom_object(KF, "v1", "default", "tfjobs", body)
+    return created
+
+
+def state(cluster: Cluster, name: str) -> str | None:
+    """The Kubeflow state: the type of the last condition that is True (its `State` column)."""
+    conditions = [c for c in cluster.status(name, KF).get("conditions") or [] if c["status"] == "True"]
+    return conditions[-1]["type"] if conditions else None
+
+
+def workload(cluster: Cluster, job: str) -> dict[str, Any] | None:
+    """The Workload Kueue made for the job (owned by it)."""
+    items = cluster.custom.list_namespaced_custom_object(KQ, "v1beta2", "default", "workloads")["items"]
+    return next((w for w in items if any(o["name"] == job and o["kind"] == "TFJob"
+                                         for o in w["metadata"].get("ownerReferences") or [])), None)
+
+
+def wl_condition(cluster: Cluster, job: str, ctype: str) -> dict[str, Any] | None:
+    wl = workload(cluster, job) or {}
+    return next((c for c in (wl.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
+
+
+def kubeflow_pods(cluster: Cluster, job: str) -> list[Any]:
+    return list(cluster.core.list_namespaced_pod("default", label_selector=f"training.kubeflow.org/job-name={job}")
+                .items)
+
+
+def wait_file(path: Path) -> list[str]:
+    """A worker that runs until the test creates `path`, then succeeds."""
+    return ["python", "-c", f"import os, time\nwhile not os.path.exists({str(path)!r}): time.sleep(0.1)"]
+
+
+def test_kueue_suspends_admits_by_quota_and_queues_the_second_job_until_the_first_finishes(
+        cluster: Cluster, tmp_path: Path) -> None:
+    release = tmp_path / "release-first"
+    first = submit(cluster, tfjob("first", wait_file(release)))
+    # Kueue's mutating webhook suspended it at creation: the operator creates no pod until Kueue admits it.
+    assert first["spec"]["runPolicy"]["suspend"] is True
+    wait_for(lambda: (c := wl_condition(cluster, "first", "Admitted")) and c["status"] == "True", 60,
+             what="the first job's Workload admitted")
+    wait_for(lambda: state(cluster, "first") == "Running", 90, what="the first job Running")
+    assert cluster.job("first", KF)["spec"]["runPolicy"]["suspend"] is False  # type: ignore[index]
+
+    second = submit(cluster, tfjob("second", wait_file(tmp_path / "never-needed")))
+    assert second["spec"]["runPolicy"]["suspend"] is True
+    pending = wait_for(lambda: (c := wl_condition(cluster, "second", "QuotaReserved")) and c["reason"] == "Pending"
+                       and c, 60, what="the second Workload pending on quota")
+    assert pending["status"] == "False" and "insufficient unused quota for cpu" in pending["message"], pending
+    # Until then the operator keeps it suspended, as Kueue asks: no pods, Kubeflow's state Suspended.
+    assert kubeflow_pods(cluster, "second") == [] and state(cluster, "second") == "Suspended"
+
+    # The builtin gang steps aside for a job Kueue manages: its pods carry no scheduling gate at all.
+    pods = kubeflow_pods(cluster, "first")
+    assert len(pods) == 2 and all(not p.spec.scheduling_gates for p in pods), [p.spec.scheduling_gates for p in pods]
+
+    release.touch()
+    wait_for(lambda: state(cluster, "first") == "Succeeded", 90, what="the first job Succeeded")
+    wait_for(lambda: (c := wl_condition(cluster, "first", "Finished")) and c["status"] == "True", 60,
+             what="Kueue saw the first job finish")
+    wait_for(lambda: (c := wl_condition(cluster, "second", "Admitted")) and c["status"] == "True", 60,
+             what="the second job's Workload admitted once the quota is free")
+    (tmp_path / "never-needed").touch()
+    wait_for(lambda: state(cluster, "second") == "Succeeded", 120, what="the second job Succeeded")
+
+
+STEPS = 12  # one epoch; after the resume at HOLD the 4 left never reach HOLD again (the hold counts this run's steps)
+HOLD = 8
+
+
+def test_a_higher_priority_job_preempts_a_training_job_which_saves_at_the_step_and_resumes_there(
+        cluster: Cluster, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    train = ["python", "-m", "tfjob_worker", "--epochs", "1", "--steps-per-epoch", str(STEPS),
+             "--log-every-steps", "4", "--output-dir", str(out)]
+    env = {"PYTHONPATH": str(REPO / "worker_image"), "TFJOB_FAULT_HOLD_AT_STEP": f"{HOLD} task=worker:1",
+           "TFJOB_STOP_CHECK_EVERY_STEPS": "1"}
+    submit(cluster, tfjob("low", train, priority="low", env=env))
+    wait_for(lambda: f"[tfjob] fault: holding after step {HOLD}" in log(cluster, "low-worker-1"), 240,
+             interval=0.5, what=f"worker 1 of the low job holding after step {HOLD}")
+    chief_log = follow(cluster, "low-worker-0")
+
+    submit(cluster, tfjob("high", ["python", "-c", "print('high priority done')"], priority="high"))
+    evicted = wait_for(lambda: (c := wl_condition(cluster, "low", "Evicted")) and c["status"] == "True" and c, 60,
+                       what="Kueue evicting the low job's Workload")
+    assert evicted["reason"] == "Preempted", evicted
+    wait_for(lambda: cluster.job("low", KF)["spec"]["runPolicy"]["suspend"] is True, 30,  # type: ignore[index]
+             what="Kueue suspending the low job")
+    # The operator deletes the pods; each worker's SIGTERM makes the gang agree on a step and the chief save.
+    stopped = wait_for(lambda: re.search(r"preempted: stopped after epoch 1 step (\d+) \(samples (\d+)\); saving",
+                                         "".join(chief_log)), 60, interval=0.3,
+                       what="the low job's chief stopping at the agreed step and saving")
+    step, samples = int(stopped[1]), int(stopped[2])
+    assert step == HOLD
+
+    wait_for(lambda: state(cluster, "high") == "Succeeded", 120, what="the high-priority job Succeeded")
+    wait_for(lambda: state(cluster, "low") == "Succeeded", 240, what="the low job, admitted again, Succeeded")
+    resumed = log(cluster, "low-worker-0")
+    assert f"[tfjob] resumed from backup at epoch 1 step {step} samples {samples}" in resumed, resumed
+
+
+def log(cluster: Cluster, pod: str) -> str:
+    try:
+        return str(cluster.core.read_namespaced_pod_log(pod, "default"))
+    except Exception:  # not created yet, or being replaced
+        return ""
+
+
+def follow(cluster: Cluster, pod: str) -> list[str]:
+    """`kubectl logs -f POD`, gathered in the background until the container ends (Kueue's suspend deletes the
+    pod, and with it the log)."""
+    lines: list[str] = []
+    stream = cluster.core.read_namespaced_pod_log(pod, "default", follow=True, _preload_content=False)
+
+    def gather() -> None:
+        for chunk in stream.stream(amt=None):
+            lines.append(chunk.decode(errors="replace"))
+
+    threading.Thread(target=gather, daemon=True).start()
+    return lines
