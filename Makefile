@@ -43,10 +43,11 @@ upstream: setup
 
 # The third command: the upstream tier (tests/upstream) and the e2e tier's scenarios (tfjob local with real TensorFlow)
 # on the upstream plane (TFJOB_CONTROL_PLANE=upstream), after building what they run (k8s: etcd and the three
-# control-plane binaries; Kueue is not needed).
+# control-plane binaries; kueue: Kueue v0.17.0, whose module in Go's cache also gives tests/upstream/test_kueue.py
+# its manifests).
 UPSTREAM_TIERS ?= tests/upstream tests/e2e
 test-upstream: setup
-	$(BIN)/python -m kubelocal.upstream.build k8s
+	$(BIN)/python -m kubelocal.upstream.build k8s kueue
 	TFJOB_CONTROL_PLANE=upstream $(BIN)/pytest -n 2 --dist loadgroup --durations=15 $(UPSTREAM_TIERS)
 
 demo: setup

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from operator_harness import REPO, Cluster, running_operator
 from polling import wait_for
@@ -66,24 +67,36 @@ def queues(cluster: Cluster) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(upstream_binaries: dict[str, Path], kueue_parts: tuple[Path, Path],
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    workdir = tmp_path_factory.mktemp("kueue")
-    with UpstreamClusterThread(workdir=workdir, nodes="node-0{cpu:8,memory:16Gi}",
+def plane(upstream_binaries: dict[str, Path], kueue_parts: tuple[Path, Path],
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpstreamClusterThread]:
+    """The plane, once both builds are known to be there (a missing Kueue skips before anything starts)."""
+    with UpstreamClusterThread(workdir=tmp_path_factory.mktemp("kueue"), nodes="node-0{cpu:8,memory:16Gi}",
                                crds=(CRD_PATH, KUBEFLOW_CRD_PATH), max_grace_seconds=15.0,
                                image=worker_image_defaults(), binaries=upstream_binaries) as up:
-        binary, module = kueue_parts
-        manager = kueue.Kueue(up.cluster.plane, workdir / "kueue", binary=binary, module=module)
-        up.call(manager.start(), timeout=kueue.START_TIMEOUT + 30)
-        try:
-            kubeconfig = workdir / "kubeconfig"
-            up.write_kubeconfig(kubeconfig)
-            c = Cluster(up, kubeconfig, workdir)
-            queues(c)
-            with running_operator(c, TFJOB_KUBEFLOW_API="all"):
-                yield c
-        finally:
-            up.call(manager.stop())
+        yield up
+
+
+@pytest.fixture(scope="module")
+def manager(plane: UpstreamClusterThread, kueue_parts: tuple[Path, Path]) -> Iterator[kueue.Kueue]:
+    binary, module = kueue_parts
+    # `pod` too: the operator's own `kueue` gang backend makes a tfjob.dev job's pods a Kueue plain pod group.
+    running = kueue.Kueue(plane.cluster.plane, plane.cluster.workdir / "kueue", binary=binary, module=module,
+                          frameworks=(*kueue.FRAMEWORKS, "pod"))
+    plane.call(running.start(), timeout=kueue.START_TIMEOUT + 30)
+    try:
+        yield running
+    finally:
+        plane.call(running.stop())
+
+
+@pytest.fixture(scope="module")
+def cluster(plane: UpstreamClusterThread, manager: kueue.Kueue) -> Iterator[Cluster]:
+    kubeconfig = plane.cluster.workdir / "kubeconfig"
+    plane.write_kubeconfig(kubeconfig)
+    c = Cluster(plane, kubeconfig, plane.cluster.workdir)
+    queues(c)
+    with running_operator(c, TFJOB_KUBEFLOW_API="all"):
+        yield c
 
 
 def tfjob(name: str, command: list[str], *, priority: str | None = None,
@@ -164,6 +177,48 @@ def test_kueue_suspends_admits_by_quota_and_queues_the_second_job_until_the_firs
     wait_for(lambda: state(cluster, "second") == "Succeeded", 120, what="the second job Succeeded")
 
 
+def test_a_tfjob_dev_job_is_admitted_by_kueue_as_a_plain_pod_group_sharing_the_quota(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """Kueue has no tfjob.dev integration; the operator's `kueue` gang backend labels the pods as one pod group,
+    which Kueue's pod integration gates (`kueue.x-k8s.io/admission`) until its quota admits the group whole."""
+    release = tmp_path / "release-holder"
+    submit(cluster, tfjob("holder", wait_file(release)))
+    wait_for(lambda: state(cluster, "holder") == "Running", 90, what="the kubeflow.org job holding the quota")
+    container = {"name": "tensorflow", "image": "local", "command": ["python", "-c", "print('grouped done')"],
+                 "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}
+    cluster.custom.create_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", {
+        "apiVersion": "tfjob.dev/v1", "kind": "TFJob",
+        "metadata": {"name": "grouped", "annotations": {"tfjob.dev/gang-backend": "kueue"}},
+        "spec": {"runPolicy": {"schedulingPolicy": {"queue": "team"}},
+                 "tfReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "ExitCode",
+                                               "template": {"spec": {"containers": [container]}}}}}})
+    queued = wait_for(lambda: (c := cluster.condition("grouped", "Queued")) and c["status"] == "True" and c, 60,
+                      what="the operator reporting the pod group queued by Kueue")
+    assert queued["message"] == "waiting for Kueue to admit the workload (LocalQueue team; 2 of 2 pods gated)"
+    gates = {p.metadata.name: [g.name for g in p.spec.scheduling_gates or []] for p in cluster.pods("grouped")}
+    # Kueue 0.17's pod webhook adds its topology gate beside the admission gate (the replay had only the latter);
+    # it takes both out when it admits the group.
+    both = ["kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology"]
+    assert gates == {"grouped-worker-0": both, "grouped-worker-1": both}, gates
+    pending = wait_for(lambda: (c := group_condition(cluster, "grouped-0", "QuotaReserved")) and c, 60,
+                       what="Kueue's Workload of the pod group")
+    assert pending["status"] == "False" and "insufficient unused quota for cpu" in pending["message"], pending
+
+    release.touch()
+    wait_for(lambda: state(cluster, "holder") == "Succeeded", 90, what="the holder Succeeded")
+    cluster.wait_state("grouped", "Succeeded", timeout=120)
+    assert (group_condition(cluster, "grouped-0", "Admitted") or {}).get("status") == "True"
+
+
+def group_condition(cluster: Cluster, group: str, ctype: str) -> dict[str, Any] | None:
+    """A condition of the Workload Kueue made for a plain pod group (named after the group)."""
+    try:
+        wl = cluster.custom.get_namespaced_custom_object(KQ, "v1beta2", "default", "workloads", group)
+    except Exception:  # not made yet
+        return None
+    return next((c for c in (wl.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
+
+
 STEPS = 12  # one epoch; after the resume at HOLD the 4 left never reach HOLD again (the hold counts this run's steps)
 HOLD = 8
 
@@ -197,6 +252,21 @@ def test_a_higher_priority_job_preempts_a_training_job_which_saves_at_the_step_a
     wait_for(lambda: state(cluster, "low") == "Succeeded", 240, what="the low job, admitted again, Succeeded")
     resumed = log(cluster, "low-worker-0")
     assert f"[tfjob] resumed from backup at epoch 1 step {step} samples {samples}" in resumed, resumed
+
+
+def test_stopping_kueue_leaves_no_process_and_takes_its_webhooks_out(
+        cluster: Cluster, manager: kueue.Kueue, plane: UpstreamClusterThread) -> None:
+    """Last in the module: Kueue's pod webhook fails closed, so a Kueue gone with its webhooks left would refuse
+    every pod of the namespace."""
+    assert manager.process is not None
+    pid = manager.process.pid
+    plane.call(manager.stop())
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    left = cluster.kubectl("get", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "-o", "name")
+    assert "kueue" not in left, left
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "after-kueue"},
+           "spec": {"containers": [{"name": "main", "image": "local", "command": ["true"]}]}}
+    cluster.core.create_namespaced_pod("default", pod, dry_run="All")  # no webhook left to refuse it
 
 
 def log(cluster: Cluster, pod: str) -> str:
