@@ -57,12 +57,37 @@ _DEFAULT_ACCOUNT_PENDING = re.compile(
     r'error looking up service account [^/\s]+/default: serviceaccount "default" not found')
 
 
+#: The authorizer's refusal (RBAC, or any other): kube-apiserver's `forbiddenMessage` wording.
+_NOT_AUTHORIZED = re.compile(
+    r'User "(?P<user>[^"]+)" cannot (?P<verb>\S+) resource "(?P<resource>[^"]+)" in API group "(?P<group>[^"]*)"'
+    r'(?: in the namespace "(?P<namespace>[^"]+)")?')
+
+
 def refusal_is_permanent(status: int, message: str) -> bool:
     """Whether the API server's refusal of a create can only be fixed by the user (the job then fails), as
-    opposed to a state the cluster is about to leave (retried with back-off like an outage)."""
+    opposed to a state the cluster is about to leave (retried with back-off like an outage). The operator's
+    own missing permission is neither: its job waits, saying so (`not_authorized`), until an admin grants it."""
     if not 400 <= status < 500 or status == 429:
         return False
+    if status == 403 and not_authorized(status, message) is not None:
+        return False
     return not (status == 403 and _DEFAULT_ACCOUNT_PENDING.search(message))
+
+
+def not_authorized(status: int, message: str) -> str | None:
+    """For a 403 from the authorizer (not from admission: a quota, PodSecurity): what the operator may not do and
+    what to do about it, in one line, e.g. "forbidden: the operator (system:serviceaccount:ns:sa) cannot create
+    pods in namespace team: its ServiceAccount lacks 'create' on 'pods'; add it to the chart's ClusterRole
+    (or the namespace's Role) or `helm upgrade` to restore the chart's rules". None for any other refusal."""
+    found = _NOT_AUTHORIZED.search(message) if status == 403 else None
+    if found is None:
+        return None
+    verb, resource, group, namespace = found["verb"], found["resource"], found["group"], found["namespace"]
+    where = f"in namespace {namespace}" if namespace else "at the cluster scope"
+    api_group = f" (API group {group})" if group else ""
+    return (f"forbidden: the operator ({found['user']}) cannot {verb} {resource} {where}: its ServiceAccount lacks "
+            f"'{verb}' on '{resource}'{api_group}; add it to the chart's ClusterRole (or the namespace's Role), "
+            "or `helm upgrade` the release to restore the chart's rules")
 
 
 class KubeError(Exception):
@@ -76,6 +101,8 @@ class KubeError(Exception):
         self.message = str(body.get("message") or "") if isinstance(body, dict) else str(body or "")[:300]
         self.what = f"{method} {path}" if what is None else what
         self.hint, self.detail = hint, detail
+        #: For the authorizer's 403: what the operator may not do, and what to do (`not_authorized`).
+        self.not_authorized = not_authorized(status, self.message)
         if detail is None:
             if status == 0:
                 first = self.message.splitlines()[0][:160] if self.message else "no answer"

@@ -13,7 +13,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 import yaml
-from deployhelpers import chart_cluster, kubectl
+from deployhelpers import chart_cluster, kubectl, release_left
 from polling import wait_for
 
 pytestmark = pytest.mark.timeout(240)
@@ -76,12 +76,4 @@ def test_helm_installs_upgrades_and_uninstalls_the_charts_operator_on_the_local_
         cluster.uninstall("tfjob-operator", wait="watcher", timeout=120)
         assert [r["name"] for r in cluster.list(all_states=True)] == []
 
-    def release_left() -> list[str]:
-        kinds = "deployments,replicasets,pods,services,serviceaccounts,secrets,configmaps,roles,rolebindings"
-        items = get(kubeconfig, kinds, "-n", NS, "-l", "app.kubernetes.io/instance=tfjob-operator")["items"]
-        items += get(kubeconfig, "clusterroles,clusterrolebindings,validatingwebhookconfigurations,"
-                     "mutatingwebhookconfigurations", "-l", "app.kubernetes.io/instance=tfjob-operator")["items"]
-        items += get(kubeconfig, "secrets", "-n", NS, "-l", "owner=helm")["items"]
-        return [f"{i['kind']}/{i['metadata']['name']}" for i in items]
-
-    wait_for(lambda: not release_left(), 60, what="everything the release installed to be gone")
+    wait_for(lambda: not release_left(kubeconfig), 60, what="everything the release installed to be gone")

@@ -16,6 +16,7 @@ import pytest
 from tfjob_operator.api import constants
 from tfjob_operator.api.apigroups import KubeflowApi
 from tfjob_operator.api.observed import PackedStore, as_kept, job_has_ttl, job_state, job_store, latest
+from tfjob_operator.kube import not_authorized
 from tfjob_operator.reconcile import (
     AnnotateJob,
     CreateObject,
@@ -134,6 +135,9 @@ def running(*names: str, attempt: int = 0) -> list[dict[str, Any]]:
 
 
 W2 = ("worker-0", "worker-1")
+#: kube.not_authorized's line for the authorizer's refusal of a pod create.
+FORBIDDEN_PODS = not_authorized(403, 'pods is forbidden: User "system:serviceaccount:tfjob-system:tfjob-operator" '
+                                'cannot create resource "pods" in API group "" in the namespace "default"')
 W3 = ("worker-0", "worker-1", "worker-2")
 W4 = ("worker-0", "worker-1", "worker-2", "worker-3")
 
@@ -516,6 +520,14 @@ CASES = [
          state="Failed", reason="PodCreationFailed", message=("spec.containers[0].image",),
          deletes=("j-worker-0",), events=("PodCreationFailed",),
          options=ReconcileOptions(pod_create_error="creating pod j-worker-1: spec.containers[0].image: Required")),
+    Case("the authorizer refused the operator a pod (its RBAC lacks create): the job waits, its state condition "
+         "says what to grant, the pods are asked for again", tfjob(status=started(), annotations=recorded(Worker=2)),
+         state="Created", reason="OperatorForbidden", message=("lacks 'create' on 'pods'", "ClusterRole"),
+         creates=("j-worker-0", "j-worker-1"), options=ReconcileOptions(not_authorized=FORBIDDEN_PODS)),
+    Case("the operator may create pods again: the state condition says the refusal is over",
+         tfjob(status={**started(), "conditions": [cond("Created", "OperatorForbidden")]},
+               annotations=recorded(Worker=2)), pods=[pod("worker-0", "Pending"), pod("worker-1", "Pending")],
+         state="Created", reason="OperatorPermitted", message=("allowed again",)),
     Case("invalid spec: Failed InvalidSpec with the messages, no pods",
          tfjob({"Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "main", "image": "x"},
                {"name": "side", "image": "y"}]}}}}), state="Failed", reason="InvalidSpec",

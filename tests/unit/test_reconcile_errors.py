@@ -9,7 +9,13 @@ import pytest
 
 from tfjob_operator.api import CleanPodPolicy, RunPolicy
 from tfjob_operator.api.constants import LABEL_JOB_NAME
-from tfjob_operator.controller.reconcile_errors import MAX_UNEXPECTED_ERRORS, REASON, give_up, gives_up
+from tfjob_operator.controller.reconcile_errors import (
+    MAX_UNEXPECTED_ERRORS,
+    REASON,
+    give_up,
+    gives_up,
+    not_authorized_delay,
+)
 from tfjob_operator.reconcile import DeleteJob, DeletePod, EmitEvent
 
 NOW = datetime(2026, 11, 24, 20, 0, tzinfo=UTC)
@@ -19,6 +25,12 @@ NOW = datetime(2026, 11, 24, 20, 0, tzinfo=UTC)
                                                     (MAX_UNEXPECTED_ERRORS, True), (MAX_UNEXPECTED_ERRORS + 7, True)])
 def test_retries_are_bounded(failures: int, expected: bool) -> None:
     assert gives_up(failures) is expected
+
+
+def test_a_refusal_by_the_authorizer_is_retried_ever_more_slowly_up_to_a_minute() -> None:
+    queue = [min(0.5 * 2 ** n, 10.0) for n in range(1, 9)]  # the work queue's own back-off (defaults)
+    assert [not_authorized_delay(n, d) for n, d in enumerate(queue, 1)] == [2, 4, 8, 16, 32, 60, 60, 60]
+    assert not_authorized_delay(1, 10.0) == 10.0  # never sooner than the queue's own back-off
 
 
 def test_giving_up_fails_the_job_naming_the_error_with_a_warning_event() -> None:

@@ -28,7 +28,7 @@ from tfjob_operator.api.times import SYSTEM_CLOCK, Clock
 from tfjob_operator.controller.status_cache import StatusCache
 from tfjob_operator.kube import Kube, KubeError, refusal_is_permanent
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.reconcile import AnnotateJob, CreateObject, Decision, DeleteJob, DeletePod, EmitEvent
+from tfjob_operator.reconcile import AnnotateJob, CreateObject, Decision, DeleteJob, DeletePod, EmitEvent, Reason
 
 log = logging.getLogger("tfjob_operator")
 
@@ -53,6 +53,9 @@ class JobActs:
     recent_events: dict[tuple[str, str], float] = field(default_factory=dict)
     #: Why the API server refused the job's pods for good (the next reconcile fails the job), if it did.
     pod_create_error: str | None = None
+    #: The authorizer refused one of the operator's requests for the job (`kube.not_authorized`'s line), until an
+    #: act goes through.
+    not_authorized: str | None = None
     #: Set by every event of one of the job's pods (read-your-writes after creating them waits on it).
     pods_changed: asyncio.Event = field(default_factory=asyncio.Event)
     #: Pods created (or being created) that the watch has not shown yet: name → until when (monotonic).
@@ -100,6 +103,18 @@ class Actuator:
         """Why the API server refused the job's pods for good, if it did (the next reconcile fails the job)."""
         acts = self._jobs.get(key)
         return acts.pod_create_error if acts is not None else None
+
+    def not_authorized(self, key: JobKey) -> str | None:
+        """What the authorizer refused the operator for this job, while it does (the job's condition says it)."""
+        acts = self._jobs.get(key)
+        return acts.not_authorized if acts is not None else None
+
+    def refused(self, key: JobKey, obj: Mapping[str, Any], refusal: str) -> None:
+        """The authorizer refused a request for the job: remember it for the next reconcile's condition and post a
+        Warning Event (once a minute at most for the same refusal; the request itself is retried with back-off)."""
+        acts = self._acts(key, (obj.get("metadata") or {}).get("uid"))
+        acts.not_authorized = refusal
+        self._in_background(self._post_event(obj, EmitEvent("Warning", Reason.OPERATOR_FORBIDDEN, refusal), acts))
 
     def annotations(self, key: JobKey, view: JobView) -> dict[str, str]:
         """The job's annotations as this operator last wrote them over the watched ones (the watch may trail its
@@ -173,6 +188,7 @@ class Actuator:
             record.annotated(view.uid, annotations)
         await asyncio.gather(*(self._delete(namespace, d) for d in deletes))
         await self._create(key, creates, acts)
+        acts.not_authorized = None  # every request of this decision went through
         await self._until_seen(key, acts, {c.name for c in creates if c.kind == "Pod"})
         for action in decision.of_type(DeleteJob):
             log.info("deleting TFJob %s/%s: %s", namespace, name, action.reason)

@@ -289,6 +289,16 @@ class JobController:
     async def _on_error(self, key: JobKey, exc: Exception, failures: int, delay: float) -> float | None:
         """A reconcile raised: count and log it; fail a job that keeps raising something unexpected."""
         self.metrics.reconcile_errors.inc()
+        refusal = exc.not_authorized if isinstance(exc, KubeError) else None
+        if isinstance(exc, KubeError) and refusal is not None:
+            # The operator's own RBAC lacks a rule: nothing changes until an admin grants it, so back off further
+            # (2, 4, ... 60 s) and say so where a user looks: the job's condition (next reconcile) and an Event.
+            delay = reconcile_errors.not_authorized_delay(failures, delay)
+            log.warning("reconcile %s/%s: %s; retrying in %.0fs (%s)", *key, refusal, delay, exc)
+            view = self.view(key)
+            if view is not None:
+                self.actuator.refused(key, view.obj, refusal)
+            return delay
         log.warning("reconcile %s/%s failed (%s); retrying in %.1fs", *key, exc, delay,
                     exc_info=not isinstance(exc, KubeError))
         if not isinstance(exc, KubeError) and reconcile_errors.gives_up(failures):
@@ -418,6 +428,7 @@ class JobController:
             gang=await gang_view(self.settings, self.gang_options, self.kube, self.admission, job, effective,
                                  rendered.pods, pods),
             pod_create_error=self.actuator.pod_create_error(key),
+            not_authorized=self.actuator.not_authorized(key),
             kubeflow_api=self.settings.kubeflow_api,
             rendered=rendered,
             departed=self.pods.last_words(key),

@@ -20,6 +20,7 @@ from typing import Any
 from tfjob_operator.api import CleanPodPolicy, JobConditionType, RunPolicy, TFJob, TFJobStatus, apigroups, constants
 from tfjob_operator.api.observed import JobView, finished, owned_by, prior_status, view_job
 from tfjob_operator.reconcile import elastic
+from tfjob_operator.reconcile.access import note_not_authorized
 from tfjob_operator.reconcile.actions import AnnotateJob, CreateObject, Decision, DeletePod
 from tfjob_operator.reconcile.conditions import Ctx, pods_message, refresh_running, replica_statuses
 from tfjob_operator.reconcile.dynamic_workers import scale_dynamic_workers
@@ -175,6 +176,7 @@ def _lifecycle(ctx: Ctx, job: TFJob, observed: list[ObservedPod]) -> None:
         return
     _create_missing(ctx, job, current)
     _running(ctx, job, current, refusal)
+    note_not_authorized(ctx, ctx.options.not_authorized)
 
 
 def _create_missing(ctx: Ctx, job: TFJob, current: list[ObservedPod]) -> None:

@@ -55,6 +55,8 @@ class ReconcileOptions:
     gang: GangView = GangView()
     #: The API server refused to create a pod for a reason retrying cannot fix (e.g. 422): fails the job.
     pod_create_error: str | None = None
+    #: The authorizer refused one of the operator's requests for this job (`kube.not_authorized`): the job waits.
+    not_authorized: str | None = None
     #: Which `kubeflow.org/v1` jobs are ours (TFJOB_KUBEFLOW_API); `tfjob.dev/v1` jobs are ours unless another
     #: controller manages them.
     kubeflow_api: apigroups.KubeflowApi = apigroups.KubeflowApi.OFF

@@ -68,6 +68,10 @@ class Reason(StrEnum):
     REPLICAS_CHANGE_REFUSED = "ReplicasChangeRefused"
     REPLICAS_CHANGE_SUPERSEDED = "ReplicasChangeSuperseded"
     REPLICAS_CHANGE_REVERTED = "ReplicasChangeReverted"
+    # The API server's authorizer refused one of the operator's requests for the job (its RBAC lacks a rule): the
+    # job waits, retried with back-off; written on the condition that holds the job's state, and a Warning Event
+    OPERATOR_FORBIDDEN = "OperatorForbidden"
+    OPERATOR_PERMITTED = "OperatorPermitted"  # ... and the refused request went through since
 
 
 #: The reasons of the Restarting condition: each gang restart and resize posts an Event with one.
