@@ -17,6 +17,11 @@ from kubernetes.utils.quantity import parse_quantity
 
 from kubelocal.resources import GPU
 
+#: What the process kubelet reports as its version (Node status) and how its probes introduce themselves (a kubelet
+#: sends `kube-probe/<major>.<minor>` of its own version).
+KUBELET_VERSION = "v1.37.0-tfjob-local"
+PROBE_USER_AGENT = "kube-probe/1.37"
+
 DEFAULT_CPU: int = (os.cpu_count() or 1) * 4
 DEFAULT_MEMORY: str = "64Gi"
 #: Local nodes hold more pods than kubelet's default 110, so a benchmark's hundreds of pods fit one node.
@@ -164,7 +169,7 @@ def make_node(
             "nodeInfo": {
                 "architecture": "amd64",
                 "operatingSystem": "linux",
-                "kubeletVersion": "v1.37.0-tfjob-local",
+                "kubeletVersion": KUBELET_VERSION,
                 "kubeProxyVersion": "",
                 "containerRuntimeVersion": "sim://local" if sim else "process://local",
                 "kernelVersion": os.uname().release,

@@ -15,6 +15,7 @@ import aiohttp
 
 from kubelocal import containers as ct
 from kubelocal.lifeline import Lifeline, spawn
+from kubelocal.nodes import PROBE_USER_AGENT
 
 from .container import Container, Run, killpg
 
@@ -52,7 +53,7 @@ async def _http_get(target: ProbeTarget, port: int, get: Mapping[str, Any], time
     tls = (get.get("scheme") or "HTTP").upper() == "HTTPS"
     reader, writer = await target.connect(port, timeout, tls)
     try:
-        headers = {"Host": f"{target.ip}:{port}", "User-Agent": "kube-probe/1.31", "Connection": "close"}
+        headers = {"Host": f"{target.ip}:{port}", "User-Agent": PROBE_USER_AGENT, "Connection": "close"}
         headers.update({h["name"]: h["value"] for h in get.get("httpHeaders") or []})
         request = f"GET {get.get('path') or '/'} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         writer.write((request + "\r\n").encode())
