@@ -246,3 +246,27 @@ def test_no_serviceaccount_files_when_the_pod_opts_out(api: kubernetes.client.Co
     api.create_namespaced_pod("default", python_pod(name, code, automountServiceAccountToken=False))
     assert _finished(api, name)["status"]["phase"] == "Succeeded"
     assert _log(api, name).strip() == "False"
+
+
+def test_port_forward_reaches_the_pods_own_port_not_the_hosts(api: kubernetes.client.CoreV1Api) -> None:
+    """A pod on the network has a loopback of its own: port-forward (the official client's, through the API
+    server) dials the pod's IP from the plane's namespace, as kubelet's does, never this host's 127.0.0.1."""
+    from kubernetes.stream import portforward
+
+    name = unique("pf")
+    api.create_namespaced_pod("default", python_pod(name, PEER_SERVER, restart="Always"))
+    wait_for(lambda: (pod_dict(api, name) or {}).get("status", {}).get("phase") == "Running", 60,
+             what=f"pod {name} Running")
+
+    def greeting() -> bytes:
+        forward = portforward(api.connect_get_namespaced_pod_portforward, name, "default", ports="2222")
+        sock = forward.socket(2222)
+        sock.setblocking(True)
+        try:
+            return bytes(sock.recv(16))
+        finally:
+            sock.close()
+
+    # the server may still be binding when the pod turns Running: bounded retries until it answers
+    assert wait_for(greeting, 30, interval=0.5, what="the pod's greeting through port-forward") == b"hello"
+    api.delete_namespaced_pod(name, "default", grace_period_seconds=0)

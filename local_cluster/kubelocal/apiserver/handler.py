@@ -4,6 +4,7 @@ verb to its REST storage or subresource, and turn failures into `Status` bodies.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -15,7 +16,19 @@ import yaml
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from . import apply, nonresource, objects, options, portforward, protobuf, remotecommand, reviews, subresources, tokens
+from . import (
+    apply,
+    nonresource,
+    objects,
+    options,
+    portforward,
+    portforward_ws,
+    protobuf,
+    remotecommand,
+    reviews,
+    subresources,
+    tokens,
+)
 from . import patch as patching
 from .admission import run_admitted
 from .authentication import authenticate
@@ -244,7 +257,7 @@ class RequestHandler:
                 return await remotecommand.serve_exec(request, pod, self.exec_source)
             if sub == "attach":
                 return await remotecommand.serve_attach(request, pod, self.log_source)
-            return await portforward.serve(request, pod)
+            return await portforward.serve(request, pod, self._pod_address(ns, name))
         if sub == "log":
             return await subresources.pod_log(ctx, request, rt, ns, name, self.log_source)
         if sub == "binding":
@@ -291,6 +304,14 @@ class RequestHandler:
             obj, removed = await run_admitted(lambda: delete.delete(ctx, rt, ns, name, opts, user=user))
             return object_response(request, *delete.response(rt, obj, removed, opts))
         raise ApiError(405, f"the server does not allow this method on the requested resource: {method}")
+
+    def _pod_address(self, ns: str | None, name: str) -> portforward_ws.PodAddress:
+        """Where the kubelet running the pod reaches its ports: the pod's own IP on the pod network, dialled from
+        the plane's namespace (a pod there has a loopback of its own); this host's loopback without a network."""
+        if self.exec_source is not None:
+            with contextlib.suppress(KeyError):  # not running: dialling the loopback fails as kubelet's dial would
+                return self.exec_source.pod_address(ns or "", name)
+        return portforward_ws.PodAddress()
 
     def _written(
         self, request: web.Request, rt: ResourceType, obj: dict[str, Any], status: int,

@@ -27,6 +27,7 @@ from aiohttp import WSMsgType, web
 from .codec import truthy
 from .errors import ApiError
 from .faults import RECORD, LogSource
+from .portforward_ws import PodAddress
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, RESIZE = 0, 1, 2, 3, 4
@@ -49,6 +50,10 @@ class ExecSource(Protocol):
     """Where pods/exec finds a running container's environment (the kubelet); KeyError when there is none."""
 
     def exec_spec(self, namespace: str, pod: str, container: str | None) -> ProcessEnv: ...
+
+    def pod_address(self, namespace: str, pod: str) -> PodAddress:
+        """Where port-forward reaches the pod's ports (its own IP on the pod network); KeyError when not running."""
+        ...
 
 
 def exit_status(code: int) -> dict[str, Any]:
