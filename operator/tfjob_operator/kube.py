@@ -78,7 +78,7 @@ def not_authorized(status: int, message: str) -> str | None:
     """For a 403 from the authorizer (not from admission: a quota, PodSecurity): what the operator may not do and
     what to do about it, in one line, e.g. "forbidden: the operator (system:serviceaccount:ns:sa) cannot create
     pods in namespace team: its ServiceAccount lacks 'create' on 'pods'; add it to the chart's ClusterRole
-    (or the namespace's Role) or `helm upgrade` to restore the chart's rules". None for any other refusal."""
+    (or the namespace's Role): re-applying the chart restores its rules (...)". None for any other refusal."""
     found = _NOT_AUTHORIZED.search(message) if status == 403 else None
     if found is None:
         return None
@@ -86,8 +86,9 @@ def not_authorized(status: int, message: str) -> str | None:
     where = f"in namespace {namespace}" if namespace else "at the cluster scope"
     api_group = f" (API group {group})" if group else ""
     return (f"forbidden: the operator ({found['user']}) cannot {verb} {resource} {where}: its ServiceAccount lacks "
-            f"'{verb}' on '{resource}'{api_group}; add it to the chart's ClusterRole (or the namespace's Role), "
-            "or `helm upgrade` the release to restore the chart's rules")
+            f"'{verb}' on '{resource}'{api_group}; add it to the chart's ClusterRole (or the namespace's Role): "
+            "re-applying the chart restores its rules (Helm 4: `helm upgrade --force-conflicts` if another tool "
+            "edited them)")
 
 
 class KubeError(Exception):

@@ -112,8 +112,8 @@ def refused_until_granted(kubeconfig: Path, job: str, name: str, *, timeout: flo
         operator = f"system:serviceaccount:{renderer.NAMESPACE}:tfjob-operator"
         assert refused["message"] == (
             f"forbidden: the operator ({operator}) cannot create pods in namespace default: its ServiceAccount "
-            "lacks 'create' on 'pods'; add it to the chart's ClusterRole (or the namespace's Role), or `helm "
-            "upgrade` the release to restore the chart's rules"), refused
+            "lacks 'create' on 'pods'; add it to the chart's ClusterRole (or the namespace's Role): re-applying the "
+            "chart restores its rules (Helm 4: `helm upgrade --force-conflicts` if another tool edited them)"), refused
         events = json.loads(kubectl(kubeconfig, "get", "events", "--field-selector",
                                     f"involvedObject.name={name},reason=OperatorForbidden", "-o", "json").stdout)
         assert [e["message"] for e in events["items"]] == [refused["message"]]

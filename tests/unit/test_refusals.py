@@ -33,7 +33,8 @@ def test_the_authorizers_refusal_names_the_verb_resource_and_what_to_grant() -> 
     assert not_authorized(403, RBAC_PODS) == (
         "forbidden: the operator (system:serviceaccount:tfjob-system:tfjob-operator) cannot create pods in namespace "
         "team: its ServiceAccount lacks 'create' on 'pods'; add it to the chart's ClusterRole (or the namespace's "
-        "Role), or `helm upgrade` the release to restore the chart's rules")
+        "Role): re-applying the chart restores its rules (Helm 4: `helm upgrade --force-conflicts` if another tool "
+        "edited them)")
     status = not_authorized(403, 'tfjobs.tfjob.dev "j" is forbidden: User "u" cannot patch resource "tfjobs/status" '
                                  'in API group "tfjob.dev" in the namespace "team"')
     assert status is not None and "lacks 'patch' on 'tfjobs/status' (API group tfjob.dev)" in status
