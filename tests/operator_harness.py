@@ -23,10 +23,11 @@ from kubernetes.client.exceptions import ApiException
 from polling import wait_for
 from ports import free_port
 
-from kubelocal.apiserver import write_kubeconfig
-from kubelocal.cluster import LocalClusterThread
+from kubelocal import planes
+from kubelocal.cluster import LocalClusterThread, install_crds
 from kubelocal.containers import ImageDefaults
 from kubelocal.controllers import ControllerSettings
+from kubelocal.kubeclient import KubeClient
 from tfjob_operator.api.crd import CRD_PATH, KUBEFLOW_CRD_PATH
 from tfjob_operator.client.local.processes import stop_process
 
@@ -85,8 +86,10 @@ class Operator:
 class Cluster:
     """What a test needs: the control plane, the official client, kubectl, and job helpers."""
 
-    def __init__(self, local: LocalClusterThread, kubeconfig: Path, workdir: Path) -> None:
+    def __init__(self, local: LocalClusterThread, kubeconfig: Path, workdir: Path, plane: str = "kubelocal") -> None:
         self.local = local
+        #: The control plane under the test: `kubelocal` or `upstream` (kubelocal.planes).
+        self.plane = plane
         self.kubeconfig = kubeconfig
         self.workdir = workdir
         api = config.new_client_from_config(str(kubeconfig))
@@ -154,23 +157,90 @@ class Cluster:
     def call(self, coro: Any) -> Any:
         return self.local.call(coro)
 
+    def kubelocal_only(self, what: str) -> None:
+        """Skip the test on the upstream plane, which lacks `what` (a part of kubelocal's API server or controllers
+        that kube-apiserver and kube-controller-manager do not have)."""
+        if self.plane != "kubelocal":
+            pytest.skip(f"needs kubelocal's {what}; the {self.plane} plane has none")
+
+    @property
+    def apiserver(self) -> Any:
+        """kubelocal's API server: its request log (`requests`), fault injection (`faults`) and store. On the
+        upstream plane the test skips, saying so: kube-apiserver records and injects nothing a test can read."""
+        self.kubelocal_only("API server (its request log, fault injection and store)")
+        return self.local.apiserver
+
+    @property
+    def controllers(self) -> Any:
+        """kubelocal's controllers (to stop or lag one); the test skips on the upstream plane."""
+        self.kubelocal_only("controllers (stopped or lagged one by one)")
+        return self.local.controllers
+
+    @contextlib.contextmanager
+    def service_accounts_paused(self) -> Iterator[None]:
+        """No namespace gets its `default` ServiceAccount while the block runs: kubelocal's ServiceAccount
+        controller stopped, or on upstream kube-controller-manager (which runs it) down and then restarted."""
+        if self.plane == "upstream":
+            plane = self.local.cluster.plane
+            self._on_plane(plane.end("kube-controller-manager"))
+            try:
+                yield
+            finally:
+                self._on_plane(plane.restart("kube-controller-manager"))
+            return
+        accounts = next(c for c in self.local.controllers.controllers if c.name == "serviceaccount-controller")
+        self.local.call(self.local.cluster.on_components(accounts.stop()))
+        try:
+            yield
+        finally:
+            self.local.call(self.local.cluster.on_components(accounts.start()))
+
+    def _on_plane(self, coro: Any) -> None:
+        """Await an upstream plane's coroutine on the loop that started its processes."""
+        self.local.call(self.local.cluster._on_plane_loop(coro), timeout=120)
+
+    def client(self, user_agent: str) -> KubeClient:
+        """A kubelocal KubeClient on the plane's API server, with the admin's credentials on upstream; close it."""
+        tls = self.local.cluster.plane.tls() if self.plane == "upstream" else None
+        return KubeClient(self.local.url, user_agent, tls=tls)
+
+    def install_crds(self, paths: list[Path]) -> None:
+        tls = self.local.cluster.plane.tls() if self.plane == "upstream" else None
+        self.call(install_crds(self.local.url, paths, tls=tls))
+
 
 #: Tests lose nodes on purpose and want it noticed in seconds (a cluster's default is 50 s).
 TEST_CONTROLLERS = ControllerSettings(node_monitor_grace=4.0)
 
 
+def control_plane() -> str:
+    """The plane the tiers run on: $TFJOB_CONTROL_PLANE (the pytest plugin's switch), else kubelocal. On upstream,
+    the test skips, saying to run `make upstream`, when the binaries are not built."""
+    plane = planes.choose()
+    if plane == "upstream":
+        from kubelocal.upstream.binaries import BinariesMissing, find
+
+        try:
+            find()
+        except BinariesMissing as exc:
+            pytest.skip(str(exc))
+    return plane
+
+
 @contextlib.contextmanager
 def local_cluster(tmp: Path, nodes: str | None = None, image: ImageDefaults = ImageDefaults(),
                   controllers: ControllerSettings | None = None, kubeflow_crd: bool = False) -> Iterator[Cluster]:
-    """A local control plane with the TFJob CRD (and Kubeflow's, with `kubeflow_crd`); `image` stands in for the
-    pods' image (ENV, WORKDIR), `controllers` tunes the controllers beside the API server (e.g. a lagging garbage
-    collector)."""
+    """A local control plane with the TFJob CRD (and Kubeflow's, with `kubeflow_crd`), on the plane
+    `control_plane()` chooses; `image` stands in for the pods' image (ENV, WORKDIR), `controllers` tunes the
+    controllers beside the API server (the node lifecycle's grace and toleration cap on both planes; the garbage
+    collector's lag on kubelocal alone)."""
     crds = (CRD_PATH, KUBEFLOW_CRD_PATH) if kubeflow_crd else (CRD_PATH,)
-    with LocalClusterThread(workdir=tmp, nodes=nodes, max_grace_seconds=1.0, crds=crds,
-                            image=image, controllers=controllers or TEST_CONTROLLERS) as local:
+    plane = control_plane()
+    with planes.cluster_thread(plane, workdir=tmp, nodes=nodes, max_grace_seconds=1.0, crds=crds,
+                               image=image, controllers=controllers or TEST_CONTROLLERS) as local:
         kubeconfig = tmp / "kubeconfig"
-        write_kubeconfig(kubeconfig, local.url)
-        yield Cluster(local, kubeconfig, tmp)
+        local.write_kubeconfig(kubeconfig)
+        yield Cluster(local, kubeconfig, tmp, plane)
 
 
 @contextlib.contextmanager

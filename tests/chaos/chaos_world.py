@@ -11,6 +11,7 @@ kills, faults and jobs for longer runs (CI runs scale 1, about 3 minutes for the
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -20,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes import watch
 from operator_harness import Cluster
 
 from tfjob_operator.api import constants
@@ -93,9 +95,16 @@ class Record:
 
 @contextmanager
 def record(cluster: Cluster) -> Iterator[Record]:
-    """Record every pod and TFJob event of the cluster's API server while the block runs."""
+    """Record every pod and TFJob event of the cluster's API server while the block runs: kubelocal's store
+    listener, or on the upstream plane a watch of each from the resourceVersion of a list (kube-apiserver's watch
+    cache is what feeds every watch there; these tests inject no API faults on that plane, so no watch of ours
+    is dropped)."""
     rec = Record()
-    store = cluster.local.apiserver.store
+    if cluster.plane != "kubelocal":
+        with _watched(cluster, rec):
+            yield rec
+        return
+    store = cluster.apiserver.store
 
     def listen(key: tuple[str, str], event: Any) -> None:
         if key in (("", "pods"), (constants.GROUP, constants.PLURAL)):
@@ -106,6 +115,40 @@ def record(cluster: Cluster) -> Iterator[Record]:
         yield rec
     finally:
         store.listeners.remove(listen)
+
+
+@contextmanager
+def _watched(cluster: Cluster, rec: Record) -> Iterator[None]:
+    """A thread per resource watching the default namespace into `rec`, each from its list's resourceVersion."""
+    stop = threading.Event()
+    pods = (cluster.core.list_namespaced_pod, ("default",), "pods")
+    jobs = (cluster.custom.list_namespaced_custom_object,
+            (constants.GROUP, constants.VERSION, "default", constants.PLURAL), constants.PLURAL)
+    started = []
+    for lister, args, resource in (pods, jobs):
+        listed = lister(*args, _preload_content=False)
+        rv = json.loads(listed.data)["metadata"]["resourceVersion"]
+        thread = threading.Thread(target=_watch, args=(lister, args, resource, rv, rec, stop), daemon=True,
+                                  name=f"chaos-record-{resource}")
+        thread.start()
+        started.append(thread)
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in started:
+            thread.join(10)
+
+
+def _watch(lister: Any, args: tuple[Any, ...], resource: str, rv: str, rec: Record, stop: threading.Event) -> None:
+    while not stop.is_set():
+        w = watch.Watch()
+        for event in w.stream(lister, *args, resource_version=rv, timeout_seconds=2):
+            obj = event["raw_object"]
+            rv = obj["metadata"]["resourceVersion"]
+            rec.add(Seen(time.monotonic(), resource, event["type"], obj))
+            if stop.is_set():
+                w.stop()
 
 
 # ---------------------------------------------------------------- invariants (pure)

@@ -47,7 +47,7 @@ def fault_menu(faults: FaultInjector, rng: random.Random) -> dict[str, Callable[
 def test_jobs_finish_cleanly_through_api_faults(chaos_cluster: Cluster, tmp_path: Path) -> None:
     cluster = chaos_cluster
     rng = random.Random(SEED)
-    menu = fault_menu(cluster.local.apiserver.faults, rng)
+    menu = fault_menu(cluster.apiserver.faults, rng)
     op = Operator(cluster.kubeconfig, tmp_path / "operator.log").start()
     sizes: dict[str, int] = {}
     try:
@@ -69,10 +69,10 @@ def test_jobs_finish_cleanly_through_api_faults(chaos_cluster: Cluster, tmp_path
             check(rec, sizes, f"API faults ×{FAULTS} ({', '.join(sorted(menu))})")
             assert op.proc is not None and op.proc.poll() is None, "the operator survives API faults"
         # The faults reached the operator: its requests were answered with each injected status.
-        answered = Counter(r.status_code for r in list(cluster.local.apiserver.requests)
+        answered = Counter(r.status_code for r in list(cluster.apiserver.requests)
                            if re.search(OPERATOR, r.user_agent) and r.status_code in (409, 429, 500, 502, 503))
         print(f"operator requests answered with a fault status: {dict(sorted(answered.items()))}")
         assert {409, 429} <= set(answered) and answered.keys() & {500, 502, 503}
     finally:
-        cluster.local.apiserver.faults.clear()
+        cluster.apiserver.faults.clear()
         op.stop()

@@ -157,7 +157,7 @@ class Evidence:
     owned_objects: list[dict[str, Any]] = field(default_factory=list)
 
     def take(self, start: int, end: int | None = None) -> set[rbac.Permission]:
-        records = [r for r in self.cluster.local.apiserver.requests[start:end] if operator_agent(r.user_agent)]
+        records = [r for r in self.cluster.apiserver.requests[start:end] if operator_agent(r.user_agent)]
         return rbac.permissions(records)
 
     def sample_owned(self, name: str) -> None:
@@ -186,7 +186,7 @@ def evidence(cluster: Cluster) -> Evidence:
     for pod in ("tfjob-operator-0", "tfjob-operator-1"):
         placeholder_pod(cluster, pod)
     found = Evidence(cluster)
-    start = len(cluster.local.apiserver.requests)
+    start = len(cluster.apiserver.requests)
     first, first_health = start_operator(cluster, objects, "tfjob-operator-0", "operator-0.log")
     try:
         wait_for(lambda: leader_label(cluster, "tfjob-operator-0") == "true", 30, what="replica 0 leads")
@@ -278,7 +278,7 @@ def test_namespaced_chart_grants_exactly_the_same_within_the_watched_namespace(
         evidence: Evidence, cluster: Cluster, backend: str) -> None:
     """Watching `default` only, the operator lists and watches there; a Role there must meet every need."""
     objects = chart_objects({"watchNamespaces": ["default"], "gang": {"backend": backend}})
-    start = len(cluster.local.apiserver.requests)
+    start = len(cluster.apiserver.requests)
     op, _ = start_operator(cluster, objects, "tfjob-operator-0", f"operator-namespaced-{backend}.log")
     try:
         name = cluster.submit({"Worker": replica(QUICK, 1)}, ttlSecondsAfterFinished=1)
@@ -339,7 +339,7 @@ def drive_backend_job(cluster: Cluster, backend: str) -> str:
 def test_each_gang_backend_adds_exactly_the_rights_its_objects_need(
         evidence: Evidence, cluster: Cluster, backend: str) -> None:
     objects = chart_objects({"gang": {"backend": backend}})
-    start = len(cluster.local.apiserver.requests)
+    start = len(cluster.apiserver.requests)
     op, _ = start_operator(cluster, objects, "tfjob-operator-0", f"operator-{backend}.log")
     try:
         drive_backend_job(cluster, backend)
@@ -360,7 +360,7 @@ def test_serving_kubeflow_tfjobs_adds_exactly_the_kubeflow_org_rights_they_need(
     (the chart with kubeflow.api off grants none of them: test_chart_grants_exactly_what_the_operator_used)."""
     values = {**BASE, "kubeflow": {"api": "all"}}
     objects = chart_objects(values)
-    start = len(cluster.local.apiserver.requests)
+    start = len(cluster.apiserver.requests)
     op, _ = start_operator(cluster, objects, "tfjob-operator-0", "operator-kubeflow.log")
     owned = Evidence(cluster)
     try:

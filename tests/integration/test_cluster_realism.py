@@ -64,10 +64,8 @@ def test_a_job_deleted_by_its_ttl_can_be_submitted_again_under_the_same_name(clu
 
 
 def test_a_job_submitted_before_its_namespace_has_a_default_account_waits_for_it_and_runs(cluster: Cluster) -> None:
-    accounts = next(c for c in cluster.local.controllers.controllers if c.name == "serviceaccount-controller")
-    cluster.local.call(cluster.local.cluster.on_components(accounts.stop()))  # the account comes late
     ns = f"fresh-{uuid.uuid4().hex[:6]}"
-    try:
+    with cluster.service_accounts_paused():  # the account comes late
         cluster.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         body = {"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": "early"},
                 "spec": {"tfReplicaSpecs": {"Worker": replica(QUICK, 2)}}}
@@ -75,8 +73,6 @@ def test_a_job_submitted_before_its_namespace_has_a_default_account_waits_for_it
         failed = poll_until(lambda: _state(cluster, ns) == "Failed", 5)
         assert not failed, "a namespace whose default account is still pending failed the job"
         assert not cluster.core.list_namespaced_pod(ns).items, "the pods were refused while the account was missing"
-    finally:
-        cluster.local.call(cluster.local.cluster.on_components(accounts.start()))
     wait_for(lambda: _state(cluster, ns) == "Succeeded", 60, what="the job to run once the account exists")
 
 

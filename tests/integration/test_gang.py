@@ -19,7 +19,6 @@ from kubernetes import client as k8s
 from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica, wait_for
 from shared_data import CRDS
 
-from kubelocal.cluster import install_crds
 from kubelocal.kubeclient import STRATEGIC_MERGE_PATCH, Informer, KubeClient
 
 pytestmark = [pytest.mark.timeout(180)]
@@ -85,7 +84,7 @@ class Recorder:
             (pod.get("status") or {}).get("phase", ""), bool(meta.get("deletionTimestamp")), gpus))
 
     async def _start(self) -> None:
-        self._client = KubeClient(self.cluster.local.url, "gang-test-recorder")
+        self._client = self.cluster.client("gang-test-recorder")
         informer = Informer(self._client, "/api/v1/pods", self._on)
         self._task = asyncio.create_task(informer.run())
         await informer.synced.wait()
@@ -333,7 +332,7 @@ def test_schedule_timeout_recreates_the_gang_gated_and_requeues_it_with_backoff(
 def test_volcano_job_creates_its_podgroup_first_and_pods_only_once_volcano_enqueues_it(gpu_cluster: Cluster,
                                                                                         recorder: Recorder) -> None:
     c = gpu_cluster
-    c.call(install_crds(c.local.url, [DATA_CRDS / "scheduling.volcano.sh_podgroups.yaml"]))
+    c.install_crds([DATA_CRDS / "scheduling.volcano.sh_podgroups.yaml"])
     body = {"apiVersion": "tfjob.dev/v1", "kind": "TFJob",
             "metadata": {"name": "vc", "annotations": {"tfjob.dev/gang-backend": "volcano"}},
             "spec": {"tfReplicaSpecs": {"Worker": gpu_workers(sleep_then_exit(1), 2)},
@@ -370,7 +369,7 @@ def test_pods_kueue_stops_are_recreated_as_the_next_attempt_in_a_new_pod_group(g
     c.wait_state("kq", "Running", 30)
     assert {p.metadata.labels["kueue.x-k8s.io/pod-group-name"] for p in c.pods("kq")} == {"kq-0"}
     # Kueue preempts the workload: it marks each pod TerminationTarget (StoppedByKueue), then deletes it.
-    kueue = KubeClient(c.local.url, "kueue-manager")
+    kueue = c.client("kueue-manager")
     stopped = {"status": {"conditions": [{"type": "TerminationTarget", "status": "True", "reason": "StoppedByKueue",
                                           "message": "Preempted to accommodate a higher priority Workload"}]}}
     try:

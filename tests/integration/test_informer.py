@@ -42,7 +42,7 @@ async def test_informer_replays_the_list_follows_the_watch_and_relists_after_a_4
         await asyncio.to_thread(cluster.core.create_namespaced_pod, "default", gated_pod("inf-b"))
         await until(lambda: ("ADDED", "inf-b") in seen, "inf-b from the watch")
         assert informer.relists == 0
-        assert cluster.local.apiserver.faults.expire_watches() >= 1
+        assert cluster.apiserver.faults.expire_watches() >= 1
         await asyncio.to_thread(cluster.core.delete_namespaced_pod, "inf-a", "default", grace_period_seconds=0)
         await until(lambda: ("DELETED", "inf-a") in seen and informer.relists >= 1, "a relist that reports inf-a gone")
         await asyncio.to_thread(cluster.core.create_namespaced_pod, "default", gated_pod("inf-c"))
@@ -63,20 +63,20 @@ async def test_informer_lists_in_pages_and_delivers_each_object_once_without_man
         seen.append((kind, obj["metadata"]["name"]))
         fields.append("managedFields" in obj["metadata"])
 
-    first = len(cluster.local.apiserver.requests)
+    first = len(cluster.apiserver.requests)
     informer = Informer(Kube(load_api_client(str(cluster.kubeconfig))), "/api/v1/namespaces/default/pods", on_event,
                         name="pods", page_size=2)
     await informer.start()
     try:
         pods_path = "/api/v1/namespaces/default/pods"
-        lists = [r.path for r in list(cluster.local.apiserver.requests)[first:]
+        lists = [r.path for r in list(cluster.apiserver.requests)[first:]
                  if r.method == "GET" and "watch=" not in r.path and r.path.startswith(pods_path)]
         assert len(lists) >= 3 and all("limit=2" in p for p in lists)  # 5 pods (and any an earlier test left)
         assert ["continue=" in p for p in lists] == [False] + [True] * (len(lists) - 1)
         assert sorted(n for k, n in seen if k == "ADDED" and n.startswith("page-")) == names
         await asyncio.to_thread(cluster.core.create_namespaced_pod, "default", gated_pod("page-5"))
         await until(lambda: ("ADDED", "page-5") in seen, "page-5 from the watch")
-        assert cluster.local.apiserver.faults.expire_watches() >= 1
+        assert cluster.apiserver.faults.expire_watches() >= 1
         await asyncio.to_thread(cluster.core.delete_namespaced_pod, "page-0", "default", grace_period_seconds=0)
         await until(lambda: ("DELETED", "page-0") in seen and informer.relists >= 1, "a paged relist, page-0 gone")
         assert seen.count(("DELETED", "page-0")) == 1

@@ -75,7 +75,7 @@ def test_submit_refused_by_the_server_names_the_http_reason_and_a_hint(
         cluster: Cluster, tmp_path: Path, status: int, reason: str, hint: str) -> None:
     manifest = tmp_path / "c.yaml"
     manifest.write_text(JOB.format(name=f"helper-{status}"))
-    cluster.local.apiserver.faults.fail("POST", r"/tfjobs$", status, count=1)
+    cluster.apiserver.faults.fail("POST", r"/tfjobs$", status, count=1)
     line = one_error_line(tfjob(cluster.kubeconfig, "submit", str(manifest)))
     assert line.startswith(f"error: create tfjob/helper-{status}: HTTP {status} {reason}")
     assert line.endswith(f"; {hint}")

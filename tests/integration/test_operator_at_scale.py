@@ -53,7 +53,7 @@ def operator(cluster: Cluster, log: Path, **settings: str) -> Operator:
 
 def writes(cluster: Cluster, since: int) -> list[Any]:
     """The operator's writes since request number `since` (Leases aside: a replica's, not a job's)."""
-    return [r for r in list(cluster.local.apiserver.requests)[since:]
+    return [r for r in list(cluster.apiserver.requests)[since:]
             if r.user_agent.startswith(("tfjob-operator", "kopf")) and r.verb not in READS
             and r.resource != "leases"]
 
@@ -91,7 +91,7 @@ def test_a_restarted_operator_reconciles_every_job_and_writes_nothing_for_unchan
         wait_for(lambda: all(sim.events(n) for n in running + done), 20, what="the jobs' Events")
     finally:
         op.stop()
-    since = len(sim.local.apiserver.requests)
+    since = len(sim.apiserver.requests)
     again = operator(sim, tmp_path / "second.log").start()
     try:
         jobs = len(sim.custom.list_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs")["items"])
@@ -115,24 +115,24 @@ def test_a_standby_taking_over_mid_burst_creates_no_pod_twice_and_loses_no_job(s
     try:
         wait_for(lambda: "leads" in leader.log(), 30, what="the first replica leading")
         standby = operator(sim, tmp_path / "standby.log", **election).start()
-        since = len(sim.local.apiserver.requests)
+        since = len(sim.apiserver.requests)
         names = [sim.submit({"Worker": sim_worker()}, name=f"burst-{i}") for i in range(4)]
         wait_for(lambda: pods_of(sim, names[:1])[names[0]] >= 1, 20, what="the leader acting on the burst")
         # Warm: the standby listed the jobs (the burst's first is running, so it waits in the standby's queue).
         wait_for(lambda: metric(standby, "tfjob_workqueue_depth") >= 1, 30, what="the standby's listed jobs")  # type: ignore[arg-type]
-        killed = len(sim.local.apiserver.requests)
+        killed = len(sim.apiserver.requests)
         leader.kill()  # mid-burst: no clean-up, the Lease is left to expire
         names += [sim.submit({"Worker": sim_worker()}, name=f"burst-{i}") for i in range(4, 8)]
         counts = wait_for(lambda: (c := pods_of(sim, names)) and all(v >= WORKERS for v in c.values()) and c,
                           60, what="every burst job's pods")
         assert "leads" in standby.log()
         assert counts == dict.fromkeys(names, WORKERS)  # none lost, none with a pod too many
-        created = [r for r in list(sim.local.apiserver.requests)[since:]
+        created = [r for r in list(sim.apiserver.requests)[since:]
                    if r.verb == "create" and r.resource == "pods" and r.user_agent.startswith("tfjob-operator")
                    and r.status_code == 201]
         assert len(created) == WORKERS * len(names), "a pod was created twice (deleted and created again)"
         # A warm standby: its indexes were filled while it waited for the Lease, so it took over without a list.
-        lists = [f"{r.resource} {r.path}" for r in list(sim.local.apiserver.requests)[killed:]
+        lists = [f"{r.resource} {r.path}" for r in list(sim.apiserver.requests)[killed:]
                  if r.verb == "list" and r.user_agent.startswith(("tfjob-operator", "kopf"))]
         assert lists == []
         before = uids(sim, names)
@@ -152,22 +152,22 @@ def test_a_watch_expiring_while_jobs_are_created_misses_none_and_acts_on_none_tw
         settled = sim.submit({"Worker": sim_worker()})
         sim.wait_state(settled, "Running")
         wait_for(lambda: sim.events(settled), 20, what="the settled job's Events")
-        since = len(sim.local.apiserver.requests)
+        since = len(sim.apiserver.requests)
         names = [sim.submit({"Worker": sim_worker()}, name=f"exp-{i}") for i in range(3)]
         # A watch resumed from the last event seen may still be served (nothing was missed then); the operator's
         # resume of its pod watch is refused as one from before the compaction would be, so it must list again.
-        sim.local.apiserver.faults.fail("GET", r"/api/v1/pods\?(.*&)?watch=true", 410, agent=r"^tfjob-operator/")
-        assert sim.local.apiserver.faults.expire_watches() >= 1
+        sim.apiserver.faults.fail("GET", r"/api/v1/pods\?(.*&)?watch=true", 410, agent=r"^tfjob-operator/")
+        assert sim.apiserver.faults.expire_watches() >= 1
         names += [sim.submit({"Worker": sim_worker()}, name=f"exp-{i}") for i in range(3, 6)]
         # Again, while the first relist may be running (once the operator has a watch open to expire).
-        wait_for(lambda: sim.local.apiserver.faults.expire_watches() >= 1, 20, what="a watch to expire again")
+        wait_for(lambda: sim.apiserver.faults.expire_watches() >= 1, 20, what="a watch to expire again")
         names += [sim.submit({"Worker": sim_worker()}, name=f"exp-{i}") for i in range(6, 8)]
         counts = wait_for(lambda: (c := pods_of(sim, names)) and all(v >= WORKERS for v in c.values()) and c,
                           60, what="every job's pods after the expiries")
         assert counts == dict.fromkeys(names, WORKERS)
 
         def relisted() -> list[str]:
-            return [r.path for r in list(sim.local.apiserver.requests)[since:] if r.verb == "list"
+            return [r.path for r in list(sim.apiserver.requests)[since:] if r.verb == "list"
                     and r.resource == "pods" and r.user_agent.startswith("tfjob-operator")]
 
         assert all("limit=" in p for p in wait_for(relisted, 30, what="the operator's relist of pods")), "paged"
@@ -176,7 +176,7 @@ def test_a_watch_expiring_while_jobs_are_created_misses_none_and_acts_on_none_tw
             "default", label_selector="tfjob.dev/job-name").items if p.metadata.labels["tfjob.dev/job-name"] in names),
                  30, what="the burst's pods running")
         assert pods_of(sim, names) == dict.fromkeys(names, WORKERS)
-        requests = list(sim.local.apiserver.requests)[since:]
+        requests = list(sim.apiserver.requests)[since:]
         created = [r for r in requests if r.verb == "create" and r.resource == "pods" and r.status_code == 201
                    and r.user_agent.startswith("tfjob-operator")]
         assert len(created) == WORKERS * len(names)
@@ -221,15 +221,15 @@ def test_pods_created_while_the_pod_watch_trails_by_more_than_the_wait_are_not_c
     try:
         settled = sim.submit({"Worker": sim_worker()})
         sim.wait_state(settled, "Running")
-        since = len(sim.local.apiserver.requests)
+        since = len(sim.apiserver.requests)
         # The pod watch expires, and the operator's relist of pods is held for longer than the 10 s wait.
-        sim.local.apiserver.faults.fail("GET", r"/api/v1/pods\?(.*&)?watch=true", 410, agent=r"^tfjob-operator/")
-        sim.local.apiserver.faults.delay("GET", r"^/api/v1/pods\?(?!(.*&)?watch=true)", 14.0,
+        sim.apiserver.faults.fail("GET", r"/api/v1/pods\?(.*&)?watch=true", 410, agent=r"^tfjob-operator/")
+        sim.apiserver.faults.delay("GET", r"^/api/v1/pods\?(?!(.*&)?watch=true)", 14.0,
                                          agent=r"^tfjob-operator/")
-        assert sim.local.apiserver.faults.expire_watches() >= 1
+        assert sim.apiserver.faults.expire_watches() >= 1
         name = sim.submit({"Worker": sim_worker()}, name="trailed")
         sim.wait_state(name, "Running", 60)
-        requests = list(sim.local.apiserver.requests)[since:]
+        requests = list(sim.apiserver.requests)[since:]
         # (only this job creates pods meanwhile; a create sent twice would be a 409)
         creates = [r.status_code for r in requests if r.verb == "create" and r.resource == "pods"
                    and r.user_agent.startswith("tfjob-operator")]

@@ -27,13 +27,13 @@ def fresh(cluster: Cluster, tmp_path: Path) -> Iterator[tuple[Cluster, Operator]
 
 def pod_creations(cluster: Cluster, since: int) -> int:
     """Pods the operator created (201) since request number `since` (only the test's job creates pods then)."""
-    return sum(1 for r in list(cluster.local.apiserver.requests)[since:]
+    return sum(1 for r in list(cluster.apiserver.requests)[since:]
                if r.verb == "create" and r.resource == "pods" and r.subresource is None and r.status_code == 201
                and r.user_agent.startswith("tfjob-operator"))
 
 
 def pod_deletions(cluster: Cluster, since: int) -> int:
-    return sum(1 for r in list(cluster.local.apiserver.requests)[since:]
+    return sum(1 for r in list(cluster.apiserver.requests)[since:]
                if r.verb == "delete" and r.resource == "pods" and r.user_agent.startswith("tfjob-operator"))
 
 
@@ -43,10 +43,10 @@ def uids(cluster: Cluster, name: str) -> dict[str, str]:
 
 def test_killed_after_the_gang_size_was_recorded_creates_each_pod_once(fresh: tuple[Cluster, Operator]) -> None:
     cluster, op = fresh
-    since = len(cluster.local.apiserver.requests)
+    since = len(cluster.apiserver.requests)
     # The first pod is created at once, the others hang in the API server, so the kill lands mid-creation.
-    cluster.local.apiserver.faults.delay("POST", r"/namespaces/default/pods$", 0.01, count=1)
-    cluster.local.apiserver.faults.delay("POST", r"/namespaces/default/pods$", 3.0, count=WORKERS - 1)
+    cluster.apiserver.faults.delay("POST", r"/namespaces/default/pods$", 0.01, count=1)
+    cluster.apiserver.faults.delay("POST", r"/namespaces/default/pods$", 3.0, count=WORKERS - 1)
     op.start()
     name = cluster.submit({"Worker": replica(py("import time; time.sleep(6)"), WORKERS)})
     wait_for(lambda: cluster.pods(name), 30, what="the first pod")
@@ -66,7 +66,7 @@ def test_killed_after_the_gang_size_was_recorded_creates_each_pod_once(fresh: tu
 
 def test_killed_while_running_then_restarted_finishes_the_job(fresh: tuple[Cluster, Operator], tmp_path: Path) -> None:
     cluster, op = fresh
-    since = len(cluster.local.apiserver.requests)
+    since = len(cluster.apiserver.requests)
     go = tmp_path / "go"
     op.start()
     name = cluster.submit({"Worker": replica(py(f"import pathlib, time\nwhile not pathlib.Path({str(go)!r}).exists():"
@@ -84,7 +84,7 @@ def test_killed_while_running_then_restarted_finishes_the_job(fresh: tuple[Clust
 
 def test_killed_right_after_deciding_a_gang_restart_restarts_once(fresh: tuple[Cluster, Operator]) -> None:
     cluster, op = fresh
-    since = len(cluster.local.apiserver.requests)
+    since = len(cluster.apiserver.requests)
     op.start()
     code = ("import os, sys, time; time.sleep(0.5); "
             "sys.exit(130 if os.environ['TFJOB_ATTEMPT'] == '0' and os.environ['TF_CONFIG'].find('\"index\": 1}') > 0"
@@ -122,7 +122,7 @@ def test_node_loss_restarts_the_gang_and_force_deletes_pods_stuck_terminating(tm
             status = cluster.wait_state(name, "Succeeded", timeout=60)
             assert (status["restartCount"], status["failureRestarts"]) == (1, 0)
             assert "NodeLost" in cluster.event_reasons(name)
-            forced = [r for r in cluster.local.apiserver.requests if r.verb == "delete" and r.resource == "pods"
+            forced = [r for r in cluster.apiserver.requests if r.verb == "delete" and r.resource == "pods"
                       and r.user_agent.startswith("tfjob-operator")]
             assert forced, "the operator deleted the old attempt"
             assert all(p.metadata.labels["tfjob.dev/attempt"] == "1" for p in cluster.pods(name))

@@ -28,16 +28,16 @@ ZERO_QUICK = py("import json, os, time; time.sleep(0.5 if json.loads(os.environ[
 
 @pytest.fixture(params=["builtin", "none"])
 def backend(request: pytest.FixtureRequest, cluster: Cluster, tmp_path: Path) -> Iterator[str]:
-    start = len(cluster.local.apiserver.requests)
+    start = len(cluster.apiserver.requests)
     op = Operator(cluster.kubeconfig, tmp_path / "operator.log", TFJOB_GANG_BACKEND=request.param).start()
     # Its start-up (discovery, the initial lists) is per operator, not per job: counting begins once it watches:
     # TFJobs through kopf, pods through its own informer (under builtin, the admission loop's watch of every pod,
     # beside its watch of nodes).
-    wait_for(lambda: {r.resource for r in list(cluster.local.apiserver.requests)[start:]
+    wait_for(lambda: {r.resource for r in list(cluster.apiserver.requests)[start:]
                       if r.user_agent.startswith("kopf") and r.verb == "watch"} >= {"tfjobs"},
              30, what="the operator's watch of TFJobs")
     own = {"nodes", "pods"} if request.param == "builtin" else {"pods"}
-    wait_for(lambda: {r.resource for r in list(cluster.local.apiserver.requests)[start:]
+    wait_for(lambda: {r.resource for r in list(cluster.apiserver.requests)[start:]
                       if r.user_agent == kube.USER_AGENT and r.verb == "watch"} >= own,
              30, what="the operator's own watches")
     yield request.param
@@ -48,7 +48,7 @@ def requests_by_verb(cluster: Cluster, since: int) -> collections.Counter[str]:
     """The operator's requests since request number `since`, as "verb resource[/subresource]" (watches aside:
     they are per operator, not per job)."""
     counts: collections.Counter[str] = collections.Counter()
-    for r in list(cluster.local.apiserver.requests)[since:]:
+    for r in list(cluster.apiserver.requests)[since:]:
         if (r.user_agent.startswith("kopf") or r.user_agent == kube.USER_AGENT) and r.verb != "watch":
             counts[f"{r.verb} {r.resource}" + (f"/{r.subresource}" if r.subresource else "")] += 1
     return counts
@@ -56,7 +56,7 @@ def requests_by_verb(cluster: Cluster, since: int) -> collections.Counter[str]:
 
 def test_one_job_costs_its_pods_one_service_two_events_and_at_most_three_status_writes(
         cluster: Cluster, backend: str) -> None:
-    since = len(cluster.local.apiserver.requests)
+    since = len(cluster.apiserver.requests)
     # cleanPodPolicy None: no clean-up deletes racing the workers' own exits, so the count is exact.
     name = cluster.submit({"Worker": replica(QUICK, WORKERS)}, cleanPodPolicy="None")
     cluster.wait_state(name, "Succeeded")

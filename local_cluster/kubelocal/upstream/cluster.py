@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,7 @@ class UpstreamCluster(ClusterSettings):
         self.provisioner: LocalPathProvisioner | None = None
         self._kubelets: Kubelets | None = None
         self._components: ComponentLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the plane's processes are awaited on it
 
     # -- what callers read ------------------------------------------------------------------------------------
 
@@ -116,6 +117,7 @@ class UpstreamCluster(ClusterSettings):
         return self.network.net.gateway if self.network is not None else HOST_NODE_IP
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.pod_network:
             self.records = ApiRecords()  # reads the API once it is up (`_start_components`)
@@ -169,6 +171,19 @@ class UpstreamCluster(ClusterSettings):
         await self.provisioner.start()
         self._kubelets = Kubelets(await self._agents())
         await self._kubelets.start()
+
+    async def stop_scheduler(self) -> None:
+        """kube-scheduler down (SIGTERM): pods stay unbound; from any loop, as `LocalCluster.stop_scheduler`."""
+        await self._on_plane_loop(self._plane().end("kube-scheduler"))
+
+    async def start_scheduler(self) -> None:
+        """kube-scheduler back, with the same flags, once healthy."""
+        await self._on_plane_loop(self._plane().restart("kube-scheduler"))
+
+    async def _on_plane_loop(self, coro: Coroutine[Any, Any, None]) -> None:
+        """The plane's processes are awaited on the loop that started them (their exit is a reader there)."""
+        assert self._loop is not None
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
 
     async def _create(self, path: str, obj: Mapping[str, Any]) -> None:
         assert self.admin is not None

@@ -208,25 +208,47 @@ class UpstreamPlane:
     async def stop(self, grace: float = STOP_GRACE) -> None:
         """SIGTERM each process in the reverse order of their start (SIGKILL after `grace`), then the proxy."""
         for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
-            proc = self.processes.get(name)
-            if proc is None:
-                continue
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(proc.wait(), grace)
-                except TimeoutError:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    await proc.wait()
-            self.lifeline.forget(proc.pid)
+            await self.end(name, grace)
         self.processes.clear()
         self.lifeline.close()
         await self.egress.stop()
         for log_file in self._logs.values():
             log_file.close()
         self._logs.clear()
+
+    async def end(self, name: str, grace: float = STOP_GRACE) -> None:
+        """SIGTERM one process (SIGKILL after `grace`), as a component going down; `restart(name)` brings it back."""
+        proc = self.processes.pop(name, None)
+        if proc is None:
+            return
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), grace)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+        self.lifeline.forget(proc.pid)
+        log_file = self._logs.pop(name, None)
+        if log_file is not None:
+            log_file.close()
+
+    async def restart(self, name: str) -> None:
+        """Start a process `end` stopped, with the same flags, and wait until it is healthy (kube-scheduler or
+        kube-controller-manager: the components a cluster restarts without losing state)."""
+        restartable = {"kube-scheduler": (flags.scheduler, self.layout.ports.scheduler),
+                       "kube-controller-manager": (flags.controller_manager, self.layout.ports.controller_manager)}
+        if name not in restartable:
+            raise ValueError(f"{name}: only {' and '.join(restartable)} can be restarted")
+        if name in self.processes:
+            raise RuntimeError(f"{name} is running; end it first")
+        command, port = restartable[name]
+        self._spawn(name, command(self.layout))
+        insecure = ssl.create_default_context()
+        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE  # its self-signed serving certificate
+        await self._wait_healthy(name, f"https://127.0.0.1:{port}/healthz", insecure)
 
     def rss(self) -> dict[str, int]:
         """Each running process's resident memory, bytes (from /proc)."""
