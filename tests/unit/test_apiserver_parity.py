@@ -85,3 +85,11 @@ def test_render_puts_a_job_with_an_empty_namespace_in_default(tmp_path: Any) -> 
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert {o["metadata"]["namespace"] for o in yaml.safe_load_all(result.stdout) if o} == {"default"}
+
+
+@pytest.mark.parametrize("served", ["512", "512.0"])
+def test_status_prints_a_whole_examples_per_second_alike_from_either_api_server(served: str) -> None:
+    """kube-apiserver stores a CRD number as Go's float64 and writes 512.0 back as `512`; kubelocal keeps `512.0`.
+    `tfjob status` says the same on both."""
+    status = {"progress": json.loads(f'{{"summary": "epoch 1/2 step 5", "examplesPerSecond": {served}}}')}
+    assert jobs.progress_text(status) == "epoch 1/2 step 5, 512.0 examples/s"

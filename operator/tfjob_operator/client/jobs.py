@@ -225,7 +225,8 @@ def progress_text(status: dict[str, Any]) -> str | None:
         epochs = progress.get("epochs") or "?"
         parts[0] = f"done (last read: epoch {progress['epoch']}/{epochs} step {progress.get('step')})"
     if progress.get("examplesPerSecond") is not None:
-        parts.append(f"{progress['examplesPerSecond']} examples/s")
+        # one decimal whatever JSON number came back: kube-apiserver (Go's float64) writes 512.0 as `512`
+        parts.append(f"{float(progress['examplesPerSecond']):.1f} examples/s")
     if progress.get("lastCheckpointTime"):
         parts.append(f"last checkpoint {progress['lastCheckpointTime']}")
     if progress.get("updatedAt"):
