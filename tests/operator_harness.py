@@ -167,7 +167,7 @@ class Cluster:
     def apiserver(self) -> Any:
         """kubelocal's API server: its request log (`requests`), fault injection (`faults`) and store. On the
         upstream plane the test skips, saying so: kube-apiserver records and injects nothing a test can read."""
-        self.kubelocal_only("API server (its request log, fault injection and store)")
+        self.kubelocal_only(REQUEST_LOG)
         return self.local.apiserver
 
     @property
@@ -211,6 +211,16 @@ class Cluster:
 
 #: Tests lose nodes on purpose and want it noticed in seconds (a cluster's default is 50 s).
 TEST_CONTROLLERS = ControllerSettings(node_monitor_grace=4.0)
+
+
+REQUEST_LOG = "API server (its request log, fault injection and store)"
+
+
+def needs_kubelocal(what: str = REQUEST_LOG) -> pytest.MarkDecorator:
+    """Mark a test (or `pytestmark` a module) needing kubelocal's `what`: on the upstream plane it skips, saying
+    so, before any cluster starts (kube-apiserver records and injects nothing a test can read)."""
+    plane = planes.choose()
+    return pytest.mark.skipif(plane != "kubelocal", reason=f"needs kubelocal's {what}; the {plane} plane has none")
 
 
 def control_plane() -> str:

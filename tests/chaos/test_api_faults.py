@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 from chaos_world import SEED, record, scaled
-from operator_harness import Cluster, Operator, wait_for
+from operator_harness import Cluster, Operator, needs_kubelocal, wait_for
 from test_operator_kills import a_job, chaos_cluster, check
 
 from kubelocal.apiserver.faults import FaultInjector
 
 __all__ = ["chaos_cluster"]
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [needs_kubelocal(), pytest.mark.timeout(600)]
 
 FAULTS = scaled(30)
 #: Only the operator's requests fail or slow down (kopf's client, the official client): the test's own

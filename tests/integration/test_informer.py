@@ -9,12 +9,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from operator_harness import Cluster
+from operator_harness import Cluster, needs_kubelocal
 
 from tfjob_operator.controller.informer import Informer
 from tfjob_operator.kube import Kube, load_api_client
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [needs_kubelocal(), pytest.mark.timeout(60)]
 
 
 def gated_pod(name: str) -> dict[str, Any]:

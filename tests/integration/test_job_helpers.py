@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from operator_harness import Cluster, free_port
+from operator_harness import Cluster, free_port, needs_kubelocal
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -71,6 +71,7 @@ def test_status_and_wait_of_a_missing_job_say_404_and_where_to_look(cluster: Clu
     (422, "Unprocessable Entity", "fix the field it names"),
     (500, "Internal Server Error", "the API server is overloaded or failing; try again shortly"),
 ])
+@needs_kubelocal()
 def test_submit_refused_by_the_server_names_the_http_reason_and_a_hint(
         cluster: Cluster, tmp_path: Path, status: int, reason: str, hint: str) -> None:
     manifest = tmp_path / "c.yaml"

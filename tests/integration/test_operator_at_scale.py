@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import Cluster, Operator, free_port, local_cluster, wait_for
+from operator_harness import Cluster, Operator, free_port, local_cluster, needs_kubelocal, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -73,6 +73,7 @@ def uids(cluster: Cluster, names: list[str]) -> dict[str, str]:
     return {p.metadata.name: p.metadata.uid for p in pods if p.metadata.labels["tfjob.dev/job-name"] in names}
 
 
+@needs_kubelocal()
 def test_a_restarted_operator_reconciles_every_job_and_writes_nothing_for_unchanged_ones(
         sim: Cluster, tmp_path: Path) -> None:
     op = operator(sim, tmp_path / "first.log").start()
@@ -106,6 +107,7 @@ def test_a_restarted_operator_reconciles_every_job_and_writes_nothing_for_unchan
         again.stop()
 
 
+@needs_kubelocal()
 def test_a_standby_taking_over_mid_burst_creates_no_pod_twice_and_loses_no_job(sim: Cluster, tmp_path: Path) -> None:
     election = {"TFJOB_LEADER_ELECTION": "true", "TFJOB_LEADER_ELECTION_LEASE_NAME": "failover-test",
                 "TFJOB_LEADER_ELECTION_LEASE_DURATION": "3", "TFJOB_LEADER_ELECTION_RENEW_DEADLINE": "2",
@@ -145,6 +147,7 @@ def test_a_standby_taking_over_mid_burst_creates_no_pod_twice_and_loses_no_job(s
             standby.stop()
 
 
+@needs_kubelocal()
 def test_a_watch_expiring_while_jobs_are_created_misses_none_and_acts_on_none_twice(
         sim: Cluster, tmp_path: Path) -> None:
     op = operator(sim, tmp_path / "operator.log").start()
@@ -212,6 +215,7 @@ def test_a_restarted_operator_skips_settled_jobs_and_starts_a_job_submitted_mean
         again.stop()
 
 
+@needs_kubelocal()
 def test_pods_created_while_the_pod_watch_trails_by_more_than_the_wait_are_not_created_again(
         sim: Cluster, tmp_path: Path) -> None:
     """The operator waits (bounded, 10 s) for the watch to show the pods it created; a relist that takes longer

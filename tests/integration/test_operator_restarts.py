@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from operator_harness import Cluster, Operator, local_cluster, py, replica, wait_for
+from operator_harness import Cluster, Operator, local_cluster, needs_kubelocal, py, replica, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -41,6 +41,7 @@ def uids(cluster: Cluster, name: str) -> dict[str, str]:
     return {p.metadata.name: p.metadata.uid for p in cluster.pods(name)}
 
 
+@needs_kubelocal()
 def test_killed_after_the_gang_size_was_recorded_creates_each_pod_once(fresh: tuple[Cluster, Operator]) -> None:
     cluster, op = fresh
     since = len(cluster.apiserver.requests)
@@ -64,6 +65,7 @@ def test_killed_after_the_gang_size_was_recorded_creates_each_pod_once(fresh: tu
     assert [r for r, _ in cluster.wait_events(name, "JobCreated")].count("JobCreated") == 1
 
 
+@needs_kubelocal()
 def test_killed_while_running_then_restarted_finishes_the_job(fresh: tuple[Cluster, Operator], tmp_path: Path) -> None:
     cluster, op = fresh
     since = len(cluster.apiserver.requests)
@@ -82,6 +84,7 @@ def test_killed_while_running_then_restarted_finishes_the_job(fresh: tuple[Clust
     assert pod_creations(cluster, since) == 2
 
 
+@needs_kubelocal()
 def test_killed_right_after_deciding_a_gang_restart_restarts_once(fresh: tuple[Cluster, Operator]) -> None:
     cluster, op = fresh
     since = len(cluster.apiserver.requests)
@@ -110,6 +113,7 @@ def test_kopf_run_of_the_handlers_module_works_too(cluster: Cluster, tmp_path: P
         op.stop()
 
 
+@needs_kubelocal()
 def test_node_loss_restarts_the_gang_and_force_deletes_pods_stuck_terminating(tmp_path: Path) -> None:
     with local_cluster(tmp_path, nodes="node-a{cpu:4,memory:8Gi};node-b{cpu:4,memory:8Gi}") as cluster:
         op = Operator(cluster.kubeconfig, tmp_path / "operator.log").start()

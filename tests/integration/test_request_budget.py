@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from kubernetes import watch
-from operator_harness import Cluster, Operator, py, replica, wait_for
+from operator_harness import Cluster, Operator, needs_kubelocal, py, replica, wait_for
 
 from tfjob_operator import kube
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [needs_kubelocal(), pytest.mark.timeout(120)]
 
 WORKERS = 4
 QUICK = py("import time; time.sleep(0.5)")
