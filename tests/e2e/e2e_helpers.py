@@ -6,7 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes.client.exceptions import ApiException
 from operator_harness import Cluster
+
+from tfjob_operator.client.local.claims import claim
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,5 +46,15 @@ def held_example(name: str, directory: Path, hold: str) -> Path:
 
 
 def apply(cluster: Cluster, manifest: dict[str, Any]) -> str:
+    """Create the TFJob, after the claims its pods mount, as a user does on a cluster (`kubectl apply -f
+    examples/claims/tfjob-shared.yaml`): kube-scheduler keeps a pod whose claim is missing Pending."""
+    for spec in manifest["spec"]["tfReplicaSpecs"].values():
+        for volume in spec["template"]["spec"].get("volumes") or []:
+            if name := (volume.get("persistentVolumeClaim") or {}).get("claimName"):
+                try:
+                    cluster.core.create_namespaced_persistent_volume_claim("default", claim(name))
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
     cluster.custom.create_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", manifest)
     return str(manifest["metadata"]["name"])
