@@ -26,10 +26,9 @@ import rbac
 import yaml
 from deployhelpers import chart_env, renderer
 from kubernetes.client.exceptions import ApiException
-from operator_harness import Cluster, Operator, free_port, local_cluster, py, replica, wait_for
+from operator_harness import Cluster, Operator, free_port, local_cluster, needs_kubelocal, py, replica, wait_for
 from shared_data import CRDS
 
-from kubelocal.cluster import install_crds
 from tfjob_operator import kube
 from tfjob_operator.api import constants
 from tfjob_operator.api.crd import KUBEFLOW_CRD_PATH
@@ -174,7 +173,7 @@ class Evidence:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with local_cluster(tmp_path_factory.mktemp("rbac")) as c:
-        c.call(install_crds(c.local.url, [*PODGROUP_CRDS, KUBEFLOW_CRD_PATH]))
+        c.install_crds([*PODGROUP_CRDS, KUBEFLOW_CRD_PATH])
         c.core.create_namespace({"metadata": {"name": RELEASE_NS}})
         yield c
 
@@ -262,6 +261,7 @@ def assert_exact(objects: list[dict[str, Any]], needed: set[rbac.Permission]) ->
     assert rbac.wildcard_or_secret_rules(objects) == []
 
 
+@needs_kubelocal("API server's request log (the operator's requests are the evidence)")
 @pytest.mark.timeout(300)
 def test_chart_grants_exactly_what_the_operator_used(evidence: Evidence) -> None:
     kinds = {(p.group, p.resource) for p in evidence.needed}
@@ -272,6 +272,7 @@ def test_chart_grants_exactly_what_the_operator_used(evidence: Evidence) -> None
     assert_exact(chart_objects(BASE), evidence.needed)
 
 
+@needs_kubelocal("API server's request log (the operator's requests are the evidence)")
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("backend", ["none", "builtin"])
 def test_namespaced_chart_grants_exactly_the_same_within_the_watched_namespace(
@@ -334,6 +335,7 @@ def drive_backend_job(cluster: Cluster, backend: str) -> str:
     return name
 
 
+@needs_kubelocal("API server's request log (the operator's requests are the evidence)")
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("backend", ["volcano", "scheduler-plugins", "builtin", "kueue"])
 def test_each_gang_backend_adds_exactly_the_rights_its_objects_need(
@@ -353,6 +355,7 @@ def test_each_gang_backend_adds_exactly_the_rights_its_objects_need(
     assert_exact(objects, evidence.needed | used)
 
 
+@needs_kubelocal("API server's request log (the operator's requests are the evidence)")
 @pytest.mark.timeout(300)
 def test_serving_kubeflow_tfjobs_adds_exactly_the_kubeflow_org_rights_they_need(
         evidence: Evidence, cluster: Cluster) -> None:
