@@ -47,7 +47,8 @@ upstream: setup
 # TFJobs) on the upstream plane (TFJOB_CONTROL_PLANE=upstream), after building what they run (k8s: etcd and the
 # three control-plane binaries; kueue: Kueue v0.17.0, whose module in Go's cache also gives
 # tests/upstream/test_kueue.py its manifests). The rest of tests/integration runs there too and passes
-# (docs/testing.md), but is left out of CI for time; its request-log tests skip there.
+# (docs/testing.md), but is left out of CI for time; its request-log tests skip there. The additions took 6 min 46 s
+# with -n 2 at a load average of 17 (2026-11-28).
 UPSTREAM_TIERS ?= tests/upstream tests/e2e tests/chaos tests/integration/test_gang.py \
 	tests/integration/test_cluster_realism.py tests/integration/test_operator_lifecycle.py \
 	tests/integration/test_kubeflow_jobs.py
