@@ -16,6 +16,7 @@ the operator alone (no `[local]` extra, docs/design.md §1) every pytest run sti
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +32,14 @@ if TYPE_CHECKING:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--control-plane", choices=CONTROL_PLANES, default=None,
                      help=f"the plane kubelocal_cluster runs on (default ${ENV}, else kubelocal)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`--control-plane` is the session's $TFJOB_CONTROL_PLANE: what else starts a plane (a harness of your own
+    calling `kubelocal.planes.choose()`, a `tfjob local` subprocess) follows the same switch."""
+    chosen = config.getoption("--control-plane", default=None)
+    if chosen:
+        os.environ[ENV] = chosen
 
 
 @pytest.fixture(scope="session")
