@@ -72,7 +72,9 @@ HOST_NODE_IP = "127.0.0.1"
 class UpstreamCluster(ClusterSettings):
     """The upstream control plane with kubelocal's nodes; `async with UpstreamCluster(workdir=...) as c:`.
 
-    Takes `LocalCluster`'s arguments. `port` (when not 0) is kube-apiserver's secure port."""
+    Takes `LocalCluster`'s arguments. `port` (when not 0) is kube-apiserver's secure port. Of `controllers`,
+    `node_monitor_grace` and `toleration_cap` become kube-controller-manager's and kube-apiserver's flags;
+    `gc_delay` (kubelocal's lagging garbage collector) has no kube-controller-manager setting and is not applied."""
 
     def __init__(self, *, binaries: dict[str, Path] | None = None, **settings: Any) -> None:
         super().__init__(**settings)
