@@ -122,6 +122,9 @@ RUN_ALONE: dict[str, str] = {
                         "not yet in the budget: its figures are in docs/elastic.md)",
     "upstream_start": "the upstream plane's start and memory: needs the binaries `make upstream` builds with Go, which "
                       "`make bench` does not (its figures are in docs/local-cluster.md)",
+    "kubeflow_side": "tfjob-operator beside Kubeflow's training-operator on the upstream plane: needs Go to build both "
+                     "(`python -m kubelocal.upstream.build k8s training-operator`); about 10 minutes at 100 x 4 (its "
+                     "figures are in docs/performance.md)",
 }
 
 FIGURES: tuple[Figure, ...] = (

@@ -102,3 +102,17 @@ def test_unbuilt_binaries_name_the_command_that_builds_them(tmp_path: Path, monk
     monkeypatch.delenv("TFJOB_UPSTREAM_BIN", raising=False)
     with pytest.raises(build.UpstreamError, match="run `make upstream`"):
         build.binaries("k8s")
+
+
+def test_make_upstream_builds_the_planes_parts_and_leaves_the_bench_only_ones_to_be_named() -> None:
+    """`make upstream` (no component named) builds Kubernetes and Kueue, not Kubeflow's training-operator, which only
+    bench/kubeflow_side.py runs; naming it builds it."""
+    def dirs(*names: str) -> list[str]:
+        out = subprocess.run([sys.executable, "-m", "kubelocal.upstream.build", "--print-dir", *names],
+                             capture_output=True, text=True, timeout=60, check=True)
+        return out.stdout.split()
+
+    default = dirs()
+    assert [Path(d).parent.name.split("-v")[0] for d in default] == ["k8s", "kueue"]
+    (named,) = dirs("training-operator")
+    assert Path(named).parent.name.startswith("training-operator-v1.9.3-")

@@ -48,6 +48,8 @@ class Component:
     #: `go.etcd.io/etcd/server/v3` installs as `server`.
     renames: Mapping[str, str] = field(default_factory=dict)
     ldflags: tuple[str, ...] = ()
+    #: Built only when named (`python -m kubelocal.upstream.build NAME`), never by `make upstream`'s default set.
+    on_demand: bool = False
 
     @property
     def module(self) -> Path:
@@ -73,7 +75,11 @@ KUEUE = Component(
     name="kueue", version="v0.17.0", binaries=("kueue",),
     ldflags=("-X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.17.0",))
 
-COMPONENTS: dict[str, Component] = {c.name: c for c in (K8S, KUEUE)}
+#: Kubeflow's own TFJob controller, for bench/kubeflow_side.py only (not part of `make upstream`'s default set).
+TRAINING_OPERATOR = Component(name="training-operator", version="v1.9.3", binaries=("training-operator.v1",),
+                              on_demand=True)
+
+COMPONENTS: dict[str, Component] = {c.name: c for c in (K8S, KUEUE, TRAINING_OPERATOR)}
 
 
 def cache_root() -> Path:
@@ -231,7 +237,8 @@ class _Ticker:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kubelocal.upstream.build", description=__doc__.splitlines()[0])
     parser.add_argument("components", nargs="*", metavar="COMPONENT",
-                        help=f"which to build, of {', '.join(COMPONENTS)} (default: all)")
+                        help=f"which to build, of {', '.join(COMPONENTS)} (default: all but "
+                        f"{', '.join(c.name for c in COMPONENTS.values() if c.on_demand)})")
     parser.add_argument("--jobs", "-j", type=int, help="packages compiled at once (default: the cores)")
     parser.add_argument("--print-dir", action="store_true", help="print each component's bin folder and stop")
     args = parser.parse_args(argv)
@@ -239,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown component {', '.join(unknown)}: choose from {', '.join(COMPONENTS)}")
     try:
-        for name in args.components or COMPONENTS:
+        for name in args.components or [c.name for c in COMPONENTS.values() if not c.on_demand]:
             if args.print_dir:
                 print(bin_dir(COMPONENTS[name]))
             else:

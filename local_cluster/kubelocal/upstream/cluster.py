@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +74,13 @@ class UpstreamCluster(ClusterSettings):
 
     Takes `LocalCluster`'s arguments. `port` (when not 0) is kube-apiserver's secure port. Of `controllers`,
     `node_monitor_grace` and `toleration_cap` become kube-controller-manager's and kube-apiserver's flags;
-    `gc_delay` (kubelocal's lagging garbage collector) has no kube-controller-manager setting and is not applied."""
+    `gc_delay` (kubelocal's lagging garbage collector) has no kube-controller-manager setting and is not applied.
+    `apiserver_flags` are added to kube-apiserver's (e.g. a bench's `--audit-policy-file`)."""
 
-    def __init__(self, *, binaries: dict[str, Path] | None = None, **settings: Any) -> None:
+    def __init__(self, *, binaries: dict[str, Path] | None = None, apiserver_flags: Sequence[str] = (),
+                 **settings: Any) -> None:
         super().__init__(**settings)
+        self.apiserver_flags = tuple(apiserver_flags)
         self.binaries = binaries if binaries is not None else bins.find()  # BinariesMissing before anything starts
         self.records: ApiRecords | None = None
         self.relays: ApiRelays | None = None
@@ -129,7 +132,8 @@ class UpstreamCluster(ClusterSettings):
         self.plane = UpstreamPlane(self.workdir / "upstream", advertise_address=advertise, dial=self._dial,
                                    binaries=self.binaries, node_monitor_grace=s.node_monitor_grace,
                                    default_toleration_seconds=300 if s.toleration_cap is None
-                                   else int(s.toleration_cap), ca=self.ca, port=self.port)
+                                   else int(s.toleration_cap), ca=self.ca, port=self.port,
+                                   apiserver_flags=self.apiserver_flags)
         try:
             if self.network is not None:
                 await self._start_network(self.plane.layout.ports.apiserver)

@@ -74,7 +74,8 @@ class UpstreamPlane:
     def __init__(self, directory: Path, *, advertise_address: str, dial: Dial,
                  binaries: dict[str, Path] | None = None, node_monitor_grace: float = 50.0,
                  default_toleration_seconds: int = 300, api_ips: Sequence[str] = (),
-                 ca: CertificateAuthority | None = None, port: int = 0) -> None:
+                 ca: CertificateAuthority | None = None, port: int = 0,
+                 apiserver_flags: Sequence[str] = ()) -> None:
         self.dir = Path(directory).resolve()
         self.binaries = binaries if binaries is not None else bins.find()
         self.ca = ca
@@ -83,7 +84,8 @@ class UpstreamPlane:
         egress = f"kubelocal-egress-{os.getpid()}-{id(self):x}"
         self.layout = flags.Layout(self.dir, ports, advertise_address, abstract_address(egress),
                                    node_monitor_grace=node_monitor_grace,
-                                   default_toleration_seconds=default_toleration_seconds)
+                                   default_toleration_seconds=default_toleration_seconds,
+                                   extra_apiserver_flags=tuple(apiserver_flags))
         self.api_ips = ["127.0.0.1", advertise_address, flags.KUBERNETES_SERVICE_IP, *api_ips]
         self.egress = EgressProxy(egress, dial)
         self.lifeline = Lifeline()
