@@ -307,3 +307,13 @@ def by_verb(events: list[dict[str, Any]]) -> collections.Counter[str]:
         resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
         counts[f"{e['verb']} {resource}"] += 1
     return counts
+
+
+def refused(events: list[dict[str, Any]]) -> collections.Counter[str]:
+    """The requests answered with an error, by verb, resource and status code (a create that met 409 or 504)."""
+    counts: collections.Counter[str] = collections.Counter()
+    for e in events:
+        code = (e.get("responseStatus") or {}).get("code", 0)
+        if code >= 300:
+            counts[f"{e['verb']} {(e.get('objectRef') or {}).get('resource', '?')} {code}"] += 1
+    return counts

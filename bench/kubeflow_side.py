@@ -64,6 +64,7 @@ from kubeflow_parts import (
     mount_webhook_secret,
     operators,
     percentile,
+    refused,
     remove_kubeflow_webhook,
 )
 
@@ -132,7 +133,8 @@ def burst(op: Operator, obs: ObserverProcess, audit: Path, jobs: int, workers: i
         end = snap["finished"].get(name)
         if end and end[1] == "Succeeded":
             done.append(end[0] - t0)
-    counts = by_verb(audit_events(audit, op.user, since, until))
+    events = audit_events(audit, op.user, since, until)
+    counts, errors = by_verb(events), refused(events)
     rest = {k: v for k, v in counts.items() if not k.startswith("watch ")}
     total = sum(rest.values()) / jobs
     print(f"  {jobs} x {workers}: submit -> all pods created p50 {percentile(created, 50):.2f} s, "
@@ -141,6 +143,8 @@ def burst(op: Operator, obs: ObserverProcess, audit: Path, jobs: int, workers: i
           flush=True)
     for key, n in sorted(rest.items(), key=lambda kv: -kv[1]):
         print(f"      {key:<36} {n / jobs:7.2f}")
+    if errors:
+        print("    answered with an error (counted above): " + ", ".join(f"{k} x{n}" for k, n in errors.most_common()))
     p = f"{op.key}_b{jobs}_"
     fig.put(p + "created_p99", percentile(created, 99))
     fig.put(p + "created_p50", percentile(created, 50))
