@@ -220,7 +220,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def operators(logs: Path, kubeconfigs: dict[str, Path], kubeflow_bin: Path, qps: int, gang: str
+def operators(logs: Path, kubeconfigs: dict[str, Path], kubeflow_bin: Path, qps: int, gang: str, threads: int = 1
               ) -> list[Operator]:
     ours = Operator("ours", "bench:tfjob-operator", [sys.executable, "-m", "tfjob_operator", "operator"],
                     {"KUBECONFIG": str(kubeconfigs["tfjob-operator"]), "TFJOB_KUBEFLOW_API": "all",
@@ -231,7 +231,8 @@ def operators(logs: Path, kubeconfigs: dict[str, Path], kubeflow_bin: Path, qps:
                       [str(kubeflow_bin), f"--kubeconfig={kubeconfigs['training-operator']}", "--enable-scheme=tfjob",
                        "--metrics-bind-address=0", "--health-probe-bind-address=0",
                        f"--webhook-server-port={port}", f"--kube-api-qps={qps}",
-                       f"--kube-api-burst={max(30, qps * 3 // 2)}"],
+                       f"--kube-api-burst={max(30, qps * 3 // 2)}",
+                       f"--controller-threads={threads}"],
                       {"MY_POD_NAMESPACE": "kubeflow"}, logs / "training-operator.log", webhook_port=port)
     return [ours, theirs]
 

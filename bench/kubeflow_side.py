@@ -347,13 +347,15 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             obs = ObserverProcess(kubeconfigs["admin"])
             logs = Path(args.logs) if args.logs else workdir
             logs.mkdir(parents=True, exist_ok=True)
-            ops = operators(logs, kubeconfigs, kubeflow_bin, args.kubeflow_qps, args.gang)
+            ops = operators(logs, kubeconfigs, kubeflow_bin, args.kubeflow_qps, args.gang,
+                            args.kubeflow_threads)
             order = [op for op in (ops if args.order == "ours-first" else ops[::-1])
                      if args.only in ("both", op.key)]
             try:
                 for op in order:
                     label = ("tfjob-operator (TFJOB_KUBEFLOW_API=all, gang " + args.gang + ")" if op.key == "ours"
-                             else f"training-operator v1.9.3 (--kube-api-qps {args.kubeflow_qps})")
+                             else f"training-operator v1.9.3 (--kube-api-qps {args.kubeflow_qps}, "
+                             f"--controller-threads {args.kubeflow_threads})")
                     print(f"{label}:", flush=True)
                     if op.key == "kubeflow":
                         kubeflow_webhook(admin, module, op.webhook_port, _host_address())
@@ -399,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a burst may take to finish")
     parser.add_argument("--kubeflow-qps", type=int, default=20,
                         help="training-operator's --kube-api-qps (its default and its manifests': 20, burst 30)")
+    parser.add_argument("--kubeflow-threads", type=int, default=1,
+                        help="training-operator's --controller-threads (its default and its manifests': 1)")
     parser.add_argument("--gang", default="builtin", choices=["builtin", "none"], help="our operator's gang backend")
     parser.add_argument("--order", default="ours-first", choices=["ours-first", "kubeflow-first"])
     parser.add_argument("--no-cases", dest="cases", action="store_false", help="skip Kubeflow's own cases")
