@@ -41,7 +41,7 @@ from typing import Any
 from kubernetes import client, config
 
 from kubelocal.upstream.build import UpstreamError, binaries
-from kubelocal.upstream.cluster import UpstreamClusterThread, _host_address
+from kubelocal.upstream.cluster import UpstreamClusterThread, host_address
 from kubelocal.upstream.pki import MASTERS_GROUP, issue, kubeconfig, write_kubeconfig
 from tfjob_operator.api.crd import CRD_PATH
 
@@ -358,7 +358,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
                              f"--controller-threads {args.kubeflow_threads})")
                     print(f"{label}:", flush=True)
                     if op.key == "kubeflow":
-                        kubeflow_webhook(admin, module, op.webhook_port, _host_address())
+                        kubeflow_webhook(admin, module, op.webhook_port, host_address())
                     op.start()
                     try:
                         if op.key == "kubeflow":
