@@ -324,6 +324,8 @@ def test_kueue_labels_every_pod_with_queue_group_and_total():
         assert pod["metadata"]["labels"][kueue.LABEL_QUEUE_NAME] == "team-a-queue"
         assert pod["metadata"]["labels"][kueue.LABEL_POD_GROUP_NAME] == "mnist-0"
         assert pod["metadata"]["annotations"][kueue.ANNOTATION_POD_GROUP_TOTAL_COUNT] == "3"
+        # each attempt is a group of its own: Kueue may end it once its pods stopped (never wait for replacements)
+        assert pod["metadata"]["annotations"][kueue.ANNOTATION_RETRIABLE_IN_GROUP] == "false"
 
 
 def test_kueue_gives_each_gang_attempt_its_own_group_within_63_characters():

@@ -368,10 +368,13 @@ def test_pods_kueue_stops_are_recreated_as_the_next_attempt_in_a_new_pod_group(g
     c.custom.create_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", body)
     c.wait_state("kq", "Running", 30)
     assert {p.metadata.labels["kueue.x-k8s.io/pod-group-name"] for p in c.pods("kq")} == {"kq-0"}
-    # Kueue preempts the workload: it marks each pod TerminationTarget (StoppedByKueue), then deletes it.
+    # Kueue preempts the workload: it marks each pod TerminationTarget, then deletes it (what Kueue 0.17 writes,
+    # as tests/upstream/test_kueue.py saw it).
     kueue = c.client("kueue-manager")
-    stopped = {"status": {"conditions": [{"type": "TerminationTarget", "status": "True", "reason": "StoppedByKueue",
-                                          "message": "Preempted to accommodate a higher priority Workload"}]}}
+    stopped = {"status": {"conditions": [{"type": "TerminationTarget", "status": "True",
+                                          "reason": "WorkloadEvictedDueToPreempted",
+                                          "message": "Preempted to accommodate a workload (UID: 1, JobUID: 2) due to "
+                                                     "prioritization in the ClusterQueue; preemptor path: /team"}]}}
     try:
         for pod in ("kq-worker-0", "kq-worker-1"):
             c.call(kueue.patch(f"/api/v1/namespaces/default/pods/{pod}/status", stopped, STRATEGIC_MERGE_PATCH))

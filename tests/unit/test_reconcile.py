@@ -799,25 +799,29 @@ def test_podgroup_is_created_while_the_pods_wait_for_it() -> None:
 
 
 def test_kueue_stopping_the_gang_restarts_it_as_the_next_attempt_without_using_the_backoff_limit() -> None:
-    """Kueue preempts a workload by marking its pods TerminationTarget (StoppedByKueue) and deleting them; the
-    gang comes back as the next attempt (a new Kueue pod group, queued again), also before it ever ran whole."""
-    stopped = {"type": "TerminationTarget", "status": "True", "reason": "StoppedByKueue",
-               "message": "Preempted to accommodate a higher priority Workload", "lastTransitionTime": at(10)}
-    pods = [pod("worker-0", deleting=40), pod("worker-1", "Pending", deleting=40)]
-    for p in pods:
-        p["status"]["conditions"] = [stopped]
-    decision = reconcile(tfjob(status=started(), annotations=recorded(Worker=2)), pods, T0 + timedelta(seconds=30))
-    status = decision.status
-    assert (status.state, status.restartCount, status.failureRestarts) == ("Restarting", 1, 0)
-    restarting = next(c for c in status.conditions if c.type == status.state)
-    assert restarting.reason == "PodPreempted" and "Preempted to accommodate" in restarting.message
+    """Kueue preempts a workload by marking its pods TerminationTarget and deleting them; the gang comes back as the
+    next attempt (a new Kueue pod group, queued again), also before it ever ran whole. The reason is Kueue 0.17's
+    (WorkloadEvictedDueToPreempted, seen in tests/upstream/test_kueue.py) or older releases' (StoppedByKueue)."""
+    for reason in ("WorkloadEvictedDueToPreempted", "StoppedByKueue"):
+        stopped = {"type": "TerminationTarget", "status": "True", "reason": reason,
+                   "message": "Preempted to accommodate a workload (UID: 1, JobUID: 2) due to prioritization in the "
+                              "ClusterQueue; preemptor path: /team", "lastTransitionTime": at(10)}
+        pods = [pod("worker-0", deleting=40), pod("worker-1", "Pending", deleting=40)]
+        for p in pods:
+            p["status"]["conditions"] = [stopped]
+        decision = reconcile(tfjob(status=started(), annotations=recorded(Worker=2)), pods,
+                             T0 + timedelta(seconds=30))
+        status = decision.status
+        assert (status.state, status.restartCount, status.failureRestarts) == ("Restarting", 1, 0)
+        restarting = next(c for c in status.conditions if c.type == status.state)
+        assert restarting.reason == "PodPreempted" and "Preempted to accommodate" in restarting.message
 
 
 def test_a_gang_pod_gone_before_the_reconcile_restarts_with_the_cause_its_last_body_carried() -> None:
     """A busy operator may reconcile only once Kueue's stopped pods are gone (a worker that exits at once on
     SIGTERM): their last bodies, kept by the pod index, still name the cause; a last body of an earlier attempt or
     of another job of the same name does not."""
-    stopped = {"type": "TerminationTarget", "status": "True", "reason": "StoppedByKueue",
+    stopped = {"type": "TerminationTarget", "status": "True", "reason": "WorkloadEvictedDueToPreempted",
                "message": "Preempted to accommodate a higher priority Workload", "lastTransitionTime": at(10)}
 
     def last_bodies(attempt: int = 0, uid: str = "uid-j") -> dict[str, dict[str, Any]]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import psutil
 import pytest
+from kubernetes.client.exceptions import ApiException
 from operator_harness import REPO, Cluster, running_operator
 from polling import wait_for
 
@@ -210,6 +211,14 @@ def test_a_tfjob_dev_job_is_admitted_by_kueue_as_a_plain_pod_group_sharing_the_q
     assert (group_condition(cluster, "grouped-0", "Admitted") or {}).get("status") == "True"
 
 
+def workload_over(cluster: Cluster, group: str) -> bool:
+    try:
+        cluster.custom.get_namespaced_custom_object(KQ, "v1beta2", "default", "workloads", group)
+    except ApiException as exc:
+        return exc.status == 404
+    return (group_condition(cluster, group, "Finished") or {}).get("status") == "True"
+
+
 def group_condition(cluster: Cluster, group: str, ctype: str) -> dict[str, Any] | None:
     """A condition of the Workload Kueue made for a plain pod group (named after the group)."""
     try:
@@ -251,6 +260,54 @@ def test_a_higher_priority_job_preempts_a_training_job_which_saves_at_the_step_a
     wait_for(lambda: state(cluster, "high") == "Succeeded", 120, what="the high-priority job Succeeded")
     wait_for(lambda: state(cluster, "low") == "Succeeded", 240, what="the low job, admitted again, Succeeded")
     resumed = log(cluster, "low-worker-0")
+    assert f"[tfjob] resumed from backup at epoch 1 step {step} samples {samples}" in resumed, resumed
+
+
+def test_kueue_preempting_a_pod_group_stops_the_gang_at_a_step_and_the_next_attempt_resumes_there(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """A tfjob.dev job under the `kueue` backend: Kueue preempts its pod group by deleting the pods (marked
+    `TerminationTarget`, reason `WorkloadEvictedDueToPreempted`); the workers save at the agreed step, and the
+    operator recreates the gang as the next attempt, a new pod group that Kueue admits once the quota frees."""
+    out = tmp_path / "out"
+    container = {"name": "tensorflow", "image": "local",
+                 "command": ["python", "-m", "tfjob_worker", "--epochs", "1", "--steps-per-epoch", str(STEPS),
+                             "--log-every-steps", "4", "--output-dir", str(out)],
+                 "env": [{"name": "PYTHONPATH", "value": str(REPO / "worker_image")},
+                         {"name": "TFJOB_FAULT_HOLD_AT_STEP", "value": f"{HOLD} task=worker:1 attempt=0"},
+                         {"name": "TFJOB_STOP_CHECK_EVERY_STEPS", "value": "1"}],
+                 "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}
+    cluster.custom.create_namespaced_custom_object("tfjob.dev", "v1", "default", "tfjobs", {
+        "apiVersion": "tfjob.dev/v1", "kind": "TFJob",
+        "metadata": {"name": "gp", "annotations": {"tfjob.dev/gang-backend": "kueue"}},
+        "spec": {"runPolicy": {"schedulingPolicy": {"queue": "team"}},
+                 "tfReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "ExitCode", "template": {
+                     "metadata": {"labels": {f"{KQ}/priority-class": "low"}},
+                     "spec": {"containers": [container]}}}}}})
+    wait_for(lambda: f"[tfjob] fault: holding after step {HOLD}" in log(cluster, "gp-worker-1"), 240,
+             interval=0.5, what=f"worker 1 of the pod group holding after step {HOLD}")
+    chief_log = follow(cluster, "gp-worker-0")
+
+    submit(cluster, tfjob("urgent", ["python", "-c", "print('urgent done')"], priority="high"))
+    stopped = wait_for(lambda: re.search(r"preempted: stopped after epoch 1 step (\d+) \(samples (\d+)\); saving",
+                                         "".join(chief_log)), 90, interval=0.3,
+                       what="the pod group's chief stopping at the agreed step and saving")
+    step, samples = int(stopped[1]), int(stopped[2])
+    assert step == HOLD
+    restarting = wait_for(lambda: (c := cluster.condition("gp", "Restarting")) and c["status"] == "True" and c, 60,
+                          what="the operator restarting the gang Kueue stopped")
+    assert restarting["reason"] == "PodPreempted", restarting
+    assert (group_condition(cluster, "gp-0", "Evicted") or {}).get("reason") == "Preempted"
+
+    wait_for(lambda: state(cluster, "urgent") == "Succeeded", 120, what="the high-priority job Succeeded")
+    done = cluster.wait_state("gp", "Succeeded", timeout=240)
+    assert done["restartCount"] == 1 and done.get("failureRestarts", 0) == 0, done  # not counted as a failure
+    # attempt 0's group ended once its pods stopped (they may not be replaced in it), so Kueue let them go;
+    # attempt 1's pods, under the same names, are a group of their own, which Kueue admitted
+    assert {(p.metadata.labels["tfjob.dev/attempt"], p.metadata.labels[f"{KQ}/pod-group-name"])
+            for p in cluster.pods("gp")} == {("1", "gp-1")}
+    # and attempt 0's Workload is over: Finished, or (its pods gone) deleted by Kueue
+    assert workload_over(cluster, "gp-0")
+    resumed = log(cluster, "gp-worker-0")
     assert f"[tfjob] resumed from backup at epoch 1 step {step} samples {samples}" in resumed, resumed
 
 

@@ -1,6 +1,7 @@
 """Kueue backend: the job's pods form a Kueue plain pod group, admitted as one Workload.
 
-Every pod carries the LocalQueue label, the group name and the group's total count; Kueue's webhook gates
+Every pod carries the LocalQueue label, the group name, the group's total count and that the group is never
+retried in place (each attempt is a group of its own); Kueue's webhook gates
 them (``kueue.x-k8s.io/admission``) until the Workload is admitted. If Kueue preempts the workload it
 deletes the pods, and the operator recreates the gang as its next attempt (a new group name, queued again).
 """
@@ -20,6 +21,11 @@ LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 LABEL_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
 #: Pod annotation: how many pods the group has in total.
 ANNOTATION_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+#: Pod annotation: "false" says the group's pods are never replaced within it, so Kueue ends the group (its
+#: Workload Finished, its finalizer off the pods) once none of them runs. Each gang attempt is a group of its own
+#: whose pods keep their names: without it, Kueue 0.17 kept a preempted group's Workload waiting for replacement
+#: pods and its finalizer on the old pods, whose names the next attempt needs (tests/upstream/test_kueue.py).
+ANNOTATION_RETRIABLE_IN_GROUP = "kueue.x-k8s.io/retriable-in-group"
 #: The scheduling gate Kueue puts on pods until their Workload is admitted.
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 
@@ -56,6 +62,7 @@ class KueueBackend(base.GangBackend, base.ChecksJobs, base.ReportsWaits):
         labels[LABEL_QUEUE_NAME] = policy.queue
         labels[LABEL_POD_GROUP_NAME] = kueue_group_name(job, labels.get(constants.LABEL_ATTEMPT, "0"))
         out["metadata"]["annotations"][ANNOTATION_POD_GROUP_TOTAL_COUNT] = str(job.total_replicas())
+        out["metadata"]["annotations"][ANNOTATION_RETRIABLE_IN_GROUP] = "false"
         return out
 
     def queued_reason(self, job: TFJob, pods: Sequence[Mapping[str, Any]]) -> str | None:

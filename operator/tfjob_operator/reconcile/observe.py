@@ -76,7 +76,10 @@ DISRUPTION_REASONS: dict[str, Reason] = {
     "DeletionByPodGC": Reason.NODE_LOST,
     "EvictionByEvictionAPI": Reason.POD_EVICTED,
     "TerminationByKubelet": Reason.POD_EVICTED,
-    # Kueue stops a workload's pods (preemption, PodsReady timeout) with a TerminationTarget condition.
+    # Kueue stops an evicted workload's pods with a TerminationTarget condition whose reason is
+    # `WorkloadEvictedDueTo<the eviction's reason>` (Kueue 0.17, seen in tests/upstream/test_kueue.py; other
+    # evictions, such as a PodsReady timeout, read as PodDisrupted); older releases wrote StoppedByKueue.
+    "WorkloadEvictedDueToPreempted": Reason.POD_PREEMPTED,
     "StoppedByKueue": Reason.POD_PREEMPTED,
 }
 
