@@ -87,8 +87,12 @@ def find_binary() -> Path:
         raise KueueMissing(str(exc)) from None
 
 
+#: libyaml's loader where PyYAML has it: Kueue's CRDs are megabytes of YAML.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load_all(path: Path) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return [doc for doc in yaml.load_all(path.read_text(), Loader=_LOADER) if doc]
 
 
 def _service_ref(ref: Mapping[str, Any]) -> dict[str, Any]:
