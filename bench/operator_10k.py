@@ -13,12 +13,19 @@ what the API server was asked. Phases, in order:
 - restart: the operator stopped (SIGTERM) and started again: seconds until every job was reconciled once, the
   new process's peak RSS, and its writes on the wire (goal: none, no job changed);
 - expire: every watch expired (410, as after etcd compaction) while `--burst` jobs are created: the paged relist's
-  requests, jobs missed, pods created twice, writes to jobs that did not change;
+  requests, jobs missed, pods created twice, writes to jobs that did not change. On kubelocal its fault injector
+  expires every watch mid-burst; on the upstream plane the operator's watches end and are held (by the proxy)
+  while half the burst is submitted and a second kube-apiserver starts, etcd is compacted, and they resume on the
+  new kube-apiserver, whose watch cache starts after their resourceVersion: 410 Gone. Then the other half;
 - failover: a standby replica started, a burst of `--burst` jobs submitted, the leader SIGKILLed half-way: seconds
   until the standby's first write, until every burst job has its pods, jobs lost, pods created twice.
 
     .venv/bin/python bench/operator_10k.py                         (10,000 jobs, 2,000 running x 4: full size)
     .venv/bin/python bench/operator_10k.py --jobs 1000 --running 200 --nodes 100 --idle 30   (make bench's share)
+    .venv/bin/python bench/operator_10k.py ... --control-plane both    (kubelocal, then upstream: the same phases)
+
+`--control-plane upstream` runs it on the real control plane (`make upstream`); `both` runs kubelocal then upstream
+in one process and adds their ratios (upstream / kubelocal) to the SUMMARY, the upstream figures with an `up_` prefix.
 
 Ends with one `SUMMARY key=value ...` line.
 """
@@ -47,13 +54,13 @@ from typing import Any
 import psutil
 from kubernetes import client, config
 
+from kubelocal import planes
 from kubelocal.apiserver import write_kubeconfig
-from kubelocal.cluster import LocalClusterThread
 from tfjob_operator.api.crd import CRD_PATH
 from tfjob_operator.client.local.processes import stop_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wire_proxy import WireProxy
+from wire_proxy import for_cluster
 
 GROUP, VERSION, NS = "tfjob.dev", "v1", "default"
 #: CPUs a running job's pod asks for (no GPU: a cluster packed to its last GPU measures the scheduler's packing,
@@ -243,22 +250,35 @@ def created_twice(writes: list[list[Any]]) -> int:
 
 # ------------------------------------------------------------ the run
 
-def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
+def plane_processes(cluster: Any) -> list[psutil.Process]:
+    """The plane's processes: this one (kubelocal's API server, controllers and scheduler, or the upstream plane's
+    node agents), and on the upstream plane etcd, kube-apiserver, kube-controller-manager and kube-scheduler."""
+    upstream = getattr(cluster.cluster, "plane", None)
+    pids = [p.pid for p in upstream.processes.values()] if upstream is not None else []
+    return [psutil.Process(), *(psutil.Process(pid) for pid in pids)]
+
+
+def cpu_seconds(processes: list[psutil.Process]) -> float:
+    return sum(t.user + t.system for t in (p.cpu_times() for p in processes))
+
+
+def run(args: argparse.Namespace, figures: dict[str, str], control_plane: str) -> None:
     """The phases in order, each adding its figures to `figures` (kept if the run is stopped part-way)."""
     finished = args.jobs - args.running
     nodes = f"{args.nodes}xsim{{gpu:8,cpu:96,memory:1Ti,pods:250,sim:true}}"
-    with (contextlib.nullcontext(str(args.workdir)) if args.workdir else
+    upstream = control_plane == "upstream"
+    with (contextlib.nullcontext(str(args.workdir / control_plane)) if args.workdir else
           tempfile.TemporaryDirectory(prefix="tfjob-10k-", ignore_cleanup_errors=True) as tmp,
-          LocalClusterThread(workdir=Path(tmp), nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,),
-                             start_timeout=300) as cluster,
-          WireProxy(cluster.url) as wire):
+          planes.cluster_thread(control_plane, workdir=Path(tmp), nodes=nodes, max_grace_seconds=1.0,
+                                crds=(CRD_PATH,), start_timeout=300) as cluster,
+          for_cluster(cluster) as wire):
         work = Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         direct, proxied = work / "kubeconfig", work / "operator-kubeconfig"
-        write_kubeconfig(direct, cluster.url)
+        cluster.write_kubeconfig(direct)
         write_kubeconfig(proxied, wire.url)
         ctx = multiprocessing.get_context("spawn")
         pool = ctx.Pool(2, initializer=_client_init, initargs=(str(direct),))
-        plane = psutil.Process()
         operators: list[Operator] = []
         try:
             t0 = time.monotonic()
@@ -279,7 +299,8 @@ def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
                             args.timeout, every=3.0)
             figures["setup_s"] = f"{time.monotonic() - t0:.0f}s"
             print(f"operator_10k: {args.jobs} TFJobs ({args.running} running x {args.workers} pods, {finished} "
-                  f"finished) on {args.nodes} simulated 8-GPU nodes; set up in {figures['setup_s']}"
+                  f"finished) on {args.nodes} simulated 8-GPU nodes, {control_plane} plane; load average "
+                  f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; set up in {figures['setup_s']}"
                   f"{'' if running else ' (NOT all running)'}", flush=True)
 
             # ---- requests per job on the wire, with the cluster at full size
@@ -313,14 +334,14 @@ def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
             # ---- idle
             time.sleep(5)  # the last transitions' writes settle
             wire.reset()
-            reads0, op_cpu0, plane_cpu0 = op.metric("tfjob_progress_reads_total"), op.cpu(), plane.cpu_times()
+            plane = plane_processes(cluster)
+            reads0, op_cpu0, plane_cpu0 = op.metric("tfjob_progress_reads_total"), op.cpu(), cpu_seconds(plane)
             t = time.monotonic()
             time.sleep(args.idle)
             span = time.monotonic() - t
             counts, _ = wire.read()
-            plane_cpu1 = plane.cpu_times()
             op_cpu = (op.cpu() - op_cpu0) / span
-            plane_cpu = ((plane_cpu1.user + plane_cpu1.system) - (plane_cpu0.user + plane_cpu0.system)) / span
+            plane_cpu = (cpu_seconds(plane) - plane_cpu0) / span
             status_writes = counts.get("patch tfjobs/status", 0) / span
             reads = (op.metric("tfjob_progress_reads_total") - reads0) / span
             writes = sum(v for k, v in not_lease(counts).items() if not k.startswith(("get ", "list ", "watch ")))
@@ -365,12 +386,31 @@ def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
             wire.reset()
             reconciles0 = op.metric("tfjob_reconcile_duration_seconds_count")
             names = [f"exp-{i:04d}" for i in range(args.burst)]
-            half = pool.apply_async(submit, ([job_body(n, args.workers) for n in names],),
-                                    {"pace": args.pace})
-            time.sleep(args.pace * args.burst / 2)
-            expired_at = time.monotonic()
-            dropped = cluster.apiserver.faults.expire_watches()
-            half.get(args.timeout)
+            bodies = [job_body(n, args.workers) for n in names]
+            if upstream:
+                # The operator's watches end and wait in the proxy (a partition, or a load balancer moving it) while
+                # half the burst is submitted and a second kube-apiserver starts (its watch cache from etcd's
+                # revision then); etcd is compacted; the watches go on to the new kube-apiserver, where resuming
+                # from the resourceVersion they had is 410 Gone. Then the other half.
+                plane_obj = cluster.cluster.plane
+                ended = wire.hold()
+                expired_at = time.monotonic()
+                half = pool.apply_async(submit, (bodies[:args.burst // 2],), {"pace": args.pace})
+                second = cluster.on_plane(plane_obj.start_apiserver())
+                revision = cluster.on_plane(plane_obj.compact())
+                half.get(args.timeout)
+                held = time.monotonic() - expired_at
+                wire.release(second)
+                dropped = (f"{ended} watch streams (held {held:.1f} s; moved to a kube-apiserver started meanwhile, "
+                           f"etcd compacted at revision {revision})")
+                figures["expire_held_s"] = f"{held:.1f}s"
+                pool.apply(submit, (bodies[args.burst // 2:],), {"pace": args.pace})
+            else:
+                half = pool.apply_async(submit, (bodies,), {"pace": args.pace})
+                time.sleep(args.pace * args.burst / 2)
+                expired_at = time.monotonic()
+                dropped = f"{cluster.apiserver.faults.expire_watches()} watches"
+                half.get(args.timeout)
             submitted = time.monotonic()
             complete = until(lambda: all_of(names, pool.apply(census)[1], lambda pods: pods == args.workers),
                              args.timeout)
@@ -386,7 +426,7 @@ def run(args: argparse.Namespace, figures: dict[str, str]) -> None:
             figures.update(expire_missed=str(missed), expire_created_twice=str(twice),
                            expire_old_writes=str(old_writes), expire_lists=str(sum(lists.values())),
                            expire_settle_s=f"{settle:.1f}s", expire_reconciles=f"{reconciles:.0f}")
-            print(f"  expire: {dropped} watches expired {submitted - expired_at:.1f} s before the last of {args.burst} "
+            print(f"  expire: {dropped} expired {submitted - expired_at:.1f} s before the last of {args.burst} "
                   f"jobs was submitted; relist {lists}; every burst job's pods {settle:.1f} s after the last submit"
                   f"{'' if complete else ' (NOT all)'}; {reconciles:.0f} reconciles; missed {missed}, pods created "
                   f"twice {twice}, writes to unchanged jobs {old_writes}", flush=True)
@@ -452,21 +492,53 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pace", type=float, default=0.05, help="seconds between the burst's submits")
     parser.add_argument("--workdir", type=Path, help="keep the plane's and operators' files (logs) here")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds any one wait may take")
+    parser.add_argument("--control-plane", choices=[*planes.CONTROL_PLANES, "both"], default="kubelocal",
+                        help="the plane to run on; both: kubelocal, then upstream, and their ratios")
     args = parser.parse_args(argv)
     if not 0 < args.running < args.jobs:
         parser.error(f"--running must be between 1 and --jobs - 1 ({args.jobs - 1}), got {args.running}")
     if args.running * args.workers * int(RUNNING_CPU) > args.nodes * 90:
         parser.error(f"--running x --workers pods of {RUNNING_CPU} CPUs do not fit on --nodes of 96 CPUs")
     started = time.monotonic()
-    figures: dict[str, str] = {}
+    chosen = list(planes.CONTROL_PLANES) if args.control_plane == "both" else [args.control_plane]
+    by_plane: dict[str, dict[str, str]] = {p: {} for p in chosen}
     stopped = False
     try:
-        run(args, figures)
+        for control_plane in chosen:
+            run(args, by_plane[control_plane], control_plane)
     except KeyboardInterrupt:  # make bench's share ran out: the phases done so far still count
         stopped = True
     print(f"  wall time {time.monotonic() - started:.0f} s{' (stopped)' if stopped else ''}")
-    print("SUMMARY " + f"jobs={args.jobs} running={args.running} " + " ".join(f"{k}={v}" for k, v in figures.items()))
+    figures = dict(by_plane.get("kubelocal", {}))
+    if "upstream" in by_plane:
+        prefix = "up_" if len(chosen) > 1 else ""
+        figures.update({f"{prefix}{k}": v for k, v in by_plane["upstream"].items()})
+    if len(chosen) > 1:
+        figures.update(ratios(by_plane["kubelocal"], by_plane["upstream"]))
+        print("  upstream / kubelocal: " + ", ".join(f"{k.removeprefix('ratio_')} {v}" for k, v in figures.items()
+                                                      if k.startswith("ratio_")))
+    print("SUMMARY " + f"jobs={args.jobs} running={args.running} control_plane={args.control_plane} "
+          + " ".join(f"{k}={v}" for k, v in figures.items()))
     return 1 if stopped else 0
+
+
+#: The figures compared across planes as upstream / kubelocal (times and requests; counts that should be 0 are
+#: shown as they are).
+RATIOS = ("requests_rest", "restart_s", "expire_settle_s", "failover_first_write_s", "failover_all_pods_s",
+          "restart_rss_mib", "idle_plane_cpu")
+
+
+def ratios(local: dict[str, str], upstream: dict[str, str]) -> dict[str, str]:
+    """`ratio_<key>=<upstream / kubelocal>` for each RATIOS figure both planes have."""
+    out = {}
+    for key in RATIOS:
+        try:
+            a, b = (float(d[key].rstrip("s%")) for d in (local, upstream))
+        except (KeyError, ValueError):
+            continue
+        if a > 0:
+            out[f"ratio_{key}"] = f"{b / a:.2f}"
+    return out
 
 
 if __name__ == "__main__":

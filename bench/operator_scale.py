@@ -17,6 +17,9 @@ and operator peak RSS against the number of jobs, and ends with one SUMMARY line
 cover the jobs that finished; `jobsN_succeeded=k/N` says how many), and a size is skipped when the last size's pace
 says it cannot finish in what is left (`make bench`: --sweep 100,250 --budget 160; 1000 x 4 is run alone).
 --simulated puts the pods on kwok-style simulated nodes (no process each; they still exit 0 at once).
+--control-plane upstream runs it on the real control plane (`make upstream`: etcd, kube-apiserver, ...; the proxy
+reaches kube-apiserver over TLS as its admin); `both` runs each size on kubelocal, then on upstream, and adds
+upstream / kubelocal ratios (`ratio_jobsN_created_p99=...`) and the upstream figures (`up_jobsN_...`) to the SUMMARY.
 """
 
 from __future__ import annotations
@@ -41,13 +44,13 @@ import figures
 import psutil
 from kubernetes import client, config, watch
 
+from kubelocal import planes
 from kubelocal.apiserver import write_kubeconfig
-from kubelocal.cluster import LocalClusterThread
 from tfjob_operator.api.crd import CRD_PATH
 from tfjob_operator.client.local.processes import stop_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wire_proxy import WireProxy
+from wire_proxy import for_cluster
 
 BENCH_UA = "tfjob-bench"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -295,18 +298,19 @@ class Result:
 
 
 def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path | None = None,
-             trace: bool = False, simulated: bool = False) -> Result:
+             trace: bool = False, simulated: bool = False, control_plane: str = "kubelocal") -> Result:
     """N jobs x W workers on a fresh control plane and operator; prints the figures, returns them. `simulated`:
     the nodes are kwok-style simulated nodes, whose pods run no process (they exit 0 at once all the same)."""
     nodes = "4x{cpu:64,memory:256Gi,pods:1000" + (",sim:true}" if simulated else "}")
     with (
         tempfile.TemporaryDirectory(prefix="tfjob-bench-", ignore_cleanup_errors=True) as tmp,
-        LocalClusterThread(workdir=Path(tmp), nodes=nodes, max_grace_seconds=1.0, crds=(CRD_PATH,)) as cluster,
-        WireProxy(cluster.url) as wire,
+        planes.cluster_thread(control_plane, workdir=Path(tmp), nodes=nodes, max_grace_seconds=1.0,
+                              crds=(CRD_PATH,), start_timeout=300) as cluster,
+        for_cluster(cluster) as wire,
     ):
         workdir = Path(tmp)
         kubeconfig = workdir / "kubeconfig"
-        write_kubeconfig(kubeconfig, cluster.url)
+        cluster.write_kubeconfig(kubeconfig)
         # The operator talks to the plane through the counting proxy; the measuring client directly.
         operator_kubeconfig = workdir / "operator-kubeconfig"
         write_kubeconfig(operator_kubeconfig, wire.url)
@@ -346,11 +350,13 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
                      "--format", "raw", "--rate", "50", "-o", str(profile)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wire.reset()
-            first_request = len(cluster.apiserver.requests)
+            # kubelocal's own request log (for --trace); kube-apiserver's is not read
+            request_log = cluster.apiserver.requests if control_plane == "kubelocal" else []
+            first_request = len(request_log)
             ours.send("go")
             ours.recv()  # every job finished, or the timeout
             time.sleep(2)  # requests that follow success (clean-up) belong to the job too
-            records = list(cluster.apiserver.requests)[first_request:]
+            records = list(request_log)[first_request:]
             on_wire, wire_writes = wire.read()
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -380,7 +386,8 @@ def run_once(jobs: int, workers: int, timeout: float, gang: str, profile: Path |
             if r.user_agent.startswith(("tfjob-operator", "kopf")) and (r.name or "").startswith("bench-000"):
                 print(f"    {r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''} {r.name}")
     print(
-        f"operator_scale: {n} TFJobs x {workers} workers (pods exit 0 at once), local control plane, "
+        f"operator_scale: {n} TFJobs x {workers} workers (pods exit 0 at once), {control_plane} plane"
+        f"{', simulated nodes' if simulated else ''}, "
         f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
     print(f"  submitted in {seen.submit_seconds:.1f}s; all finished after {seen.total_seconds:.1f}s; "
@@ -476,12 +483,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gang", default="builtin", choices=["builtin", "none"], help="the operator's gang backend")
     parser.add_argument("--simulated", action="store_true",
                         help="simulated nodes (kwok-style): the pods run no process, and still exit 0 at once")
+    parser.add_argument("--control-plane", choices=[*planes.CONTROL_PLANES, "both"], default="kubelocal",
+                        help="the plane to run on; both: each size on kubelocal, then upstream, and their ratios")
     args = parser.parse_args(argv)
+    chosen = list(planes.CONTROL_PLANES) if args.control_plane == "both" else [args.control_plane]
     if not args.sweep:
-        r = run_once(args.jobs, args.workers, args.timeout, args.gang, args.profile, args.trace, args.simulated)
-        print(f"SUMMARY jobs={r.jobs} workers={r.workers} {r.summary()}")
-        return 0 if r.succeeded == r.jobs else 1
-    results = []
+        single = {p: run_once(args.jobs, args.workers, args.timeout, args.gang, args.profile, args.trace,
+                              args.simulated, p) for p in chosen}
+        r = single[chosen[0]]
+        print(f"SUMMARY jobs={r.jobs} workers={r.workers} control_plane={args.control_plane} "
+              + summaries({r.jobs: single}, ""))
+        return 0 if all(x.succeeded == x.jobs for x in single.values()) else 1
+    results: dict[int, dict[str, Result]] = {}
     sweep_started = time.monotonic()
     per_job: float | None = None  # wall seconds per job of the last size, floor and set-up included
     for n in args.sweep:
@@ -489,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.budget:
             left = args.budget - (time.monotonic() - sweep_started)
             # What is left, less the fixed costs around the wait (start-up, the 2 s tail, tear-down).
-            overhead = SIZE_OVERHEAD_SECONDS + SIZE_OVERHEAD_PER_JOB * n
+            overhead = (SIZE_OVERHEAD_SECONDS + SIZE_OVERHEAD_PER_JOB * n) * len(chosen)
             timeout = min(timeout, left - overhead)
             needs = per_job * n * SIZE_MARGIN if per_job is not None else 0.0
             if timeout < 10 or needs > left:
@@ -498,24 +511,46 @@ def main(argv: list[str] | None = None) -> int:
                       + f" (run it alone: bench/operator_scale.py --sweep {n})\n")
                 continue
         started = time.monotonic()
-        results.append(run_once(n, args.workers, timeout, args.gang, simulated=args.simulated))
+        for p in chosen:
+            results.setdefault(n, {})[p] = run_once(n, args.workers, timeout, args.gang, simulated=args.simulated,
+                                                     control_plane=p)
         per_job = (time.monotonic() - started) / n
         # The figures so far: if the sweep is stopped (make bench's share), its last SUMMARY line keeps them.
-        print(f"SUMMARY (so far) workers={args.workers} " + " ".join(r.summary(f"jobs{r.jobs}_") for r in results))
+        print(f"SUMMARY (so far) workers={args.workers} " + summaries(results))
         print(flush=True)
-    results.sort(key=lambda r: r.jobs)
     print(f"sweep: N TFJobs x {args.workers} workers   created p50/p99 s   Succeeded p50/p99 s   "
-          "requests/job   peak RSS MiB   Succeeded   wall s")
-    for r in results:
-        print(f"  {r.jobs:>5}   {r.created_p50:>16.2f} {r.created_p99:>5.2f}   {r.succeeded_p50:>14.2f} "
-              f"{r.succeeded_p99:>6.2f}   {r.requests_per_job:>12.1f}   {r.peak_rss_mib:>12.0f}   "
-              f"{r.succeeded:>5}/{r.jobs:<5} {r.seconds:>6.0f}")
+          "requests/job   peak RSS MiB   Succeeded   wall s   plane")
+    for _, by_plane in sorted(results.items()):
+        for p, r in by_plane.items():
+            print(f"  {r.jobs:>5}   {r.created_p50:>16.2f} {r.created_p99:>5.2f}   {r.succeeded_p50:>14.2f} "
+                  f"{r.succeeded_p99:>6.2f}   {r.requests_per_job:>12.1f}   {r.peak_rss_mib:>12.0f}   "
+                  f"{r.succeeded:>5}/{r.jobs:<5} {r.seconds:>6.0f}   {p}")
     if results:
-        plot(results, args.plot)
-        print(f"plot: {args.plot}")
-    print(f"SUMMARY workers={args.workers} " + " ".join(r.summary(f"jobs{r.jobs}_") for r in results))
+        plot([by_plane[chosen[0]] for _, by_plane in sorted(results.items()) if chosen[0] in by_plane], args.plot)
+        print(f"plot: {args.plot} ({chosen[0]} plane)")
+    print(f"SUMMARY workers={args.workers} control_plane={args.control_plane} " + summaries(results))
     # Jobs that did not succeed in time are a figure (jobsN_succeeded), judged by the table, not a crash.
     return 0
+
+
+#: The figures compared across planes as upstream / kubelocal.
+RATIOS = ("created_p99", "created_floor", "succeeded_p99", "requests_per_job", "requests_rest", "peak_rss_mib")
+
+
+def summaries(results: dict[int, dict[str, Result]], size_prefix: str = "jobs{n}_") -> str:
+    """Each size's figures: kubelocal's as `jobsN_...`, upstream's as `up_jobsN_...` when both ran (else as the
+    one plane's), and `ratio_jobsN_<figure>=<upstream / kubelocal>` when both ran."""
+    parts = []
+    for n, by_plane in results.items():
+        prefix = size_prefix.format(n=n)
+        both = len(by_plane) > 1
+        for p, r in by_plane.items():
+            parts.append(r.summary(("up_" if both and p == "upstream" else "") + prefix))
+        if both:
+            local, up = by_plane["kubelocal"], by_plane["upstream"]
+            parts += [f"ratio_{prefix}{k}={getattr(up, k) / getattr(local, k):.2f}" for k in RATIOS
+                      if getattr(local, k) > 0]
+    return " ".join(parts)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import ipaddress
 import socket
 from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kubelocal.cluster import (
     ClusterSettings,
@@ -67,6 +67,8 @@ KUBE_DNS: dict[str, Any] = {
 }
 #: Where a process node's kubelet API listens when there is no pod network (the egress proxy dials it directly).
 HOST_NODE_IP = "127.0.0.1"
+
+T = TypeVar("T")
 
 
 class UpstreamCluster(ClusterSettings):
@@ -327,3 +329,10 @@ class UpstreamClusterThread(LocalClusterThread):
     def kubelet(self) -> Kubelets:  # type: ignore[override]
         kubelets: Kubelets = self.cluster.kubelet
         return kubelets
+
+    def on_plane(self, coro: Coroutine[Any, Any, T], timeout: float | None = 300.0) -> T:
+        """Run a coroutine of the plane's processes (`c.on_plane(c.cluster.plane.compact())`) on the loop they
+        were started on, and return its result."""
+        if self._loop is None:
+            raise RuntimeError("the cluster thread is not running")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -158,10 +159,10 @@ class UpstreamPlane:
             await self.stop()
             raise
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(self, name: str, args: list[str], binary: str = "") -> None:
         log_file = open(self.layout.logs / f"{name}.log", "ab")  # kept open while it runs
         self._logs[name] = log_file
-        self.processes[name] = spawn([str(self.binaries[name]), *args], cwd=self.dir, env=self._env(),
+        self.processes[name] = spawn([str(self.binaries[binary or name]), *args], cwd=self.dir, env=self._env(),
                                      stdout=log_file, lifeline=self.lifeline)
 
     @staticmethod
@@ -205,11 +206,38 @@ class UpstreamPlane:
         finally:
             await client.close()
 
+    # -- what an operator of a cluster does to it -------------------------------------------------------------
+
+    async def compact(self) -> int:
+        """Compact etcd's history up to its current revision, as `--auto-compaction` does every 5 minutes (and
+        `etcdctl compact` at once): a list or watch from an older resourceVersion that reaches etcd is then
+        410 Gone. Returns the revision compacted to."""
+        base = f"http://127.0.0.1:{self.layout.ports.etcd_client}/v3/kv"
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+            async with session.post(f"{base}/range", json={"key": "AA==", "count_only": True}) as resp:
+                resp.raise_for_status()
+                revision = int((await resp.json())["header"]["revision"])
+            async with session.post(f"{base}/compaction", json={"revision": revision, "physical": True}) as resp:
+                resp.raise_for_status()
+        return revision
+
+    async def start_apiserver(self, name: str = "kube-apiserver-2") -> str:
+        """Start another kube-apiserver on the same etcd, as a second member of an HA control plane (or the
+        member a rolling restart brings back); its URL once its `/readyz` answers. Its watch cache starts at
+        etcd's current revision: a client that moves to it and resumes a watch from an older resourceVersion
+        gets 410 Gone and lists again. `stop` ends it with the rest."""
+        ports = dataclasses.replace(self.layout.ports, apiserver=free_ports(1)[0])
+        layout = dataclasses.replace(self.layout, ports=ports)
+        self._spawn(name, flags.apiserver(layout), "kube-apiserver")
+        await self._wait_healthy(name, f"{layout.apiserver_url}/readyz", self.tls())
+        return layout.apiserver_url
+
     # -- stop -------------------------------------------------------------------------------------------------
 
     async def stop(self, grace: float = STOP_GRACE) -> None:
         """SIGTERM each process in the reverse order of their start (SIGKILL after `grace`), then the proxy."""
-        for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+        order = ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+        for name in [*(n for n in self.processes if n not in order), *order]:  # start_apiserver's first
             await self.end(name, grace)
         self.processes.clear()
         self.lifeline.close()
