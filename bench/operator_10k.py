@@ -196,7 +196,13 @@ class Operator:
 def until(check: Callable[[], Any], timeout: float, every: float = 1.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:
-        value = check()
+        try:
+            value = check()
+        except client.ApiException as exc:  # a busy plane's 504 (or 429) to a poll: the next poll asks again
+            if exc.status != 429 and (exc.status or 0) < 500:
+                raise
+            print(f"  (a poll got {exc.status} {exc.reason}; polling on)", flush=True)
+            value = None
         if value or time.monotonic() > deadline:
             return value
         time.sleep(every)

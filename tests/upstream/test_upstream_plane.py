@@ -8,6 +8,7 @@ import json
 import subprocess
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from polling import wait_for
@@ -130,3 +131,24 @@ def test_kubectl_port_forward_reaches_the_pods_own_port(kubectl: Kubectl) -> Non
         forward.terminate()
         forward.wait(timeout=30)
         kubectl("delete", "pod", "web", "--timeout=60s")
+
+
+def test_a_watch_resumed_on_a_kube_apiserver_started_after_compaction_gets_410_gone(
+        upstream: UpstreamClusterThread, kubectl: Kubectl) -> None:
+    """What bench/operator_10k.py's watch expiry does on this plane: a client whose watch moves to a second
+    kube-apiserver, started after etcd went past the client's resourceVersion and compacted, must list again."""
+    plane = upstream.cluster.plane
+
+    def get(url: str) -> Any:
+        with urllib.request.urlopen(url, context=plane.tls(), timeout=30) as resp:
+            return json.loads(resp.readline())
+
+    configmaps = "/api/v1/namespaces/default/configmaps"
+    listed = get(f"{upstream.url}{configmaps}")["metadata"]["resourceVersion"]
+    kubectl("create", "configmap", "after-the-list")
+    second = upstream.on_plane(plane.start_apiserver())
+    assert upstream.on_plane(plane.compact()) > int(listed)
+    event = get(f"{second}{configmaps}?watch=1&resourceVersion={listed}&timeoutSeconds=5")
+    assert (event["type"], event["object"]["code"], event["object"]["reason"]) == ("ERROR", 410, "Expired")
+    # the second kube-apiserver serves the same cluster: the change after the list is there
+    assert get(f"{second}{configmaps}/after-the-list")["metadata"]["name"] == "after-the-list"
