@@ -247,6 +247,12 @@ def timeline(writes: list[list[Any]]) -> dict[str, tuple[float, float]]:
             for what, v in sorted(gaps.items(), key=lambda kv: statistics.median(kv[1]))}
 
 
+def old_write_list(writes: list[list[Any]]) -> str:
+    """The first writes (not Events, not Leases) to the jobs there before the burst, if any."""
+    old = [w[:5] for w in writes if w[1] not in ("events", "leases") and w[3].startswith(("run-", "done-"))]
+    return f"{old[:10]}" if old else ""
+
+
 def created_twice(writes: list[list[Any]]) -> int:
     """Pods the server was asked to create more than once (a second 201 or a 409 for the same name)."""
     names = collections.Counter(name for verb, resource, _, name, *_ in writes
@@ -435,7 +441,7 @@ def run(args: argparse.Namespace, figures: dict[str, str], control_plane: str) -
             print(f"  expire: {dropped} expired {submitted - expired_at:.1f} s before the last of {args.burst} "
                   f"jobs was submitted; relist {lists}; every burst job's pods {settle:.1f} s after the last submit"
                   f"{'' if complete else ' (NOT all)'}; {reconciles:.0f} reconciles; missed {missed}, pods created "
-                  f"twice {twice}, writes to unchanged jobs {old_writes}", flush=True)
+                  f"twice {twice}, writes to unchanged jobs {old_writes} {old_write_list(writes_list)}", flush=True)
 
             # ---- failover mid-burst
             standby = Operator(proxied, work / "operator-3.log")
