@@ -79,7 +79,12 @@ KUEUE = Component(
 TRAINING_OPERATOR = Component(name="training-operator", version="v1.9.3", binaries=("training-operator.v1",),
                               on_demand=True)
 
-COMPONENTS: dict[str, Component] = {c.name: c for c in (K8S, KUEUE, TRAINING_OPERATOR)}
+#: Volcano's scheduler, for the `volcano` gang backend's upstream test.
+VOLCANO = Component(name="volcano", version="v1.14.1", binaries=("vc-scheduler",),
+                    renames={"scheduler": "vc-scheduler"},
+                    ldflags=("-X volcano.sh/volcano/pkg/version.Version=v1.14.1",), on_demand=True)
+
+COMPONENTS: dict[str, Component] = {c.name: c for c in (K8S, KUEUE, TRAINING_OPERATOR, VOLCANO)}
 
 
 def cache_root() -> Path:
