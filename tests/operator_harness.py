@@ -28,6 +28,7 @@ from kubelocal.cluster import LocalClusterThread, install_crds
 from kubelocal.containers import ImageDefaults
 from kubelocal.controllers import ControllerSettings
 from kubelocal.kubeclient import KubeClient
+from kubelocal.pytest_plugin import usable_control_plane
 from tfjob_operator.api.crd import CRD_PATH, KUBEFLOW_CRD_PATH
 from tfjob_operator.client.local.processes import stop_process
 
@@ -226,15 +227,7 @@ def needs_kubelocal(what: str = REQUEST_LOG) -> pytest.MarkDecorator:
 def control_plane() -> str:
     """The plane the tiers run on: $TFJOB_CONTROL_PLANE (the pytest plugin's switch), else kubelocal. On upstream,
     the test skips, saying to run `make upstream`, when the binaries are not built."""
-    plane = planes.choose()
-    if plane == "upstream":
-        from kubelocal.upstream.binaries import BinariesMissing, find
-
-        try:
-            find()
-        except BinariesMissing as exc:
-            pytest.skip(str(exc))
-    return plane
+    return usable_control_plane()
 
 
 @contextlib.contextmanager

@@ -191,6 +191,20 @@ class ChildProcess:
         """The exit code (-N when killed by signal N), once the process has exited."""
         return await asyncio.shield(self._exited)
 
+    async def stop(self, grace: float) -> None:
+        """SIGTERM its process group, SIGKILL after `grace` seconds, and wait for its exit (a component going down:
+        the upstream plane's processes, Kueue)."""
+        if self.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.wait(), grace)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
+            await self.wait()
+
 
 def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdout: IO[bytes] | int,
           lifeline: Lifeline | None) -> ChildProcess:

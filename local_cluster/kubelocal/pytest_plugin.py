@@ -42,10 +42,10 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[ENV] = chosen
 
 
-@pytest.fixture(scope="session")
-def kubelocal_control_plane(request: pytest.FixtureRequest) -> str:
-    """`kubelocal` or `upstream`; a test on the upstream plane skips when its binaries are not built."""
-    plane = choose(request.config.getoption("--control-plane"))
+def usable_control_plane(chosen: str | None = None) -> str:
+    """The plane a test runs on (`chosen`, else $TFJOB_CONTROL_PLANE, else kubelocal); on the upstream plane the
+    test skips, saying to run `make upstream`, when its binaries are not built."""
+    plane = choose(chosen)
     if plane == "upstream":
         from kubelocal.upstream.binaries import BinariesMissing, find
 
@@ -54,6 +54,12 @@ def kubelocal_control_plane(request: pytest.FixtureRequest) -> str:
         except BinariesMissing as exc:
             pytest.skip(str(exc))
     return plane
+
+
+@pytest.fixture(scope="session")
+def kubelocal_control_plane(request: pytest.FixtureRequest) -> str:
+    """`kubelocal` or `upstream`; a test on the upstream plane skips when its binaries are not built."""
+    return usable_control_plane(request.config.getoption("--control-plane"))
 
 
 @pytest.fixture

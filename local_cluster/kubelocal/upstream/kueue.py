@@ -27,7 +27,6 @@ import contextlib
 import copy
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -300,15 +299,7 @@ class Kueue:
         """SIGTERM (SIGKILL after `grace`), then its webhooks out, so the plane admits as before."""
         proc = self.process
         if proc is not None:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(proc.wait(), grace)
-                except TimeoutError:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    await proc.wait()
+            await proc.stop(grace)
             self.lifeline.forget(proc.pid)
             self.process = None
         self.lifeline.close()

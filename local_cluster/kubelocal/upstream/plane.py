@@ -10,12 +10,10 @@ proxy's socket is abstract (no file). So a SIGKILLed plane leaves nothing runnin
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import os
 import shutil
-import signal
 import ssl
 import time
 from collections.abc import Sequence
@@ -251,15 +249,7 @@ class UpstreamPlane:
         proc = self.processes.pop(name, None)
         if proc is None:
             return
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), grace)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                await proc.wait()
+        await proc.stop(grace)
         self.lifeline.forget(proc.pid)
         log_file = self._logs.pop(name, None)
         if log_file is not None:
