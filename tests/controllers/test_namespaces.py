@@ -45,6 +45,29 @@ def test_an_edited_root_ca_config_map_is_restored(core: Core, cluster: LocalClus
              .get("ca.crt") == cluster.cluster.ca.cert_pem, what="the publisher to restore the CA")
 
 
+def test_deleting_every_config_map_takes_the_root_ca_too_and_it_comes_back_once(
+        core: Core, cluster: LocalClusterThread) -> None:
+    """What the official client's e2e `test_watch_configmaps` meets in `default`, on kube-controller-manager as here:
+    a delete_collection takes kube-root-ca.crt along; the publisher creates it again, once, with the same CA, and
+    then leaves it alone (a watch from before the delete sees no rewrite of it before a later marker)."""
+    ns = _namespace(core)
+    wait_for(lambda: read(core.read_namespaced_config_map, "kube-root-ca.crt", ns), what="kube-root-ca.crt")
+    core.create_namespaced_config_map(ns, config_map("mine"))
+    since = core.list_namespaced_config_map(ns).metadata.resource_version
+    core.delete_collection_namespaced_config_map(ns)
+    back = wait_for(lambda: read(core.read_namespaced_config_map, "kube-root-ca.crt", ns), what="kube-root-ca.crt back")
+    assert back["data"]["ca.crt"] == cluster.cluster.ca.cert_pem
+    core.create_namespaced_config_map(ns, config_map("marker"))
+    seen: list[tuple[str, str]] = []
+    watch = kubernetes.watch.Watch()
+    for event in watch.stream(core.list_namespaced_config_map, ns, resource_version=since, timeout_seconds=30):
+        seen.append((event["type"], event["object"].metadata.name))
+        if event["object"].metadata.name == "marker":
+            watch.stop()
+    assert sorted(seen[:2]) == [("DELETED", "kube-root-ca.crt"), ("DELETED", "mine")], seen
+    assert seen[2:] == [("ADDED", "kube-root-ca.crt"), ("ADDED", "marker")], seen
+
+
 def test_a_deleted_namespace_terminates_refuses_creates_drains_and_goes(core: Core) -> None:
     ns = _namespace(core)
     core.create_namespaced_config_map(ns, config_map("kept-a-moment"))
