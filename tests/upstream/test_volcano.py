@@ -95,9 +95,10 @@ def test_the_volcano_backends_podgroup_is_admitted_and_its_pods_bound_by_vc_sche
     assert wait_for(state, timeout=120, interval=0.5, what=f"the job to end {logs}") == "Succeeded"
     group = custom.get_namespaced_custom_object(VC_GROUP, VC_VERSION, "default", "podgroups", "vc")
     assert group["spec"]["minMember"] == 4
+    # Workers still running when worker 0 ends the job are deleted then (cleanPodPolicy Running): the pods left
+    # may be fewer than 4, the Scheduled Events of all 4 stay.
     pods = [p for p in core.list_namespaced_pod("default").items if p.metadata.name.startswith("vc-worker-")]
-    assert sorted(p.metadata.name for p in pods) == [f"vc-worker-{i}" for i in range(4)]
-    assert {p.spec.scheduler_name for p in pods} == {"volcano"}
+    assert pods and {p.spec.scheduler_name for p in pods} == {"volcano"}
     bound_by = {e.involved_object.name for e in core.list_namespaced_event("default").items
                 if e.reason == "Scheduled" and "volcano" in (e.source.component or "", e.reporting_component or "")}
-    assert bound_by >= {p.metadata.name for p in pods}, f"pods vc-scheduler bound: {sorted(bound_by)} {logs}"
+    assert bound_by >= {f"vc-worker-{i}" for i in range(4)}, f"pods vc-scheduler bound: {sorted(bound_by)} {logs}"
