@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ports import unreachable_kubeconfig
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "helm_local.py"
 
@@ -27,11 +28,7 @@ def test_no_cluster_yet_is_one_line_saying_to_start_one(tmp_path: Path, action: 
 
 
 def test_an_unreachable_cluster_is_helms_one_line_not_a_traceback(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
-        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: x}}]\n")
+    kubeconfig = unreachable_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1")
     done = _run("uninstall", kubeconfig=str(kubeconfig))
     assert done.returncode == 1
     assert "Traceback" not in done.stderr

@@ -7,15 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ports import unreachable_kubeconfig
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_kubeconfig_naming_an_unreachable_cluster_fails_the_cluster_tier(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: gone\n"
-        "clusters: [{name: gone, cluster: {server: 'http://127.0.0.1:9'}}]\n"
-        "contexts: [{name: gone, context: {cluster: gone, user: u}}]\nusers: [{name: u, user: {}}]\n")
+    kubeconfig = unreachable_kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9")
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/cluster"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
