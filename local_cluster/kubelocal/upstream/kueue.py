@@ -42,7 +42,7 @@ from kubelocal.ports import free_ports
 
 from .build import KUEUE, UpstreamError, binaries, find_go
 from .cluster import host_address as cluster_host_address
-from .plane import UpstreamPlane
+from .plane import UpstreamPlane, log_tail
 
 MODULE = f"sigs.k8s.io/kueue@{KUEUE.version}"
 NAMESPACE = "kueue-system"
@@ -254,7 +254,7 @@ class Kueue:
                 assert self.process is not None
                 if self.process.returncode is not None:
                     raise KueueMissing(f"kueue exited with code {self.process.returncode} while starting; the end "
-                                       f"of {self.log_path}:\n{self.tail()}")
+                                       f"of {self.log_path}:\n{log_tail(self.log_path)}")
                 try:
                     await self._mount_certificate(client)
                     async with session.get(f"http://127.0.0.1:{self.health_port}/readyz",
@@ -270,7 +270,7 @@ class Kueue:
                     last = f"dry run through the webhooks: {exc}"
                 if time.monotonic() > deadline:
                     raise KueueMissing(f"kueue not ready after {timeout:g}s ({last}); the end of {self.log_path}:\n"
-                                       f"{self.tail()}")
+                                       f"{log_tail(self.log_path)}")
                 await asyncio.sleep(0.2)
 
     async def _mount_certificate(self, client: KubeClient) -> None:
@@ -288,12 +288,6 @@ class Kueue:
             staged.write_bytes(base64.b64decode(data[name]))
             staged.chmod(0o600)
             staged.rename(cert_dir / name)
-
-    def tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
     async def stop(self, grace: float = STOP_GRACE) -> None:
         """SIGTERM (SIGKILL after `grace`), then its webhooks out, so the plane admits as before."""

@@ -59,7 +59,8 @@ def tls_context(ca: Path, cert: Path | None = None, key: Path | None = None) -> 
     return context
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def log_tail(path: Path, lines: int = 15) -> str:
+    """A log's last lines, for an error that says why a process did not come up."""
     try:
         text = path.read_text(errors="replace").splitlines()
     except OSError:
@@ -179,7 +180,7 @@ class UpstreamPlane:
             while True:
                 if proc.returncode is not None:
                     raise PlaneError(f"{name} exited with code {proc.returncode} while starting; the end of "
-                                     f"{log_path}:\n{_tail(log_path)}")
+                                     f"{log_path}:\n{log_tail(log_path)}")
                 try:
                     async with session.get(url, timeout=aiohttp.ClientTimeout(total=5)) as resp:
                         if resp.status == 200:
@@ -189,7 +190,7 @@ class UpstreamPlane:
                     last = str(exc) or type(exc).__name__
                 if time.monotonic() > deadline:
                     raise PlaneError(f"{name} not healthy after {timeout:g}s ({url}: {last}); the end of "
-                                     f"{log_path}:\n{_tail(log_path)}")
+                                     f"{log_path}:\n{log_tail(log_path)}")
                 await asyncio.sleep(0.1)
 
     async def _bootstrap(self) -> None:
